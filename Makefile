@@ -1,0 +1,45 @@
+# One venv, one instance home: every target sets itself up from nothing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HOME_DIR := $(CURDIR)/.dagster_home
+export DAGSTER_HOME := $(HOME_DIR)
+
+.PHONY: install demo test lint fmt dev validate bench clean
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+$(HOME_DIR)/dagster.yaml: dagster.yaml
+	mkdir -p $(HOME_DIR)
+	ln -sf ../dagster.yaml $@
+
+install: $(BIN)/.installed $(HOME_DIR)/dagster.yaml
+
+demo: install  ## generate sample runs (if ./runs is empty) and sync them into ./store
+	$(BIN)/statepool demo
+
+test: install  ## lint, then the whole test suite
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+fmt: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+validate: install  ## check that the code location loads
+	$(BIN)/dagster definitions validate -w workspace.yaml
+
+dev: install  ## the Dagster UI and daemon on http://127.0.0.1:3000, sensor live
+	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+clean:
+	rm -rf $(HOME_DIR) store runs

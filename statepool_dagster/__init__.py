@@ -1,0 +1,21 @@
+"""statepool_dagster: checkpoint states and curator prompts from self-evolving agent runs.
+
+``defs`` (the Dagster definitions) is loaded on first use, so reading the store
+with :func:`load_state_pool` / :func:`load_prompts` never imports Dagster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .core.models import CheckpointState
+
+__all__ = ["CheckpointState", "defs"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "defs":
+        from .definitions import defs
+
+        return defs
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

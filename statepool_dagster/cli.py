@@ -1,0 +1,196 @@
+"""The ``statepool`` command: sync, demo, status."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .core.settings import Settings
+
+DEFAULT_HOME = ".dagster_home"
+
+
+def ensure_dagster_home() -> Path:
+    """``DAGSTER_HOME``, defaulting to ``./.dagster_home`` that uses ``./dagster.yaml`` if present."""
+    home = os.environ.get("DAGSTER_HOME")
+    path = Path(home) if home else Path.cwd() / DEFAULT_HOME
+    path = path.resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    config = path / "dagster.yaml"
+    repo_config = Path.cwd() / "dagster.yaml"
+    if not home and not config.exists() and repo_config.is_file():
+        config.symlink_to(repo_config)
+    os.environ["DAGSTER_HOME"] = str(path)
+    return path
+
+
+def _instance():
+    from dagster import DagsterInstance
+
+    ensure_dagster_home()
+    return DagsterInstance.get()
+
+
+class Reporter:
+    """Progress lines (a bar on a TTY) and the closing summary."""
+
+    def __init__(self, quiet: bool, as_json: bool, stream=sys.stderr):
+        self.quiet = quiet or as_json
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.total = 0
+        self.done = 0
+        self.states = 0
+
+    def plan(self, plan) -> None:
+        self.total = len(plan.to_materialize)
+        for name, reason in plan.invalid.items():
+            self._line(f"skipped run folder {name!r}: {reason}")
+        for problem in plan.problems:
+            self._line(problem)
+        self._line(f"runs: {plan.describe()}")
+
+    def outcome(self, outcome) -> None:
+        self.done += 1
+        self.states += outcome.states
+        if outcome.success:
+            extra = f", {outcome.rejects} rejects" if outcome.rejects else ""
+            text = f"{outcome.run}: {outcome.states} states{extra} ({outcome.seconds:.1f}s)"
+        else:
+            text = f"{outcome.run}: FAILED: {outcome.error}"
+        if self.tty and not self.quiet:
+            width = 24
+            filled = width * self.done // max(self.total, 1)
+            bar = "#" * filled + "." * (width - filled)
+            self.stream.write(
+                f"\r\x1b[K[{bar}] {self.done}/{self.total} runs, {self.states} states  {text}"
+            )
+            if self.done == self.total:
+                self.stream.write("\n")
+            self.stream.flush()
+        else:
+            self._line(text)
+
+    def _line(self, text: str) -> None:
+        if not self.quiet:
+            print(text, file=self.stream, flush=True)
+
+
+def _summary_table(summary) -> str:
+    counts = summary.counts()
+    lines = ["", f"{'runs seen':<16}{counts['seen']:>8}"]
+    for key in ("new", "changed", "unchanged", "settling", "invalid", "failed"):
+        lines.append(f"{key:<16}{counts[key]:>8}")
+    lines.append(f"{'states written':<16}{counts['states_written']:>8}")
+    rejected = [o for o in summary.outcomes if o.rejects]
+    if rejected:
+        lines.append("rejects per run: " + ", ".join(f"{o.run}={o.rejects}" for o in rejected))
+    for o in summary.failed:
+        lines.append(f"failed: {o.run}: {o.error}")
+    return "\n".join(lines)
+
+
+def _summary_json(summary) -> dict[str, Any]:
+    return {
+        **summary.counts(),
+        "runs": [
+            {
+                "run": o.run,
+                "status": o.status,
+                "success": o.success,
+                "states": o.states,
+                "rejects": o.rejects,
+                "seconds": round(o.seconds, 3),
+                "error": o.error,
+            }
+            for o in summary.outcomes
+        ],
+        "invalid": summary.plan.invalid,
+    }
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from .sync import sync
+
+    instance = _instance()
+    reporter = Reporter(args.quiet, args.json)
+    summary = sync(
+        instance,
+        settle_seconds=args.settle or 0.0,
+        on_plan=reporter.plan,
+        on_outcome=reporter.outcome,
+        log_level="DEBUG" if args.verbose else "ERROR",
+    )
+    if args.json:
+        print(json.dumps(_summary_json(summary), indent=1))
+    elif not args.quiet:
+        print(_summary_table(summary))
+    return 1 if summary.failed else 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .core.sample_runs import SampleSpec, generate_runs
+
+    settings = Settings.from_env()
+    runs = Path(settings.runs_dir)
+    if not runs.is_dir() or not any(p for p in runs.iterdir() if not p.name.startswith(".")):
+        generate_runs(runs, SampleSpec())
+        print(f"generated sample runs in {runs}/")
+    code = cmd_sync(args)
+    print(
+        f"\nstates: {settings.store_dir}/state_pool/<run>/   prompts: "
+        f"{settings.store_dir}/curator_prompts/<run>.parquet\n"
+        "open the UI:  make dev   (dagster dev on http://127.0.0.1:3000)"
+    )
+    return code
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from .status import run_statuses
+
+    rows = run_statuses(_instance(), Settings.from_env())
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(f"{'run':<32}{'status':<14}{'states':>8}  last materialized")
+    for row in rows:
+        when = row["last_materialized"] or "-"
+        print(f"{row['run']:<32}{row['status']:<14}{row['states']:>8}  {when}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="statepool", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, func, help_text in (
+        ("sync", cmd_sync, "register new runs, materialize new and changed ones"),
+        ("demo", cmd_demo, "generate sample runs if the runs folder is empty, then sync"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.set_defaults(func=func)
+        p.add_argument("--settle", type=float, default=None, help="wait for files this old (s)")
+        p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+        p.add_argument("--json", action="store_true", help="print the summary as JSON")
+        p.add_argument("-v", "--verbose", action="store_true", help="show Dagster's own logs")
+    p = sub.add_parser("status", help="each run's partition state")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    started = time.perf_counter()
+    code = args.func(args)
+    if getattr(args, "verbose", False):
+        print(f"({time.perf_counter() - started:.2f}s)", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""Drop-in for the original ``statepool`` module: change only the import line.
+
+    from statepool_dagster.compat import CheckpointState, collect_from_run, load_state_pool
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from .core.collect import read_run
+from .core.models import CheckpointState
+from .core.prompt_spec import PromptSpec
+from .core.render import build_curator_prompt as _render
+from .core.run_files import natural_key
+from .core.settings import Settings
+from .core.store import write_bytes_atomic
+
+__all__ = ["CheckpointState", "build_curator_prompt", "collect_from_run", "load_state_pool"]
+
+_STATE_FILE = re.compile(r"(?P<run>.+)_ckpt(?P<k>\d+)\.json")
+
+
+def collect_from_run(run_dir: str | os.PathLike[str], out_dir: str, dataset: str = "ovo") -> int:
+    """Write one ``<state_id>.json`` per checkpoint state of ``run_dir``; return how many."""
+    read = read_run(Path(run_dir), dataset=dataset)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for joined in read.states:
+        state = joined.state
+        write_bytes_atomic(out / f"{state.state_id}.json", state.to_json().encode("utf-8"))
+    return len(read.states)
+
+
+def build_curator_prompt(state: CheckpointState, cfg: PromptSpec | None = None) -> str:
+    """The curator prompt; ``cfg`` is a :class:`PromptSpec`, else the ``STATEPOOL_*`` settings."""
+    return _render(state, cfg if isinstance(cfg, PromptSpec) else Settings.from_env().prompt_spec())
+
+
+def state_file_order(name: str) -> tuple:
+    """Run (natural order), then numeric checkpoint; other names after, by name."""
+    match = _STATE_FILE.fullmatch(name)
+    if match:
+        return (0, natural_key(match["run"]), int(match["k"]), name)
+    return (1, [], 0, name)
+
+
+def load_state_pool(pool_dir: str | os.PathLike[str]) -> list[CheckpointState]:
+    """Every state in ``pool_dir``, in run then checkpoint order; temp files are skipped."""
+    names = [
+        p.name
+        for p in Path(pool_dir).iterdir()
+        if p.name.endswith(".json") and not p.name.startswith(".")
+    ]
+    return [
+        CheckpointState.from_json((Path(pool_dir) / name).read_bytes())
+        for name in sorted(names, key=state_file_order)
+    ]

@@ -1,0 +1,1 @@
+"""Dagster-free core: read run folders, join checkpoint states, render curator prompts."""

@@ -1,0 +1,71 @@
+"""Read a whole run folder into checkpoint states: the core path, without Dagster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .episodes import EpisodesRead, read_episodes
+from .join import JoinedState, SkippedCheckpoint, group_batches, join_states
+from .rejects import Reject
+from .run_files import EPISODES_FILE, SNAPSHOTS_DIR
+from .snapshots import Snapshot, SnapshotListing, list_snapshots, read_snapshot
+
+
+@dataclass
+class SnapshotsRead:
+    """The parsed snapshots of a run, in version order, and what was set aside."""
+
+    snapshots: list[Snapshot] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=list)
+    ignored: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RunRead:
+    """Everything the core got from one run folder."""
+
+    run: str
+    episodes: EpisodesRead
+    snapshots: SnapshotsRead
+    states: list[JoinedState]
+    skipped: list[SkippedCheckpoint]
+
+    @property
+    def rejects(self) -> list[Reject]:
+        return self.episodes.rejects + self.snapshots.rejects
+
+
+def read_run_episodes(run_dir: Path, run: str, strict: bool = False) -> EpisodesRead:
+    """The run's episodes; a run without ``episodes.jsonl`` simply has none."""
+    path = run_dir / EPISODES_FILE
+    if not path.exists():
+        return EpisodesRead()
+    return read_episodes(path, f"{run}/{EPISODES_FILE}", strict=strict)
+
+
+def read_run_snapshots(
+    run_dir: Path, run: str, strict: bool = False, listing: SnapshotListing | None = None
+) -> SnapshotsRead:
+    """The run's snapshots in numeric order; bad files become rejects."""
+    listing = listing or list_snapshots(run_dir / SNAPSHOTS_DIR)
+    result = SnapshotsRead(ignored=dict(listing.ignored))
+    for snapshot_file in listing.snapshots:
+        display = f"{run}/{SNAPSHOTS_DIR}/{snapshot_file.path.name}"
+        read = read_snapshot(snapshot_file, display, strict=strict)
+        if isinstance(read, Reject):
+            result.rejects.append(read)
+        else:
+            result.snapshots.append(read)
+    return result
+
+
+def read_run(run_dir: Path, dataset: str = "ovo", strict: bool = False) -> RunRead:
+    """Read a run folder and join its checkpoint states (the seed's ``collect_from_run``)."""
+    run = run_dir.name
+    episodes = read_run_episodes(run_dir, run, strict)
+    snapshots = read_run_snapshots(run_dir, run, strict)
+    states, skipped = join_states(
+        run, snapshots.snapshots, group_batches(episodes.episodes), dataset
+    )
+    return RunRead(run, episodes, snapshots, states, skipped)

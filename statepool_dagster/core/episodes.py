@@ -1,0 +1,87 @@
+"""Read ``episodes.jsonl`` line by line, setting aside the lines that cannot be used."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from pydantic import ValidationError
+
+from .errors import BadRecordError
+from .models import Episode
+from .rejects import Reject, escape_bytes
+
+_decode = msgspec.json.Decoder().decode
+
+
+@dataclass(frozen=True)
+class EpisodeLine:
+    """A usable episode: its 1-based line, its library version and the record as read."""
+
+    line: int
+    version: int
+    record: dict[str, Any]
+
+
+@dataclass
+class EpisodesRead:
+    """What one pass over ``episodes.jsonl`` produced; every line is accounted for."""
+
+    episodes: list[EpisodeLine] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=list)
+    blank_lines: int = 0
+
+    @property
+    def lines(self) -> int:
+        return len(self.episodes) + len(self.rejects) + self.blank_lines
+
+
+def parse_episode_line(raw: bytes) -> tuple[int, dict[str, Any]]:
+    """Parse one non-blank line into ``(version, record)``; ``ValueError`` says why not."""
+    try:
+        record = _decode(raw)
+    except msgspec.MsgspecError as exc:
+        raise ValueError(f"not valid JSON: {exc}") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"not a JSON object (got {type(record).__name__})")
+    try:
+        episode = Episode.model_validate(record)
+    except ValidationError:
+        version = record.get("skill_lib_version")
+        raise ValueError(
+            f"skill_lib_version must be an integer, got {version!r}"
+        ) from None
+    return episode.skill_lib_version, record
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(line_number, raw_bytes)`` without the line ending, streaming the file."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            yield number, raw.rstrip(b"\r\n")
+
+
+def read_episodes(path: Path, display: str, strict: bool = False) -> EpisodesRead:
+    """Read every line of ``path`` (shown as ``display`` in messages).
+
+    Blank lines are skipped; any other line that cannot be used becomes a
+    :class:`Reject` (or, with ``strict``, a :class:`BadRecordError` naming the line).
+    """
+    result = EpisodesRead()
+    for number, raw in iter_lines(path):
+        if not raw.strip():
+            result.blank_lines += 1
+            continue
+        try:
+            version, record = parse_episode_line(raw)
+        except ValueError as exc:
+            reject = Reject(file=display, line=number, error=str(exc), raw=escape_bytes(raw))
+            if strict:
+                raise BadRecordError(reject.describe()) from None
+            result.rejects.append(reject)
+            continue
+        result.episodes.append(EpisodeLine(number, version, record))
+    return result

@@ -1,0 +1,11 @@
+"""The one error type the core raises on bad input or bad configuration."""
+
+from __future__ import annotations
+
+
+class StatepoolError(Exception):
+    """A problem with a run's files or with the pipeline's settings, named precisely."""
+
+
+class BadRecordError(StatepoolError):
+    """A record that could not be used, raised in strict mode (``on_bad_record=fail``)."""

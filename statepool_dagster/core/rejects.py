@@ -1,0 +1,25 @@
+"""Records set aside: what could not be used, where it was, and why."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+RAW_LIMIT = 4096  # chars of a whole rejected file kept inline; the file itself stays on disk
+
+
+class Reject(BaseModel):
+    """One unusable record: an episode line (``line`` set) or a whole snapshot file."""
+
+    file: str
+    line: int | None
+    error: str
+    raw: str | None
+
+    def describe(self) -> str:
+        where = self.file if self.line is None else f"{self.file} line {self.line}"
+        return f"{where}: {self.error}"
+
+
+def escape_bytes(raw: bytes) -> str:
+    """Text of ``raw`` with undecodable bytes escaped as ``\\xNN``, so nothing is lost."""
+    return raw.decode("utf-8", errors="backslashreplace")

@@ -1,0 +1,91 @@
+"""Every setting of the pipeline in one place: its environment variable and its default.
+
+Read at run time (never at import), so tests and the UI's run config can change them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .prompt_spec import PromptLimits, PromptSpec
+
+ENV_PREFIX = "STATEPOOL_"
+
+
+class Settings(BaseModel):
+    """The pipeline's settings; each field ``x`` is read from ``STATEPOOL_X``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    runs_dir: str = Field("./runs", description="Folder holding one sub-folder per run.")
+    store_dir: str = Field("./store", description="Root of the asset store (Parquet + JSON).")
+    dataset: str = Field("ovo", description="Value of every state's `dataset` field.")
+    prompt_template: str | None = Field(
+        None, description="Curator template: `module:attr` or a text file. Default: bundled."
+    )
+    param_rule: str | None = Field(
+        None, description="Parameter rule: `module:attr` or a text file. Default: bundled."
+    )
+    tool_specs: str | None = Field(
+        None, description="Tool specs: `module:attr` or a JSON/YAML file. Default: bundled."
+    )
+    episode_formatter: str | None = Field(
+        None, description="Episode formatter: `module:func` or `file.py:func`. Default: bundled."
+    )
+    trigger_chars: int = Field(150, ge=0, description="Trigger text cut in the catalog.")
+    program_chars: int = Field(200, ge=0, description="Program text cut in the catalog.")
+    analysis_chars: int = Field(4000, ge=0, description="Analysis block cut.")
+    episodes_chars: int = Field(5000, ge=0, description="Raw-episodes block cut.")
+    max_ops: int = Field(3, ge=0, description="Operations the curator may propose.")
+    on_bad_record: Literal["keep", "fail"] = Field(
+        "keep", description="`keep` sets bad records aside; `fail` fails the partition."
+    )
+    sensor_interval: int = Field(30, ge=1, description="Seconds between sensor ticks.")
+    settle_seconds: float = Field(
+        10.0, ge=0, description="A run is requested once its files are this many seconds old."
+    )
+
+    @classmethod
+    def env_name(cls, field: str) -> str:
+        return ENV_PREFIX + field.upper()
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, **overrides: object
+    ) -> Settings:
+        """Settings from the environment; explicit ``overrides`` (not ``None``) win."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for name in cls.model_fields:
+            raw = environ.get(cls.env_name(name))
+            if raw not in (None, ""):
+                values[name] = raw
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(values)
+
+    @property
+    def strict(self) -> bool:
+        return self.on_bad_record == "fail"
+
+    def prompt_limits(self) -> PromptLimits:
+        return PromptLimits(
+            trigger_chars=self.trigger_chars,
+            program_chars=self.program_chars,
+            analysis_chars=self.analysis_chars,
+            episodes_chars=self.episodes_chars,
+            max_ops=self.max_ops,
+        )
+
+    def prompt_spec(self) -> PromptSpec:
+        """Load the four prompt inputs this configuration names (fails clearly if one is bad)."""
+        return PromptSpec.load(
+            template=self.prompt_template,
+            param_rule=self.param_rule,
+            tool_specs=self.tool_specs,
+            episode_formatter=self.episode_formatter,
+            limits=self.prompt_limits(),
+        )

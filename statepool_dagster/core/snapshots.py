@@ -1,0 +1,137 @@
+"""Find and read ``snapshots/skills_v<k>.json`` without ever building the embeddings."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from pydantic import ValidationError
+
+from .errors import BadRecordError
+from .models import SkillLibrary
+from .rejects import RAW_LIMIT, Reject, escape_bytes
+
+EMBEDDING_KEY = "_trigger_emb"
+SNAPSHOT_NAME = re.compile(r"skills_v(\d+)\.json")
+
+# Values stay raw JSON until we know they are wanted: the embedding arrays are
+# scanned past, never turned into Python floats (the original's main cost).
+_top = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_cards = msgspec.json.Decoder(list[dict[str, msgspec.Raw]])
+_value = msgspec.json.Decoder()
+
+
+@dataclass(frozen=True)
+class SnapshotFile:
+    """A file that names a snapshot version."""
+
+    version: int
+    path: Path
+
+
+@dataclass
+class SnapshotListing:
+    """The snapshot files of a run, in numeric version order, and the files passed over."""
+
+    snapshots: list[SnapshotFile] = field(default_factory=list)
+    ignored: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A parsed library (embeddings removed) and the version its file name gives."""
+
+    version: int
+    file: str
+    library: dict[str, Any]
+
+    @property
+    def declared_version(self) -> Any:
+        return self.library.get("version")
+
+
+def list_snapshots(snapshots_dir: Path) -> SnapshotListing:
+    """List ``skills_v<int>.json`` files numerically (v2 before v10); say why others are skipped."""
+    listing = SnapshotListing()
+    if not snapshots_dir.is_dir():
+        return listing
+    by_version: dict[int, SnapshotFile] = {}
+    for entry in sorted(snapshots_dir.iterdir(), key=lambda p: p.name):
+        name = entry.name
+        if name.startswith("."):
+            continue
+        match = SNAPSHOT_NAME.fullmatch(name)
+        if not match:
+            listing.ignored[name] = "name is not skills_v<int>.json"
+            continue
+        if not entry.is_file():
+            listing.ignored[name] = "not a regular file"
+            continue
+        version = int(match.group(1))
+        canonical = f"skills_v{version}.json"
+        held = by_version.get(version)
+        if held is not None:
+            # Keep the canonically named file (v3 over v03); the other is a duplicate.
+            if name == canonical:
+                listing.ignored[held.path.name] = f"duplicate of version {version} ({name})"
+            else:
+                listing.ignored[name] = f"duplicate of version {version} ({held.path.name})"
+                continue
+        by_version[version] = SnapshotFile(version, entry)
+    listing.snapshots = [by_version[v] for v in sorted(by_version)]
+    return listing
+
+
+def parse_library(data: bytes) -> dict[str, Any]:
+    """Parse a snapshot's bytes into the library dict the original script keeps.
+
+    Keys keep their order and unknown fields survive; ``_trigger_emb`` is dropped
+    from every card. ``ValueError`` says what is wrong with a bad file.
+    """
+    try:
+        top = _top.decode(data)
+    except msgspec.MsgspecError as exc:
+        raise ValueError(f"not a JSON object: {exc}") from None
+    library: dict[str, Any] = {}
+    for key, raw in top.items():
+        if key == "cards":
+            try:
+                cards = _cards.decode(raw)
+            except msgspec.MsgspecError as exc:
+                raise ValueError(f"cards is not a list of objects: {exc}") from None
+            library[key] = [
+                {k: _value.decode(v) for k, v in card.items() if k != EMBEDDING_KEY}
+                for card in cards
+            ]
+        else:
+            library[key] = _value.decode(raw)
+    try:
+        SkillLibrary.model_validate(library)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"not a skill library: {where}: {first['msg']}") from None
+    return library
+
+
+def read_snapshot(
+    snapshot: SnapshotFile, display: str, strict: bool = False
+) -> Snapshot | Reject:
+    """Read one snapshot file; a bad one becomes a :class:`Reject` (or raises with ``strict``)."""
+    try:
+        data = snapshot.path.read_bytes()
+    except OSError as exc:
+        reject = Reject(file=display, line=None, error=f"unreadable: {exc.strerror}", raw=None)
+    else:
+        try:
+            return Snapshot(snapshot.version, display, parse_library(data))
+        except ValueError as exc:
+            reject = Reject(
+                file=display, line=None, error=str(exc), raw=escape_bytes(data[:RAW_LIMIT])
+            )
+    if strict:
+        raise BadRecordError(reject.describe())
+    return reject

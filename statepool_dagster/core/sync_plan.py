@@ -1,0 +1,78 @@
+"""Decide which runs to register and (re)materialize: shared by the sensor and ``statepool sync``."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+
+from .run_files import Discovery, Fingerprint, RunDir, fingerprint_run
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """One discovered run and what to do about it."""
+
+    run: RunDir
+    fingerprint: Fingerprint
+    status: str  # "new" | "changed" | "unchanged" | "settling"
+
+
+@dataclass
+class SyncPlan:
+    """Partitions to add, runs to request, and everything else counted."""
+
+    new_keys: list[str] = field(default_factory=list)
+    runs: list[RunStatus] = field(default_factory=list)
+    invalid: dict[str, str] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def with_status(self, *statuses: str) -> list[RunStatus]:
+        return [r for r in self.runs if r.status in statuses]
+
+    @property
+    def to_materialize(self) -> list[RunStatus]:
+        return self.with_status("new", "changed")
+
+    def describe(self) -> str:
+        """A one-line account, e.g. ``2 new runs, 1 changed, 37 unchanged, 1 invalid name: `x y```."""
+        counts = {s: len(self.with_status(s)) for s in ("new", "changed", "unchanged", "settling")}
+        parts = [
+            f"{counts['new']} new run{'s' if counts['new'] != 1 else ''}",
+            f"{counts['changed']} changed",
+            f"{counts['unchanged']} unchanged",
+        ]
+        if counts["settling"]:
+            parts.append(f"{counts['settling']} still being written")
+        if self.invalid:
+            names = ", ".join(f"`{n}`" for n in sorted(self.invalid))
+            plural = "s" if len(self.invalid) != 1 else ""
+            parts.append(f"{len(self.invalid)} invalid name{plural}: {names}")
+        return ", ".join(parts)
+
+
+def plan_sync(
+    discovery: Discovery,
+    known_keys: Collection[str],
+    recorded: Mapping[str, str],
+    now: float,
+    settle_seconds: float = 0.0,
+) -> SyncPlan:
+    """Compare each run's files with the fingerprint its last materialization recorded.
+
+    A run whose newest file is younger than ``settle_seconds`` is still being
+    written: it is registered but not requested until it settles.
+    """
+    plan = SyncPlan(invalid=dict(discovery.invalid), problems=list(discovery.problems))
+    known = set(known_keys)
+    for run in discovery.runs:
+        fp = fingerprint_run(run.path)
+        if run.name not in known:
+            plan.new_keys.append(run.name)
+        if recorded.get(run.name) == fp.digest:
+            status = "unchanged"
+        elif settle_seconds and now - fp.newest_mtime < settle_seconds:
+            status = "settling"
+        else:
+            status = "new" if run.name not in recorded else "changed"
+        plan.runs.append(RunStatus(run, fp, status))
+    return plan

@@ -1,0 +1,169 @@
+"""Each asset's table, built from and read back into the core's types.
+
+Nested data travels as one JSON text column (exactly what the state files hold),
+so every row of a table has the same Arrow schema and nothing is lost.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+import pandas as pd
+
+from .episodes import EpisodeLine
+from .join import JoinedState, group_batches
+from .models import CheckpointState
+from .snapshots import Snapshot
+
+_decode = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _flag(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+EPISODE_COLUMNS = {
+    "line": "1-based line in episodes.jsonl",
+    "version": "skill_lib_version the episode ran under",
+    "id": "episode id",
+    "task": "OVO-Bench task code",
+    "video": "video path",
+    "realtime": "seconds into the stream",
+    "question": "question text",
+    "gt": "ground-truth answer",
+    "response": "the agent's answer",
+    "correct": "response matched gt",
+    "record": "the full episode as JSON, lossless",
+}
+
+
+def episodes_table(episodes: Iterable[EpisodeLine]) -> pd.DataFrame:
+    rows = []
+    for e in episodes:
+        r = e.record
+        rows.append(
+            (
+                e.line,
+                e.version,
+                _text(r.get("id")),
+                _text(r.get("task")),
+                _text(r.get("video")),
+                _number(r.get("realtime")),
+                _text(r.get("question")),
+                _text(r.get("gt")),
+                _text(r.get("response")),
+                _flag(r.get("correct")),
+                _encode(r).decode("utf-8"),
+            )
+        )
+    frame = pd.DataFrame.from_records(rows, columns=list(EPISODE_COLUMNS))
+    return frame.astype({"line": "int64", "version": "int64", "correct": "boolean"})
+
+
+def episodes_from_table(frame: pd.DataFrame) -> list[EpisodeLine]:
+    return [
+        EpisodeLine(int(line), int(version), _decode(record))
+        for line, version, record in zip(frame["line"], frame["version"], frame["record"])
+    ]
+
+
+def batches_from_table(frame: pd.DataFrame) -> dict[int, list[dict[str, Any]]]:
+    return group_batches(episodes_from_table(frame))
+
+
+SNAPSHOT_COLUMNS = {
+    "version": "version from the file name skills_v<k>.json",
+    "file": "snapshot file, relative to the runs folder",
+    "declared_version": "the version field inside the file",
+    "n_cards": "cards in the library",
+    "library": "the library as JSON, embeddings removed",
+}
+
+
+def snapshots_table(snapshots: Iterable[Snapshot]) -> pd.DataFrame:
+    rows = []
+    for s in snapshots:
+        declared = s.declared_version
+        rows.append(
+            (
+                s.version,
+                s.file,
+                declared if isinstance(declared, int) and not isinstance(declared, bool) else None,
+                len(s.library.get("cards", [])),
+                _encode(s.library).decode("utf-8"),
+            )
+        )
+    frame = pd.DataFrame.from_records(rows, columns=list(SNAPSHOT_COLUMNS))
+    return frame.astype({"version": "int64", "declared_version": "Int64", "n_cards": "int64"})
+
+
+def snapshots_from_table(frame: pd.DataFrame) -> list[Snapshot]:
+    return [
+        Snapshot(int(v), f, _decode(lib))
+        for v, f, lib in zip(frame["version"], frame["file"], frame["library"])
+    ]
+
+
+STATE_COLUMNS = {
+    "state_id": "<run>_ckpt<k>",
+    "run": "run folder name",
+    "version": "checkpoint k (library snapshot version)",
+    "batch_version": "skill_lib_version of the paired episode batch",
+    "n_cards": "cards in the library snapshot",
+    "n_episodes": "episodes in the batch",
+    "state": "the CheckpointState as JSON, exactly as in state_pool/",
+}
+
+
+def states_table(states: Iterable[JoinedState]) -> pd.DataFrame:
+    rows = [
+        (
+            j.state.state_id,
+            j.run,
+            j.version,
+            j.batch_version,
+            len(j.state.lib_snapshot.get("cards", [])),
+            len(j.state.episodes),
+            j.state.to_json(),
+        )
+        for j in states
+    ]
+    frame = pd.DataFrame.from_records(rows, columns=list(STATE_COLUMNS))
+    return frame.astype(
+        {"version": "int64", "batch_version": "int64", "n_cards": "int64", "n_episodes": "int64"}
+    )
+
+
+def states_from_table(frame: pd.DataFrame) -> list[CheckpointState]:
+    return [CheckpointState.from_json(text) for text in frame["state"]]
+
+
+PROMPT_COLUMNS = {
+    "state_id": "<run>_ckpt<k>",
+    "run": "run folder name",
+    "version": "checkpoint k",
+    "prompt": "the curator prompt, rendered as the inference side renders it",
+    "prompt_chars": "length of the prompt in characters",
+}
+
+
+def prompts_table(rows: Iterable[tuple[str, str, int, str]]) -> pd.DataFrame:
+    records = [(sid, run, version, prompt, len(prompt)) for sid, run, version, prompt in rows]
+    frame = pd.DataFrame.from_records(records, columns=list(PROMPT_COLUMNS))
+    return frame.astype({"version": "int64", "prompt_chars": "int64"})
+
+
+def rejects_jsonl(rejects: Iterable[Any], source: str) -> list[str]:
+    return [json.dumps({**r.model_dump(), "source": source}, ensure_ascii=False) for r in rejects]

@@ -1,0 +1,19 @@
+"""The code location: assets, job, sensor, store and settings."""
+
+from dagster import Definitions
+
+from .assets import statepool_assets
+from .io_managers import StatepoolIOManager
+from .jobs import statepool_job
+from .resources import StatepoolSettings
+from .sensors import runs_sensor
+
+defs = Definitions(
+    assets=statepool_assets,
+    jobs=[statepool_job],
+    sensors=[runs_sensor],
+    resources={
+        "statepool": StatepoolSettings(),
+        "statepool_store": StatepoolIOManager(),
+    },
+)

@@ -1,0 +1,43 @@
+"""The asset store: one Parquet file per asset and run, on any UPath filesystem."""
+
+
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from dagster import ConfigurableIOManagerFactory, InputContext, OutputContext, UPathIOManager
+from pydantic import Field
+from upath import UPath
+
+from .core.run_names import check_run_name
+from .core.settings import Settings
+from .core.store import write_parquet_atomic
+
+
+class ParquetStore(UPathIOManager):
+    """Writes DataFrames as ``<store>/<asset>/<run>.parquet`` atomically; reads them back."""
+
+    extension = ".parquet"
+
+    def make_safe_partition_path(self, base_path: UPath, partition: str) -> UPath:
+        return base_path / check_run_name(partition)
+
+    def dump_to_path(self, context: OutputContext, obj: pd.DataFrame, path: UPath) -> None:
+        write_parquet_atomic(path, pa.Table.from_pandas(obj, preserve_index=False))
+
+    def load_from_path(self, context: InputContext, path: UPath) -> pd.DataFrame:
+        return pq.read_table(path).to_pandas()
+
+    def get_metadata(self, context: OutputContext, obj: Any) -> dict[str, Any]:
+        return {}
+
+
+class StatepoolIOManager(ConfigurableIOManagerFactory):
+    """Parquet asset store rooted at ``store_dir`` (default: ``STATEPOOL_STORE_DIR``)."""
+
+    store_dir: str | None = Field(None, description="STATEPOOL_STORE_DIR (default ./store)")
+
+    def create_io_manager(self, context: Any) -> ParquetStore:
+        root = Settings.from_env(store_dir=self.store_dir).store_dir
+        return ParquetStore(base_path=UPath(root))

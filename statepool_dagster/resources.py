@@ -1,0 +1,31 @@
+"""Settings as a Dagster resource: unset fields fall back to ``STATEPOOL_*`` at run time."""
+
+
+from dagster import ConfigurableResource
+from pydantic import Field
+
+from .core.prompt_spec import PromptSpec
+from .core.settings import Settings
+
+
+class StatepoolSettings(ConfigurableResource):
+    """Where runs are read from and how states and prompts are built.
+
+    Every field left empty is read from its ``STATEPOOL_*`` environment variable
+    when a run starts (defaults in the README's settings table).
+    """
+
+    runs_dir: str | None = Field(None, description="STATEPOOL_RUNS_DIR (default ./runs)")
+    store_dir: str | None = Field(None, description="STATEPOOL_STORE_DIR (default ./store)")
+    dataset: str | None = Field(None, description="STATEPOOL_DATASET (default ovo)")
+    on_bad_record: str | None = Field(None, description="STATEPOOL_ON_BAD_RECORD: keep | fail")
+    prompt_template: str | None = Field(None, description="STATEPOOL_PROMPT_TEMPLATE")
+    param_rule: str | None = Field(None, description="STATEPOOL_PARAM_RULE")
+    tool_specs: str | None = Field(None, description="STATEPOOL_TOOL_SPECS")
+    episode_formatter: str | None = Field(None, description="STATEPOOL_EPISODE_FORMATTER")
+
+    def settings(self) -> Settings:
+        return Settings.from_env(**self.model_dump())
+
+    def prompt_spec(self) -> PromptSpec:
+        return self.settings().prompt_spec()

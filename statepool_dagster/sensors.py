@@ -1,0 +1,63 @@
+"""Watch the runs folder: register new runs and rematerialize the ones whose files changed."""
+
+
+import time
+from pathlib import Path
+
+from dagster import (
+    DefaultSensorStatus,
+    RunRequest,
+    SensorEvaluationContext,
+    SensorResult,
+    sensor,
+)
+
+from .core.run_files import discover_runs
+from .core.settings import Settings
+from .core.sync_plan import plan_sync
+from .fingerprints import recorded_fingerprints
+from .jobs import statepool_job
+from .partitions import RUNS, runs_partitions
+from .tags import SOURCE_FINGERPRINT
+
+
+@sensor(
+    job=statepool_job,
+    # Interval is part of the definition, so it is read when the code location loads.
+    minimum_interval_seconds=Settings.from_env().sensor_interval,
+    default_status=DefaultSensorStatus.RUNNING,
+    description=(
+        "Watches STATEPOOL_RUNS_DIR. A new run folder becomes a `runs` partition; a run whose "
+        "files changed since its last materialization (and have settled) is rebuilt."
+    ),
+)
+def runs_sensor(context: SensorEvaluationContext) -> SensorResult:
+    settings = Settings.from_env()
+    discovery = discover_runs(Path(settings.runs_dir))
+    plan = plan_sync(
+        discovery,
+        known_keys=context.instance.get_dynamic_partitions(RUNS),
+        recorded=recorded_fingerprints(context.instance),
+        now=time.time(),
+        settle_seconds=settings.settle_seconds,
+    )
+    for name, reason in plan.invalid.items():
+        context.log.warning(f"run folder {name!r} skipped: {reason}")
+    for problem in plan.problems:
+        context.log.warning(problem)
+    summary = plan.describe()
+    context.log.info(summary)
+    requests = [
+        RunRequest(
+            partition_key=r.run.name,
+            run_key=f"{r.run.name}:{r.fingerprint.digest}",
+            tags={SOURCE_FINGERPRINT: r.fingerprint.digest},
+        )
+        for r in plan.to_materialize
+    ]
+    adds = [runs_partitions.build_add_request(plan.new_keys)] if plan.new_keys else []
+    return SensorResult(
+        run_requests=requests,
+        dynamic_partitions_requests=adds,
+        skip_reason=None if requests else summary,
+    )

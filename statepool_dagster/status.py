@@ -1,0 +1,48 @@
+"""``statepool status``: each run's partition state, from the instance and the runs folder."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, DagsterRunStatus, RunsFilter
+
+from .core.run_files import fingerprint_run
+from .core.settings import Settings
+from .fingerprints import FINAL_ASSET, recorded_fingerprints
+from .partitions import RUNS
+
+STATES_ASSET = AssetKey("checkpoint_states")
+
+
+def run_statuses(instance: DagsterInstance, settings: Settings) -> list[dict[str, Any]]:
+    """One row per registered run: materialized, stale, never or failed; states; last time."""
+    recorded = recorded_fingerprints(instance)
+    rows = []
+    for run in instance.get_dynamic_partitions(RUNS):
+        latest = instance.get_runs(RunsFilter(tags={"dagster/partition": run}), limit=1)
+        records = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=FINAL_ASSET, asset_partitions=[run]), limit=1
+        ).records
+        states_records = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=STATES_ASSET, asset_partitions=[run]), limit=1
+        ).records
+        path = Path(settings.runs_dir) / run
+        if latest and latest[0].status == DagsterRunStatus.FAILURE:
+            status = "failed"
+        elif run not in recorded:
+            status = "never"
+        elif not path.is_dir() or fingerprint_run(path).digest != recorded[run]:
+            status = "stale"
+        else:
+            status = "materialized"
+        states = 0
+        if states_records:
+            meta = states_records[0].asset_materialization.metadata
+            states = int(meta["states"].value) if "states" in meta else 0
+        when = None
+        if records:
+            when = dt.datetime.fromtimestamp(records[0].timestamp).isoformat(timespec="seconds")
+        rows.append({"run": run, "status": status, "states": states, "last_materialized": when})
+    return rows

@@ -1,0 +1,3 @@
+"""Tag keys this code location writes and reads."""
+
+SOURCE_FINGERPRINT = "statepool/source_fingerprint"
