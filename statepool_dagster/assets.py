@@ -165,7 +165,7 @@ def skill_snapshots(
         "snapshots": len(frame),
         "versions": MetadataValue.json([int(v) for v in frame["version"]]),
         "cards_by_version": MetadataValue.json(
-            {str(int(v)): int(n) for v, n in zip(frame["version"], frame["n_cards"])}
+            {str(int(v)): int(n) for v, n in zip(frame["version"], frame["n_cards"], strict=True)}
         ),
         "rejects": len(read.rejects),
         "ignored_files": MetadataValue.json(read.ignored),
@@ -207,7 +207,7 @@ def checkpoint_states(
     )
     frame = states_table(joined)
     write_state_pool(
-        StoreLayout(settings.store_dir), run, zip(frame["state_id"], frame["state"])
+        StoreLayout(settings.store_dir), run, zip(frame["state_id"], frame["state"], strict=True)
     )
     metadata = {
         **_common(frame, fingerprint),
@@ -243,7 +243,7 @@ def curator_prompts(
     states = states_from_table(checkpoint_states)
     frame = prompts_table(
         (state.state_id, run, int(version), build_curator_prompt(state, spec))
-        for state, version in zip(states, checkpoint_states["version"])
+        for state, version in zip(states, checkpoint_states["version"], strict=True)
     )
     lengths = frame["prompt_chars"].tolist()
     metadata = {

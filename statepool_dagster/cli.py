@@ -16,7 +16,7 @@ DEFAULT_HOME = ".dagster_home"
 
 
 def ensure_dagster_home() -> Path:
-    """``DAGSTER_HOME``, defaulting to ``./.dagster_home`` that uses ``./dagster.yaml`` if present."""
+    """``DAGSTER_HOME``, by default ``./.dagster_home`` (using ``./dagster.yaml`` if present)."""
     home = os.environ.get("DAGSTER_HOME")
     path = Path(home) if home else Path.cwd() / DEFAULT_HOME
     path = path.resolve()

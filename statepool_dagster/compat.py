@@ -1,6 +1,6 @@
 """Drop-in for the original ``statepool`` module: change only the import line.
 
-    from statepool_dagster.compat import CheckpointState, collect_from_run, load_state_pool
+from statepool_dagster.compat import CheckpointState, collect_from_run, load_state_pool
 """
 
 from __future__ import annotations

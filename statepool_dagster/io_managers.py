@@ -1,6 +1,5 @@
 """The asset store: one Parquet file per asset and run, on any UPath filesystem."""
 
-
 from typing import Any
 
 import pandas as pd

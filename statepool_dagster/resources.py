@@ -1,6 +1,5 @@
 """Settings as a Dagster resource: unset fields fall back to ``STATEPOOL_*`` at run time."""
 
-
 from dagster import ConfigurableResource
 from pydantic import Field
 

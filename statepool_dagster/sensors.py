@@ -1,6 +1,5 @@
 """Watch the runs folder: register new runs and rematerialize the ones whose files changed."""
 
-
 import time
 from pathlib import Path
 

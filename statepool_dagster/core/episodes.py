@@ -51,9 +51,7 @@ def parse_episode_line(raw: bytes) -> tuple[int, dict[str, Any]]:
         episode = Episode.model_validate(record)
     except ValidationError:
         version = record.get("skill_lib_version")
-        raise ValueError(
-            f"skill_lib_version must be an integer, got {version!r}"
-        ) from None
+        raise ValueError(f"skill_lib_version must be an integer, got {version!r}") from None
     return episode.skill_lib_version, record
 
 

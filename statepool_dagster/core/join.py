@@ -46,7 +46,7 @@ def group_batches(episodes: Iterable[EpisodeLine]) -> dict[int, list[dict[str, A
 def pick_batch(
     batches: dict[int, list[dict[str, Any]]], version: int
 ) -> tuple[int, list[dict[str, Any]]] | None:
-    """The batch digested at checkpoint ``version``: the one run under ``version-1``, else ``version``."""
+    """The batch digested at checkpoint ``version``: run under ``version-1``, else ``version``."""
     for candidate in (version - 1, version):
         batch = batches.get(candidate)
         if batch:

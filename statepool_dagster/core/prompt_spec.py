@@ -126,7 +126,9 @@ def _import_attr(ref: str, what: str) -> Any:
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise StatepoolError(f"{what}: {module_name!r} has no attribute {attr_path!r}") from None
+            raise StatepoolError(
+                f"{what}: {module_name!r} has no attribute {attr_path!r}"
+            ) from None
     return obj
 
 

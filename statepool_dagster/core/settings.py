@@ -54,9 +54,7 @@ class Settings(BaseModel):
         return ENV_PREFIX + field.upper()
 
     @classmethod
-    def from_env(
-        cls, environ: Mapping[str, str] | None = None, **overrides: object
-    ) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
         """Settings from the environment; explicit ``overrides`` (not ``None``) win."""
         environ = os.environ if environ is None else environ
         values: dict[str, object] = {}

@@ -117,9 +117,7 @@ def parse_library(data: bytes) -> dict[str, Any]:
     return library
 
 
-def read_snapshot(
-    snapshot: SnapshotFile, display: str, strict: bool = False
-) -> Snapshot | Reject:
+def read_snapshot(snapshot: SnapshotFile, display: str, strict: bool = False) -> Snapshot | Reject:
     """Read one snapshot file; a bad one becomes a :class:`Reject` (or raises with ``strict``)."""
     try:
         data = snapshot.path.read_bytes()

@@ -138,7 +138,7 @@ class StoreLayout:
 
     @contextlib.contextmanager
     def lock(self, run: str) -> Iterator[None]:
-        """Serialise writers of one run's files, even across processes launched outside the queue."""
+        """Serialise writers of one run's files, even from processes outside the run queue."""
         import fcntl
 
         path = self._inside(LOCKS, f"{check_run_name(run)}.lock")

@@ -1,4 +1,4 @@
-"""Decide which runs to register and (re)materialize: shared by the sensor and ``statepool sync``."""
+"""Which runs to register and (re)materialize: shared by the sensor and ``statepool sync``."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ class SyncPlan:
         return self.with_status("new", "changed")
 
     def describe(self) -> str:
-        """A one-line account, e.g. ``2 new runs, 1 changed, 37 unchanged, 1 invalid name: `x y```."""
+        """One line, e.g. ``2 new runs, 1 changed, 37 unchanged, 1 invalid name: `x y```."""
         counts = {s: len(self.with_status(s)) for s in ("new", "changed", "unchanged", "settling")}
         parts = [
             f"{counts['new']} new run{'s' if counts['new'] != 1 else ''}",

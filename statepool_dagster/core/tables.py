@@ -75,7 +75,9 @@ def episodes_table(episodes: Iterable[EpisodeLine]) -> pd.DataFrame:
 def episodes_from_table(frame: pd.DataFrame) -> list[EpisodeLine]:
     return [
         EpisodeLine(int(line), int(version), _decode(record))
-        for line, version, record in zip(frame["line"], frame["version"], frame["record"])
+        for line, version, record in zip(
+            frame["line"], frame["version"], frame["record"], strict=True
+        )
     ]
 
 
@@ -112,7 +114,7 @@ def snapshots_table(snapshots: Iterable[Snapshot]) -> pd.DataFrame:
 def snapshots_from_table(frame: pd.DataFrame) -> list[Snapshot]:
     return [
         Snapshot(int(v), f, _decode(lib))
-        for v, f, lib in zip(frame["version"], frame["file"], frame["library"])
+        for v, f, lib in zip(frame["version"], frame["file"], frame["library"], strict=True)
     ]
 
 

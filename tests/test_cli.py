@@ -1,0 +1,113 @@
+"""``statepool`` as users run it: a subprocess on a real instance home."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_runs
+
+from helpers import REPO, cli_env, seed_pool, store_pool
+
+SPEC = SampleSpec(n_runs=2, n_checkpoints=4, n_cards=5, emb_dim=8, episodes_per_batch=3)
+STATEPOOL = Path(sys.executable).with_name("statepool")
+
+
+@pytest.fixture
+def cli(workspace, tmp_path):
+    env = cli_env(workspace, tmp_path / "home")
+
+    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            [str(STATEPOOL), *args],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if check:
+            assert done.returncode == 0, done.stderr
+        return done
+
+    return run
+
+
+def summary(cli, *args: str) -> dict:
+    return json.loads(cli("sync", "--json", *args).stdout)
+
+
+def materialized(report: dict) -> list[str]:
+    return [r["run"] for r in report["runs"]]
+
+
+def test_second_sync_does_nothing(cli, workspace):
+    generate_runs(workspace.runs, SPEC)
+    first = summary(cli)
+    assert (first["seen"], first["new"], first["failed"]) == (2, 2, 0)
+    assert first["states_written"] == 2 * SPEC.n_checkpoints
+    second = summary(cli)
+    assert (second["unchanged"], second["new"], second["changed"]) == (2, 0, 0)
+    assert materialized(second) == []
+
+
+def test_sync_after_adding_a_run_materializes_only_it(cli, workspace):
+    generate_runs(workspace.runs, SPEC)
+    summary(cli)
+    generate_runs(workspace.runs, SampleSpec(**{**SPEC.__dict__, "run_prefix": "extra"}))
+    report = summary(cli)
+    assert sorted(materialized(report)) == ["extra000", "extra001"]
+    assert report["unchanged"] == 2
+
+
+def test_sync_after_growing_a_run_materializes_only_it(cli, workspace):
+    generate_runs(workspace.runs, SPEC)
+    summary(cli)
+    append_checkpoint(workspace.run("run001"), SPEC, 1)
+    report = summary(cli)
+    assert materialized(report) == ["run001"]
+    assert report["changed"] == 1
+    assert report["runs"][0]["states"] == SPEC.n_checkpoints + 1
+
+
+def test_sync_writes_the_original_scripts_states(cli, workspace, seed):
+    generate_runs(workspace.runs, SPEC)
+    summary(cli)
+    assert store_pool(workspace.store) == seed_pool(seed, workspace.runs, workspace.root / "s")
+
+
+def test_sync_reports_invalid_folder_names(cli, workspace):
+    generate_runs(workspace.runs, SPEC)
+    (workspace.runs / "run000").rename(workspace.runs / "bad name")
+    done = cli("sync")
+    assert "bad name" in done.stderr
+    assert "characters outside" in done.stderr
+
+
+def test_status_lists_each_run(cli, workspace):
+    generate_runs(workspace.runs, SPEC)
+    summary(cli)
+    append_checkpoint(workspace.run("run000"), SPEC, 0)
+    rows = {r["run"]: r for r in json.loads(cli("status", "--json").stdout)}
+    assert rows["run000"]["status"] == "stale"
+    assert rows["run001"]["status"] == "materialized"
+    assert rows["run001"]["states"] == SPEC.n_checkpoints
+
+
+def test_demo_generates_sample_runs_and_syncs_them(cli, workspace):
+    done = cli("demo")
+    assert "generated sample runs" in done.stdout
+    assert any((workspace.store / "state_pool").iterdir())
+    assert "failed                 0" in done.stdout
+
+
+def test_quick_start_commands_exist_in_the_makefile():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    for target in ("demo", "test"):
+        assert f"make {target}" in readme
+        assert f"\n{target}:" in makefile
