@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import REPO, cli_env
-
 from statepool_dagster.core.sample_runs import SampleSpec, generate_runs
+
+from helpers import REPO, cli_env
 
 SPEC = SampleSpec(n_runs=1, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=3)
 BIN = Path(sys.executable).parent
@@ -30,15 +30,15 @@ def wait_for(condition, timeout: float, proc: subprocess.Popen) -> bool:
 def test_daemon_sensor_materializes_a_dropped_in_run(workspace, tmp_path):
     env = cli_env(workspace, tmp_path / "home")
     env.update(STATEPOOL_SENSOR_INTERVAL="2", STATEPOOL_SETTLE_SECONDS="1")
-    log = open(tmp_path / "daemon.log", "wb")
-    proc = subprocess.Popen(
-        [str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    with open(tmp_path / "daemon.log", "wb") as log:
+        proc = subprocess.Popen(
+            [str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         generate_runs(workspace.runs, SPEC)
         pool = workspace.store / "state_pool" / "run000"
@@ -46,9 +46,9 @@ def test_daemon_sensor_materializes_a_dropped_in_run(workspace, tmp_path):
 
         def done() -> bool:
             prompts = workspace.store / "curator_prompts" / "run000.parquet"
-            return (
-                prompts.is_file() and pool.is_dir() and {p.name for p in pool.iterdir()} == expected
-            )
+            if not (prompts.is_file() and pool.is_dir()):
+                return False
+            return {p.name for p in pool.iterdir()} == expected
 
         ok = wait_for(done, 150, proc)
         assert ok, (tmp_path / "daemon.log").read_text(errors="replace")[-4000:]
@@ -59,4 +59,3 @@ def test_daemon_sensor_materializes_a_dropped_in_run(workspace, tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        log.close()
