@@ -21,7 +21,7 @@ from dagster import (
     asset,
 )
 
-from .core.collect import read_run_episodes, read_run_snapshots
+from .core.collect import read_run_episodes, read_run_snapshots, run_notes
 from .core.join import join_states
 from .core.render import build_curator_prompt
 from .core.run_files import fingerprint_run
@@ -86,6 +86,13 @@ def _common(frame: pd.DataFrame, fingerprint: str) -> dict[str, Any]:
     return {"dagster/row_count": len(frame), "source_fingerprint": fingerprint}
 
 
+def _notes(context: AssetExecutionContext, path: Path) -> dict[str, Any]:
+    notes = run_notes(path)
+    for note in notes:
+        context.log.info(f"{context.partition_key}: {note}")
+    return {"notes": MetadataValue.md("\n".join(f"- {n}" for n in notes))} if notes else {}
+
+
 @asset(
     partitions_def=runs_partitions,
     group_name=GROUP,
@@ -119,6 +126,7 @@ def run_episodes(
     )
     metadata = {
         **_common(frame, fingerprint),
+        **_notes(context, path),
         "episodes": len(frame),
         "versions": MetadataValue.json(sorted(int(v) for v in frame["version"].unique())),
         "accuracy_by_version": MetadataValue.json({str(k): float(v) for k, v in accuracy.items()}),
@@ -162,6 +170,7 @@ def skill_snapshots(
     frame = snapshots_table(read.snapshots)
     metadata = {
         **_common(frame, fingerprint),
+        **_notes(context, path),
         "snapshots": len(frame),
         "versions": MetadataValue.json([int(v) for v in frame["version"]]),
         "cards_by_version": MetadataValue.json(

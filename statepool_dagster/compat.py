@@ -48,6 +48,8 @@ def state_file_order(name: str) -> tuple:
 
 def load_state_pool(pool_dir: str | os.PathLike[str]) -> list[CheckpointState]:
     """Every state in ``pool_dir``, in run then checkpoint order; temp files are skipped."""
+    if not Path(pool_dir).is_dir():
+        return []  # as the original's glob: no folder, no states
     names = [
         p.name
         for p in Path(pool_dir).iterdir()

@@ -3,6 +3,7 @@
 from dagster import Definitions
 
 from .assets import statepool_assets
+from .checks import statepool_checks
 from .io_managers import StatepoolIOManager
 from .jobs import statepool_job
 from .resources import StatepoolSettings
@@ -10,6 +11,7 @@ from .sensors import runs_sensor
 
 defs = Definitions(
     assets=statepool_assets,
+    asset_checks=statepool_checks,
     jobs=[statepool_job],
     sensors=[runs_sensor],
     resources={

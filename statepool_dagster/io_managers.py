@@ -11,7 +11,7 @@ from upath import UPath
 
 from .core.run_names import check_run_name
 from .core.settings import Settings
-from .core.store import write_parquet_atomic
+from .core.store import StoreLayout, write_parquet_atomic
 
 
 class ParquetStore(UPathIOManager):
@@ -23,7 +23,9 @@ class ParquetStore(UPathIOManager):
         return base_path / check_run_name(partition)
 
     def dump_to_path(self, context: OutputContext, obj: pd.DataFrame, path: UPath) -> None:
-        write_parquet_atomic(path, pa.Table.from_pandas(obj, preserve_index=False))
+        table = pa.Table.from_pandas(obj, preserve_index=False)
+        with StoreLayout(self._base_path).lock(context.asset_partition_key):
+            write_parquet_atomic(path, table)
 
     def load_from_path(self, context: InputContext, path: UPath) -> pd.DataFrame:
         return pq.read_table(path).to_pandas()

@@ -11,6 +11,7 @@ from dagster import DagsterInstance
 
 from .core.run_files import discover_runs
 from .core.settings import Settings
+from .core.store import StoreLayout
 from .core.sync_plan import RunStatus, SyncPlan, plan_sync
 from .fingerprints import recorded_fingerprints
 from .partitions import RUNS
@@ -85,13 +86,15 @@ def materialize_run(
 
     job = defs.resolve_job_def("statepool_job")
     started = time.perf_counter()
-    result = job.execute_in_process(
-        instance=instance,
-        partition_key=target.run.name,
-        tags={SOURCE_FINGERPRINT: target.fingerprint.digest},
-        raise_on_error=False,
-        run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
-    )
+    layout = StoreLayout(Settings.from_env().store_dir)
+    with layout.lock(target.run.name):
+        result = job.execute_in_process(
+            instance=instance,
+            partition_key=target.run.name,
+            tags={SOURCE_FINGERPRINT: target.fingerprint.digest},
+            raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+        )
     outcome = RunOutcome(
         target.run.name, target.status, result.success, seconds=time.perf_counter() - started
     )

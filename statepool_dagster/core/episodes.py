@@ -45,6 +45,8 @@ def parse_episode_line(raw: bytes) -> tuple[int, dict[str, Any]]:
         record = _decode(raw)
     except msgspec.MsgspecError as exc:
         raise ValueError(f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError("not valid JSON: nested too deeply") from None
     if not isinstance(record, dict):
         raise ValueError(f"not a JSON object (got {type(record).__name__})")
     try:
@@ -67,19 +69,31 @@ def read_episodes(path: Path, display: str, strict: bool = False) -> EpisodesRea
 
     Blank lines are skipped; any other line that cannot be used becomes a
     :class:`Reject` (or, with ``strict``, a :class:`BadRecordError` naming the line).
+    A file that cannot be read at all is one reject with no line number.
     """
     result = EpisodesRead()
-    for number, raw in iter_lines(path):
-        if not raw.strip():
-            result.blank_lines += 1
-            continue
-        try:
-            version, record = parse_episode_line(raw)
-        except ValueError as exc:
-            reject = Reject(file=display, line=number, error=str(exc), raw=escape_bytes(raw))
-            if strict:
-                raise BadRecordError(reject.describe()) from None
-            result.rejects.append(reject)
-            continue
-        result.episodes.append(EpisodeLine(number, version, record))
+    try:
+        for number, raw in iter_lines(path):
+            if not raw.strip():
+                result.blank_lines += 1
+                continue
+            try:
+                version, record = parse_episode_line(raw)
+            except ValueError as exc:
+                _reject(
+                    result,
+                    Reject(file=display, line=number, error=str(exc), raw=escape_bytes(raw)),
+                    strict,
+                )
+                continue
+            result.episodes.append(EpisodeLine(number, version, record))
+    except OSError as exc:
+        error = f"unreadable: {exc.strerror or exc}"
+        _reject(result, Reject(file=display, line=None, error=error, raw=None), strict)
     return result
+
+
+def _reject(result: EpisodesRead, reject: Reject, strict: bool) -> None:
+    if strict:
+        raise BadRecordError(reject.describe())
+    result.rejects.append(reject)

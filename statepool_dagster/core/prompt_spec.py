@@ -13,7 +13,7 @@ import importlib.util
 import json
 import re
 import string
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -51,11 +51,20 @@ class PromptLimits(BaseModel):
     max_ops: int = Field(3, ge=0)
 
 
+def _field_names(template: str) -> Iterator[str]:
+    """Every replacement field, including those nested in a format spec (``{a:{b}}``)."""
+    for _, name, format_spec, _ in string.Formatter().parse(template):
+        if name is not None:
+            yield name
+        if format_spec:
+            yield from _field_names(format_spec)
+
+
 def template_problems(template: str) -> list[str]:
     """Placeholders in ``template`` that the renderer cannot fill."""
     problems = []
     try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+        fields = list(_field_names(template))
     except ValueError as exc:
         return [f"not a valid format string: {exc}"]
     for name in fields:
@@ -164,7 +173,10 @@ def load_tool_specs(ref: str | None) -> dict[str, dict[str, Any]]:
         if value.suffix.lower() in (".yaml", ".yml"):
             import yaml
 
-            value = yaml.safe_load(text)
+            try:
+                value = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                raise StatepoolError(f"tool specs: {ref} is not valid YAML: {exc}") from None
         else:
             try:
                 value = json.loads(text)

@@ -58,8 +58,13 @@ def list_snapshots(snapshots_dir: Path) -> SnapshotListing:
     listing = SnapshotListing()
     if not snapshots_dir.is_dir():
         return listing
+    try:
+        entries = sorted(snapshots_dir.iterdir(), key=lambda p: p.name)
+    except OSError as exc:
+        listing.ignored[snapshots_dir.name + "/"] = f"unreadable: {exc.strerror or exc}"
+        return listing
     by_version: dict[int, SnapshotFile] = {}
-    for entry in sorted(snapshots_dir.iterdir(), key=lambda p: p.name):
+    for entry in entries:
         name = entry.name
         if name.startswith("."):
             continue
@@ -91,6 +96,13 @@ def parse_library(data: bytes) -> dict[str, Any]:
     Keys keep their order and unknown fields survive; ``_trigger_emb`` is dropped
     from every card. ``ValueError`` says what is wrong with a bad file.
     """
+    try:
+        return _parse_library(data)
+    except RecursionError:
+        raise ValueError("not a JSON object: nested too deeply") from None
+
+
+def _parse_library(data: bytes) -> dict[str, Any]:
     try:
         top = _top.decode(data)
     except msgspec.MsgspecError as exc:

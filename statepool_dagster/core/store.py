@@ -138,23 +138,41 @@ class StoreLayout:
 
     @contextlib.contextmanager
     def lock(self, run: str) -> Iterator[None]:
-        """Serialise writers of one run's files, even from processes outside the run queue."""
+        """Serialise writers of one run's files, even from processes outside the run queue.
+
+        Re-entrant within a process: ``statepool sync`` holds it around a whole run
+        while the assets inside take it again for their own writes.
+        """
         import fcntl
 
         path = self._inside(LOCKS, f"{check_run_name(run)}.lock")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        key = str(path.resolve())
+        if key in _HELD:
+            _HELD[key] += 1
             try:
                 yield
             finally:
+                _HELD[key] -= 1
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            _HELD[key] = 1
+            try:
+                yield
+            finally:
+                del _HELD[key]
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+_HELD: dict[str, int] = {}  # lock files this process holds, with their depth
 
 
 def write_state_pool(layout: StoreLayout, run: str, states: Iterable[tuple[str, str]]) -> int:
     """Replace ``state_pool/<run>/`` with one ``<state_id>.json`` per ``(state_id, json)``."""
     files = ((f"{sid}.json", text.encode("utf-8")) for sid, text in states)
-    return replace_dir_atomic(layout.state_pool(run), files)
+    with layout.lock(run):
+        return replace_dir_atomic(layout.state_pool(run), files)
 
 
 def update_rejects(layout: StoreLayout, run: str, source: str, lines: list[str]) -> None:
