@@ -69,12 +69,17 @@ def _step_metadata(result, asset: str, key: str) -> int:
 
 
 def _first_error(result) -> str:
+    """The root cause of the first failed step, without Dagster's wrapping."""
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data.error:
             error = event.step_failure_data.error
-            while error.cause is not None and error.message.startswith("Error occurred while"):
+            while error.cause is not None:
                 error = error.cause
-            return error.message.strip().splitlines()[-1]
+            message = error.message.strip()
+            prefix = f"{error.cls_name}: "
+            if prefix in message:
+                message = message.split(prefix, 1)[1]
+            return message.splitlines()[0] if message else error.cls_name
     return "run failed"
 
 

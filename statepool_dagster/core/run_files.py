@@ -16,7 +16,7 @@ SNAPSHOTS_DIR = "snapshots"
 
 def natural_key(name: str) -> list[int | str]:
     """Sort key that puts run2 before run10."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+    return [int(part) if part.isdecimal() else part for part in re.split(r"(\d+)", name)]
 
 
 @dataclass(frozen=True)

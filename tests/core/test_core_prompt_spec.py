@@ -1,0 +1,255 @@
+"""Loading the four prompt inputs from files, import paths and STATEPOOL_* settings."""
+
+from __future__ import annotations
+
+import json
+import string
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from statepool_dagster.core.errors import StatepoolError
+from statepool_dagster.core.formatting import format_episodes
+from statepool_dagster.core.models import CheckpointState
+from statepool_dagster.core.prompt_spec import PromptSpec, default_prompt_spec
+from statepool_dagster.core.render import build_curator_prompt
+from statepool_dagster.core.settings import Settings
+
+DEFAULTS = Path(__file__).resolve().parents[2] / "statepool_dagster" / "core" / "defaults"
+EIGHT = {
+    "tool_specs",
+    "version",
+    "n_cards",
+    "skill_catalog",
+    "last_receipt",
+    "analysis_block",
+    "max_ops",
+    "param_rule",
+}
+TEMPLATE = "T[{version}] {n_cards} cards\n{tool_specs}\n{param_rule}\n{max_ops}"
+TOOLS = {"add_card": {"description": "add one"}, "zap": {"description": "zap {it}", "params": {}}}
+
+
+@pytest.fixture
+def module_factory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Write a uniquely named module into ``tmp_path`` and put it on ``sys.path``."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    made: list[str] = []
+
+    def make(source: str) -> str:
+        name = f"promptmod_{uuid.uuid4().hex[:10]}"
+        (tmp_path / f"{name}.py").write_text(source, encoding="utf-8")
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        sys.modules.pop(name, None)
+
+
+def a_state() -> CheckpointState:
+    return CheckpointState(
+        state_id="r_ckpt2",
+        dataset="ovo",
+        lib_snapshot={"version": 2, "cards": []},
+        episodes=[{"id": "e1", "question": "q?", "correct": True}],
+        analysis=None,
+        last_receipt="(collected offline)",
+    )
+
+
+def test_template_is_read_from_a_text_file(tmp_path):
+    path = tmp_path / "prompt.txt"
+    path.write_text("Version {version} — ü {{literal}}", encoding="utf-8")
+    spec = PromptSpec.load(template=str(path))
+    assert spec.template == "Version {version} — ü {{literal}}"
+    assert build_curator_prompt(a_state(), spec) == "Version 2 — ü {literal}"
+
+
+def test_param_rule_is_read_from_a_text_file(tmp_path):
+    path = tmp_path / "rule.txt"
+    path.write_text("- rule from file {not a placeholder}", encoding="utf-8")
+    spec = PromptSpec.load(param_rule=str(path))
+    assert spec.param_rule == "- rule from file {not a placeholder}"
+    assert "- rule from file {not a placeholder}" in build_curator_prompt(a_state(), spec)
+
+
+def test_template_and_param_rule_are_imported_from_module_attr(module_factory):
+    mod = module_factory(f"PROMPT = {TEMPLATE!r}\nclass Holder:\n    RULE = 'nested rule'\n")
+    spec = PromptSpec.load(template=f"{mod}:PROMPT", param_rule=f"{mod}:Holder.RULE")
+    assert spec.template == TEMPLATE
+    assert spec.param_rule == "nested rule"
+
+
+def test_tool_specs_are_read_from_a_json_file(tmp_path):
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(TOOLS), encoding="utf-8")
+    spec = PromptSpec.load(template=None, tool_specs=str(path))
+    assert spec.tool_specs == TOOLS
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".yml"])
+def test_tool_specs_are_read_from_a_yaml_file(tmp_path, suffix):
+    path = tmp_path / f"tools{suffix}"
+    path.write_text(
+        "add_card:\n  description: add one\nzap:\n  description: 'zap {it}'\n  params: {}\n",
+        encoding="utf-8",
+    )
+    assert PromptSpec.load(tool_specs=str(path)).tool_specs == TOOLS
+
+
+def test_tool_specs_are_imported_from_module_attr(module_factory):
+    mod = module_factory(f"TOOL_SPECS = {TOOLS!r}\n")
+    spec = PromptSpec.load(template=None, tool_specs=f"{mod}:TOOL_SPECS")
+    assert spec.tool_specs == TOOLS
+    prompt = build_curator_prompt(a_state(), spec.model_copy(update={"template": "{tool_specs}"}))
+    assert prompt == "- add_card: add one\n- zap: zap {it}"
+
+
+def test_formatter_is_imported_from_module_func(module_factory):
+    mod = module_factory("def fmt(episodes):\n    return 'MOD:' + str(len(episodes))\n")
+    spec = PromptSpec.load(episode_formatter=f"{mod}:fmt")
+    assert spec.episode_formatter([{}, {}]) == "MOD:2"
+    prompt = build_curator_prompt(
+        a_state(), spec.model_copy(update={"template": "{analysis_block}"})
+    )
+    assert prompt == "## Raw episodes\nMOD:1"
+
+
+def test_formatter_is_loaded_from_py_file_func(tmp_path):
+    path = tmp_path / "my_reflector.py"
+    path.write_text("def show(episodes):\n    return 'FILE:' + episodes[0]['id']\n", "utf-8")
+    spec = PromptSpec.load(episode_formatter=f"{path}:show")
+    assert spec.episode_formatter([{"id": "e9"}]) == "FILE:e9"
+
+
+def test_env_vars_select_template_rule_tool_specs_and_formatter(tmp_path, module_factory):
+    template = tmp_path / "t.txt"
+    template.write_text(TEMPLATE + "\n{analysis_block}", encoding="utf-8")
+    rule = module_factory("RULE = 'env rule'\n")
+    tools = tmp_path / "tools.yaml"
+    tools.write_text("only:\n  description: the only tool\n", encoding="utf-8")
+    formatter = tmp_path / "fmt.py"
+    formatter.write_text("def f(episodes):\n    return 'ENV-FMT'\n", encoding="utf-8")
+    environ = {
+        "STATEPOOL_PROMPT_TEMPLATE": str(template),
+        "STATEPOOL_PARAM_RULE": f"{rule}:RULE",
+        "STATEPOOL_TOOL_SPECS": str(tools),
+        "STATEPOOL_EPISODE_FORMATTER": f"{formatter}:f",
+    }
+    spec = Settings.from_env(environ=environ).prompt_spec()
+    assert build_curator_prompt(a_state(), spec) == (
+        "T[2] 0 cards\n- only: the only tool\nenv rule\n3\n## Raw episodes\nENV-FMT"
+    )
+
+
+def test_no_env_vars_means_the_bundled_defaults():
+    spec = Settings.from_env(environ={}).prompt_spec()
+    assert spec.template == (DEFAULTS / "curator_prompt.txt").read_text(encoding="utf-8")
+    assert spec.param_rule == (DEFAULTS / "param_rule.txt").read_text(encoding="utf-8")
+    assert spec.tool_specs == json.loads((DEFAULTS / "tool_specs.json").read_text("utf-8"))
+    assert spec.episode_formatter is format_episodes
+
+
+@pytest.mark.parametrize(
+    ("template", "named"),
+    [
+        ("ok {version} but {bogus}", "{bogus}"),
+        ("{n_cards} {unknown_thing.attr}", "unknown_thing"),
+        ("positional {}", "{}"),
+        ("indexed {0}", "{0}"),
+        ("nested in a format spec {version:{width}}", "width"),
+    ],
+)
+def test_template_with_unknown_placeholder_fails_naming_it(tmp_path, template, named):
+    path = tmp_path / "bad.txt"
+    path.write_text(template, encoding="utf-8")
+    with pytest.raises(StatepoolError) as err:
+        PromptSpec.load(template=str(path))
+    assert named in str(err.value)
+    with pytest.raises(StatepoolError) as err:
+        Settings.from_env(environ={"STATEPOOL_PROMPT_TEMPLATE": str(path)}).prompt_spec()
+    assert named in str(err.value)
+
+
+def test_template_that_is_not_a_format_string_fails_clearly(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_text("single brace { never closed", encoding="utf-8")
+    with pytest.raises(StatepoolError, match="format string"):
+        PromptSpec.load(template=str(path))
+
+
+@pytest.mark.parametrize(
+    "field", ["prompt_template", "param_rule", "tool_specs", "episode_formatter"]
+)
+def test_import_path_that_does_not_resolve_fails_naming_it(field):
+    ref = "no_such_module_zq81.sub:THING"
+    environ = {Settings.env_name(field): ref}
+    with pytest.raises(StatepoolError) as err:
+        Settings.from_env(environ=environ).prompt_spec()
+    assert "no_such_module_zq81.sub" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "field", ["prompt_template", "param_rule", "tool_specs", "episode_formatter"]
+)
+def test_missing_attribute_of_an_existing_module_fails_naming_it(module_factory, field):
+    mod = module_factory("PRESENT = 1\n")
+    environ = {Settings.env_name(field): f"{mod}:ABSENT_ATTR"}
+    with pytest.raises(StatepoolError, match="ABSENT_ATTR"):
+        Settings.from_env(environ=environ).prompt_spec()
+
+
+def test_reference_that_is_neither_file_nor_import_path_fails_naming_it(tmp_path):
+    missing = str(tmp_path / "no_such_prompt.txt")
+    with pytest.raises(StatepoolError) as err:
+        PromptSpec.load(template=missing)
+    assert missing in str(err.value)
+
+
+def test_invalid_yaml_tool_specs_fail_with_statepool_error_naming_the_file(tmp_path):
+    path = tmp_path / "tools.yaml"
+    path.write_text("add_card: [unclosed\n  description: x\n", encoding="utf-8")
+    with pytest.raises(StatepoolError) as err:
+        PromptSpec.load(tool_specs=str(path))
+    assert str(path) in str(err.value)
+
+
+def test_invalid_json_tool_specs_fail_with_statepool_error_naming_the_file(tmp_path):
+    path = tmp_path / "tools.json"
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(StatepoolError) as err:
+        PromptSpec.load(tool_specs=str(path))
+    assert str(path) in str(err.value)
+
+
+def test_tool_spec_without_description_fails_naming_the_tool(tmp_path):
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps({"broken_tool": {"params": {}}}), encoding="utf-8")
+    with pytest.raises(StatepoolError, match="broken_tool"):
+        PromptSpec.load(tool_specs=str(path))
+
+
+def test_formatter_that_is_not_callable_fails(module_factory):
+    mod = module_factory("NOT_A_FUNCTION = 'text'\n")
+    with pytest.raises(StatepoolError, match="not callable"):
+        PromptSpec.load(episode_formatter=f"{mod}:NOT_A_FUNCTION")
+
+
+def test_bundled_default_template_uses_all_eight_placeholders():
+    template = (DEFAULTS / "curator_prompt.txt").read_text(encoding="utf-8")
+    used = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    assert used == EIGHT
+    assert default_prompt_spec().template == template
+
+
+def test_bundled_defaults_render_a_prompt_with_every_part():
+    prompt = build_curator_prompt(a_state(), default_prompt_spec())
+    assert "{" + "tool_specs}" not in prompt
+    for name in json.loads((DEFAULTS / "tool_specs.json").read_text("utf-8")):
+        assert f"- {name}: " in prompt
+    assert (DEFAULTS / "param_rule.txt").read_text(encoding="utf-8") in prompt
+    assert "(empty library)" in prompt and "(collected offline)" in prompt
+    assert "## Raw episodes\n1 episodes, 1/1 correct" in prompt
