@@ -11,6 +11,7 @@ import msgspec
 from pydantic import ValidationError
 
 from .errors import BadRecordError
+from .fast_strip import blank_embeddings
 from .models import SkillLibrary
 from .rejects import RAW_LIMIT, Reject, escape_bytes
 
@@ -97,12 +98,37 @@ def parse_library(data: bytes) -> dict[str, Any]:
     from every card. ``ValueError`` says what is wrong with a bad file.
     """
     try:
-        return _parse_library(data)
+        library = _parse_fast(data)
+        if library is None:
+            library = _parse_exact(data)
     except RecursionError:
         raise ValueError("not a JSON object: nested too deeply") from None
+    _validate(library)
+    return library
 
 
-def _parse_library(data: bytes) -> dict[str, Any]:
+def _parse_fast(data: bytes) -> dict[str, Any] | None:
+    """Blank the embeddings as bytes, parse the rest; ``None`` when anything is unusual."""
+    blanked = blank_embeddings(data)
+    if blanked is None:
+        return None
+    text, count = blanked
+    try:
+        library = _value.decode(text)
+    except msgspec.MsgspecError:
+        return None  # the exact path names the problem
+    if not isinstance(library, dict) or EMBEDDING_KEY in library:
+        return None
+    cards = library.get("cards")
+    if not isinstance(cards, list) or not all(isinstance(c, dict) for c in cards):
+        return None
+    removed = sum(c.pop(EMBEDDING_KEY, None) is not None for c in cards)
+    # Every blanked member must have been a card's own; one elsewhere lost its value.
+    return library if removed == count else None
+
+
+def _parse_exact(data: bytes) -> dict[str, Any]:
+    """Skip each card's embedding as raw JSON: slower, but exact for any input."""
     try:
         top = _top.decode(data)
     except msgspec.MsgspecError as exc:
@@ -120,13 +146,33 @@ def _parse_library(data: bytes) -> dict[str, Any]:
             ]
         else:
             library[key] = _value.decode(raw)
+    return library
+
+
+def _plain_card(card: Any) -> bool:
+    if not isinstance(card, dict):
+        return False
+    card_id = card.get("card_id")
+    return (
+        isinstance(card_id, str | int)
+        and not isinstance(card_id, bool)
+        and isinstance(card.get("trigger"), str)
+        and isinstance(card.get("program"), str)
+        and isinstance(card.get("meta_info", {}), dict)
+    )
+
+
+def _validate(library: dict[str, Any]) -> None:
+    """Check the library against :class:`SkillLibrary`; the common case without pydantic's cost."""
+    cards = library.get("cards", [])
+    if isinstance(cards, list) and all(_plain_card(c) for c in cards):
+        return
     try:
         SkillLibrary.model_validate(library)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ValueError(f"not a skill library: {where}: {first['msg']}") from None
-    return library
 
 
 def read_snapshot(snapshot: SnapshotFile, display: str, strict: bool = False) -> Snapshot | Reject:

@@ -1,0 +1,62 @@
+"""Every fast path equals the exact path it shortcuts."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from statepool_dagster.core.fast_strip import blank_embeddings
+from statepool_dagster.core.snapshots import _parse_exact, parse_library
+
+text = st.text(max_size=30)
+scalar = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), text)
+embedding = st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), max_size=6)
+card = st.fixed_dictionaries(
+    {"card_id": text, "trigger": text, "program": text},
+    optional={
+        "_trigger_emb": embedding,
+        "meta_info": st.dictionaries(text, st.integers(0, 9), max_size=3),
+        "note": scalar,
+        "nested": st.dictionaries(text, scalar, max_size=2),
+    },
+)
+library = st.fixed_dictionaries(
+    {"version": st.integers(0, 99), "cards": st.lists(card, max_size=5)},
+    optional={"extra": scalar, "_trigger_emb": embedding},
+)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], database=None)
+@given(library, st.sampled_from([None, 1, 2]), st.booleans())
+def test_fast_snapshot_parse_equals_exact_parse(lib, indent, shuffle_keys):
+    if shuffle_keys:
+        lib = {**lib, "cards": [dict(reversed(list(c.items()))) for c in lib["cards"]]}
+    data = json.dumps(lib, ensure_ascii=False, indent=indent).encode("utf-8")
+    assert parse_library(data) == _parse_exact(data)
+
+
+def test_embedding_key_inside_a_string_is_left_alone():
+    lib = {"cards": [{"card_id": "a", "trigger": 'x "_trigger_emb": [1]', "program": "p"}]}
+    data = json.dumps(lib).encode()
+    assert blank_embeddings(data) == (data, 0)
+    assert parse_library(data) == lib
+
+
+def test_nan_embeddings_are_dropped_like_the_original_reads_them():
+    data = b'{"version": 1, "cards": [{"card_id": "a", "trigger": "t", "program": "p",'
+    data += b' "_trigger_emb": [NaN, Infinity, -Infinity, 0.5]}]}'
+    assert parse_library(data) == {
+        "version": 1,
+        "cards": [{"card_id": "a", "trigger": "t", "program": "p"}],
+    }
+
+
+def test_top_level_embedding_key_is_kept_as_the_original_keeps_it():
+    lib = {
+        "version": 0,
+        "_trigger_emb": [1.0],
+        "cards": [{"card_id": "a", "trigger": "t", "program": "p"}],
+    }
+    assert parse_library(json.dumps(lib).encode()) == lib
