@@ -10,7 +10,7 @@ export DAGSTER_HOME := $(HOME_DIR)
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,postgres]'
 	touch $@
 
 $(HOME_DIR)/dagster.yaml: dagster.yaml
@@ -40,6 +40,18 @@ validate: install  ## check that the code location loads
 
 dev: install  ## the Dagster UI and daemon on http://127.0.0.1:3000, sensor live
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+# A throwaway PostgreSQL on 127.0.0.1:$(PG_PORT) for tests/test_postgres.py (as .ci/run does):
+#   make pg-up && STATEPOOL_TEST_PG_URL=postgresql://postgres@127.0.0.1:54329/postgres make test
+PG_DIR ?= /tmp/statepool_pg
+PG_PORT ?= 54329
+.PHONY: pg-up pg-down
+
+pg-up:  ## start the throwaway PostgreSQL cluster (data in $(PG_DIR))
+	bash deploy/postgres/cluster.sh start $(PG_DIR) $(PG_PORT)
+
+pg-down:  ## stop it and delete its data
+	bash deploy/postgres/cluster.sh stop $(PG_DIR)
 
 clean:
 	rm -rf $(HOME_DIR) store runs

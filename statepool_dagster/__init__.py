@@ -10,7 +10,7 @@ from typing import Any
 
 from .core.models import CheckpointState
 
-__all__ = ["CheckpointState", "defs"]
+__all__ = ["CheckpointState", "defs", "load_prompts", "load_state_pool"]
 
 
 def __getattr__(name: str) -> Any:
@@ -18,4 +18,8 @@ def __getattr__(name: str) -> Any:
         from .definitions import defs
 
         return defs
+    if name in ("load_state_pool", "load_prompts"):
+        from . import readers
+
+        return getattr(readers, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

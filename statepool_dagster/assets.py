@@ -27,6 +27,7 @@ from .core.render import build_curator_prompt
 from .core.run_files import fingerprint_run
 from .core.run_names import check_run_name
 from .core.settings import Settings
+from .core.sidecars import read_sidecars
 from .core.store import StoreLayout, update_rejects, write_state_pool
 from .core.tables import (
     EPISODE_COLUMNS,
@@ -191,7 +192,13 @@ def skill_snapshots(
     metadata={
         "dagster/column_schema": _schema(
             STATE_COLUMNS,
-            {"version": "int", "batch_version": "int", "n_cards": "int", "n_episodes": "int"},
+            {
+                "version": "int",
+                "library_version": "int",
+                "batch_version": "int",
+                "n_cards": "int",
+                "n_episodes": "int",
+            },
         )
     },
 )
@@ -203,30 +210,48 @@ def checkpoint_states(
 ) -> Output[pd.DataFrame]:
     """What the curator saw at each checkpoint: snapshot k with the batch run under k-1 (else k).
 
-    Also written as the original script's files, state_pool/<run>/<state_id>.json.
+    Also written as the original script's files, state_pool/<run>/<state_id>.json. Each
+    state carries its reference ops, the diff to the run's next library. Analyses and
+    receipts come from the run's sidecars when it has them.
     """
     settings = statepool.settings()
     run = context.partition_key
-    fingerprint = _source_fingerprint(context, _run_path(settings, run))
+    run_path = _run_path(settings, run)
+    fingerprint = _source_fingerprint(context, run_path)
+    layout = StoreLayout(settings.store_dir)
+    sidecars = read_sidecars(run_path, run, strict=settings.strict)
+    update_rejects(layout, run, "sidecars", rejects_jsonl(sidecars.rejects, "sidecars"))
     joined, skipped = join_states(
         run,
         snapshots_from_table(skill_snapshots),
         batches_from_table(run_episodes),
         settings.dataset,
+        pairing=settings.pairing,
+        followup=settings.followup,
+        analyses=sidecars.analyses,
+        receipts=sidecars.receipts,
     )
     frame = states_table(joined)
-    write_state_pool(
-        StoreLayout(settings.store_dir), run, zip(frame["state_id"], frame["state"], strict=True)
-    )
+    write_state_pool(layout, run, zip(frame["state_id"], frame["state"], strict=True))
     metadata = {
         **_common(frame, fingerprint),
         "states": len(frame),
+        "pairing": settings.pairing,
+        "followup": settings.followup,
         "skipped_checkpoints": len(skipped),
         "skipped": MetadataValue.json({str(s.version): s.reason for s in skipped}),
+        "analyses": len(sidecars.analyses),
+        "receipts": len(sidecars.receipts),
+        "sidecar_rejects": len(sidecars.rejects),
+        "ignored_sidecars": MetadataValue.json(sidecars.ignored),
         "preview": _preview(
             frame, ["state_id", "version", "batch_version", "n_cards", "n_episodes"]
         ),
     }
+    if sidecars.rejects:
+        metadata["sidecar_reject_details"] = MetadataValue.md(
+            "\n".join(f"- {r.describe()}" for r in sidecars.rejects[:50])
+        )
     return _output(frame, metadata, fingerprint)
 
 
@@ -251,8 +276,10 @@ def curator_prompts(
     spec = settings.prompt_spec()
     states = states_from_table(checkpoint_states)
     frame = prompts_table(
-        (state.state_id, run, int(version), build_curator_prompt(state, spec))
-        for state, version in zip(states, checkpoint_states["version"], strict=True)
+        (state.state_id, run, int(version), build_curator_prompt(state, spec), ops)
+        for state, version, ops in zip(
+            states, checkpoint_states["version"], checkpoint_states["reference_ops"], strict=True
+        )
     )
     lengths = frame["prompt_chars"].tolist()
     metadata = {

@@ -1,4 +1,4 @@
-"""The ``statepool`` command: sync, demo, status."""
+"""The ``statepool`` command: sync, demo, status, export."""
 
 from __future__ import annotations
 
@@ -164,6 +164,42 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write one trainer-ready export of the store; reads files only, never Dagster."""
+    from .core.errors import StatepoolError
+    from .core.export import collect_export, write_export
+
+    try:
+        settings = Settings.from_env(
+            store_dir=args.store,
+            export_val_fraction=args.val_fraction,
+            export_test_fraction=args.test_fraction,
+            export_seed=args.seed,
+        )
+        options = settings.export_options()
+    except ValueError as exc:
+        print(f"statepool export: {exc}", file=sys.stderr)
+        return 2
+    export = collect_export(settings.store_dir, options)
+    try:
+        write_export(export, args.format, args.out)
+    except StatepoolError as exc:
+        print(f"statepool export: {exc}", file=sys.stderr)
+        return 1
+    for problem in export.problems:
+        print(problem, file=sys.stderr)
+    summary = {"format": args.format, "out": str(Path(args.out).resolve()), **export.summary()}
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        rows = ", ".join(f"{split} {n}" for split, n in summary["rows"].items())
+        runs = ", ".join(f"{split} {len(r)}" for split, r in summary["runs"].items())
+        print(f"{args.format} export in {summary['out']}: rows {rows}; runs {runs}")
+        if export.duplicates:
+            print(f"{len(export.duplicates)} duplicate states left out")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="statepool", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -180,6 +216,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="each run's partition state")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
+    p = sub.add_parser("export", help="write a trainer-ready export of the store (no Dagster)")
+    p.add_argument("--format", required=True, choices=("verl", "trl", "pool"))
+    p.add_argument("--out", required=True, help="folder to write (new, empty or an earlier export)")
+    p.add_argument("--val-fraction", type=float, default=None, help="share of runs in val")
+    p.add_argument("--test-fraction", type=float, default=None, help="share of runs in test")
+    p.add_argument("--seed", type=int, default=None, help="seed of the run-level split")
+    p.add_argument("--store", default=None, help="store root (default STATEPOOL_STORE_DIR)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_export)
     return parser
 
 

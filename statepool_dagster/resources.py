@@ -22,6 +22,15 @@ class StatepoolSettings(ConfigurableResource):
     param_rule: str | None = Field(None, description="STATEPOOL_PARAM_RULE")
     tool_specs: str | None = Field(None, description="STATEPOOL_TOOL_SPECS")
     episode_formatter: str | None = Field(None, description="STATEPOOL_EPISODE_FORMATTER")
+    pairing: str | None = Field(None, description="STATEPOOL_PAIRING: seed | pre_curation")
+    followup: str | None = Field(None, description="STATEPOOL_FOLLOWUP: none | batch | next_batch")
+    export_val_fraction: float | None = Field(
+        None, description="STATEPOOL_EXPORT_VAL_FRACTION (default 0.1)"
+    )
+    export_test_fraction: float | None = Field(
+        None, description="STATEPOOL_EXPORT_TEST_FRACTION (default 0)"
+    )
+    export_seed: int | None = Field(None, description="STATEPOOL_EXPORT_SEED (default 0)")
 
     def settings(self) -> Settings:
         return Settings.from_env(**self.model_dump())

@@ -47,3 +47,28 @@ def cli_env(workspace, home: Path) -> dict[str, str]:
         STATEPOOL_STORE_DIR=str(workspace.store),
     )
     return env
+
+
+def materialize_run(instance, run: str, raise_on_error: bool = True):
+    """Register ``run`` if needed and run ``statepool_job`` for it in ``instance``."""
+    from statepool_dagster import defs
+    from statepool_dagster.partitions import RUNS
+
+    if run not in instance.get_dynamic_partitions(RUNS):
+        instance.add_dynamic_partitions(RUNS, [run])
+    return defs.resolve_job_def("statepool_job").execute_in_process(
+        instance=instance, partition_key=run, raise_on_error=raise_on_error
+    )
+
+
+def latest_metadata(instance, asset: str, run: str | None = None) -> dict:
+    """The metadata values of ``asset``'s latest materialization (of partition ``run``)."""
+    from dagster import AssetKey, AssetRecordsFilter
+
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(
+            asset_key=AssetKey(asset), asset_partitions=None if run is None else [run]
+        ),
+        limit=1,
+    ).records
+    return {k: v.value for k, v in records[0].asset_materialization.metadata.items()}

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .join import Followup, Pairing
 from .prompt_spec import PromptLimits, PromptSpec
+
+if TYPE_CHECKING:
+    from .export import ExportOptions
 
 ENV_PREFIX = "STATEPOOL_"
 
@@ -44,6 +48,23 @@ class Settings(BaseModel):
     on_bad_record: Literal["keep", "fail"] = Field(
         "keep", description="`keep` sets bad records aside; `fail` fails the partition."
     )
+    pairing: Pairing = Field(
+        "seed",
+        description="`seed`: library k with batch k-1 (else k); "
+        "`pre_curation`: checkpoint k gets library k-1 and the batch run under it.",
+    )
+    followup: Followup = Field(
+        "none",
+        description="Fill followup_qids/gt_map: `none`, `batch` (the state's own batch) or "
+        "`next_batch` (the batch run under library k, after curation).",
+    )
+    export_val_fraction: float = Field(
+        0.1, ge=0, le=1, description="Share of runs in the exports' val split."
+    )
+    export_test_fraction: float = Field(
+        0.0, ge=0, le=1, description="Share of runs in the exports' test split (0: no test split)."
+    )
+    export_seed: int = Field(0, description="Seed of the exports' run-level split.")
     sensor_interval: int = Field(30, ge=1, description="Seconds between sensor ticks.")
     settle_seconds: float = Field(
         10.0, ge=0, description="A run is requested once its files are this many seconds old."
@@ -76,6 +97,15 @@ class Settings(BaseModel):
             analysis_chars=self.analysis_chars,
             episodes_chars=self.episodes_chars,
             max_ops=self.max_ops,
+        )
+
+    def export_options(self) -> ExportOptions:
+        from .export import ExportOptions
+
+        return ExportOptions(
+            val_fraction=self.export_val_fraction,
+            test_fraction=self.export_test_fraction,
+            seed=self.export_seed,
         )
 
     def prompt_spec(self) -> PromptSpec:

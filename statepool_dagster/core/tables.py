@@ -16,6 +16,7 @@ import pandas as pd
 from .episodes import EpisodeLine
 from .join import JoinedState, group_batches
 from .models import CheckpointState
+from .reference_ops import ops_json
 from .snapshots import Snapshot
 
 _decode = msgspec.json.Decoder().decode
@@ -121,11 +122,13 @@ def snapshots_from_table(frame: pd.DataFrame) -> list[Snapshot]:
 STATE_COLUMNS = {
     "state_id": "<run>_ckpt<k>",
     "run": "run folder name",
-    "version": "checkpoint k (library snapshot version)",
+    "version": "checkpoint k",
+    "library_version": "version of the state's library (k; k-1 with pairing pre_curation)",
     "batch_version": "skill_lib_version of the paired episode batch",
     "n_cards": "cards in the library snapshot",
     "n_episodes": "episodes in the batch",
     "state": "the CheckpointState as JSON, exactly as in state_pool/",
+    "reference_ops": "JSON: the ops from this library to the run's next one (next_version, ops)",
 }
 
 
@@ -135,16 +138,24 @@ def states_table(states: Iterable[JoinedState]) -> pd.DataFrame:
             j.state.state_id,
             j.run,
             j.version,
+            j.version if j.library_version is None else j.library_version,
             j.batch_version,
             len(j.state.lib_snapshot.get("cards", [])),
             len(j.state.episodes),
             j.state.to_json(),
+            None if j.reference_ops is None else ops_json(j.reference_ops),
         )
         for j in states
     ]
     frame = pd.DataFrame.from_records(rows, columns=list(STATE_COLUMNS))
     return frame.astype(
-        {"version": "int64", "batch_version": "int64", "n_cards": "int64", "n_episodes": "int64"}
+        {
+            "version": "int64",
+            "library_version": "int64",
+            "batch_version": "int64",
+            "n_cards": "int64",
+            "n_episodes": "int64",
+        }
     )
 
 
@@ -158,11 +169,15 @@ PROMPT_COLUMNS = {
     "version": "checkpoint k",
     "prompt": "the curator prompt, rendered as the inference side renders it",
     "prompt_chars": "length of the prompt in characters",
+    "reference_ops": "JSON: the ops from this state's library to the run's next one",
 }
 
 
-def prompts_table(rows: Iterable[tuple[str, str, int, str]]) -> pd.DataFrame:
-    records = [(sid, run, version, prompt, len(prompt)) for sid, run, version, prompt in rows]
+def prompts_table(rows: Iterable[tuple[str, str, int, str, str | None]]) -> pd.DataFrame:
+    """Rows of ``(state_id, run, version, prompt, reference_ops_json)``."""
+    records = [
+        (sid, run, version, prompt, len(prompt), ops) for sid, run, version, prompt, ops in rows
+    ]
     frame = pd.DataFrame.from_records(records, columns=list(PROMPT_COLUMNS))
     return frame.astype({"version": "int64", "prompt_chars": "int64"})
 

@@ -1,0 +1,249 @@
+"""Benchmark: statepool sync vs the core alone vs the original script, on one generated corpus.
+
+    python bench/run_bench.py                 # reference size (10 runs x 60 ckpt x 150 cards x 768-d)
+    python bench/run_bench.py --size tiny     # seconds; what CI runs so the script cannot rot
+
+Prints a Markdown table (ratios first) and writes bench/out/<size>/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SEED = REPO.parent / "shared" / "reference" / "statepool_seed.py"
+BIN = Path(sys.executable).parent
+
+SIZES = {
+    "reference": dict(n_runs=10, n_checkpoints=60, n_cards=150, emb_dim=768, episodes_per_batch=32),
+    "small": dict(n_runs=4, n_checkpoints=20, n_cards=60, emb_dim=384, episodes_per_batch=16),
+    "tiny": dict(n_runs=3, n_checkpoints=4, n_cards=8, emb_dim=16, episodes_per_batch=4),
+}
+SENSOR_FOLDERS = {"reference": (10_000, 1_000), "small": (2_000, 200), "tiny": (50, 10)}
+
+
+@dataclass
+class Measure:
+    name: str
+    seconds: float
+    peak_rss_mb: float
+
+
+def run_measured(name: str, argv: list[str], env: dict[str, str] | None = None) -> Measure:
+    """Run a command, return its wall time and peak RSS (of the process and its children)."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(
+            f"{name} failed ({proc.returncode}): {proc.stderr.read().decode()[-2000:]}"
+        )
+    return Measure(name, seconds, usage.ru_maxrss / 1024)
+
+
+def input_mb(runs: Path) -> float:
+    return sum(p.stat().st_size for p in runs.rglob("*") if p.is_file()) / 1e6
+
+
+def fresh_env(out: Path, name: str, runs: Path) -> tuple[dict[str, str], Path]:
+    home, store = out / f"{name}_home", out / f"{name}_store"
+    for path in (home, store):
+        shutil.rmtree(path, ignore_errors=True)
+    home.mkdir(parents=True)
+    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STATEPOOL_", "DAGSTER_"))}
+    env.update(DAGSTER_HOME=str(home), STATEPOOL_RUNS_DIR=str(runs), STATEPOOL_STORE_DIR=str(store))
+    return env, store
+
+
+def step_seconds(home: Path, run_name: str) -> float:
+    """Sum of the step durations of the latest Dagster run that covered ``run_name``."""
+    code = f"""
+import json, sys
+from dagster import DagsterInstance, RunsFilter
+inst = DagsterInstance.get()
+best = None
+for run in inst.get_runs(limit=50):
+    tags = run.tags
+    keys = [tags.get("dagster/partition")]
+    if "dagster/asset_partition_range_start" in tags:
+        keys = inst.get_dynamic_partitions("runs")
+        lo = keys.index(tags["dagster/asset_partition_range_start"])
+        hi = keys.index(tags["dagster/asset_partition_range_end"])
+        keys = keys[lo : hi + 1]
+    if {run_name!r} in keys:
+        stats = inst.get_run_step_stats(run.run_id)
+        best = sum((s.end_time - s.start_time) for s in stats if s.end_time and s.start_time)
+        best = best / len(keys)
+        break
+print(json.dumps(best))
+"""
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    return float(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def sensor_ticks(out: Path, unchanged: int, new: int) -> dict[str, float]:
+    """Time one sensor tick over ``unchanged`` materialized folders, then with ``new`` more."""
+    code = f"""
+import json, os, sys, tempfile, time
+from pathlib import Path
+root = Path(sys.argv[1]); runs = root / "runs"; runs.mkdir(parents=True)
+os.environ.update(STATEPOOL_RUNS_DIR=str(runs), STATEPOOL_STORE_DIR=str(root / "store"),
+                  STATEPOOL_SETTLE_SECONDS="0")
+from dagster import AssetMaterialization, build_sensor_context, instance_for_test
+from statepool_dagster import defs
+from statepool_dagster.core.run_files import fingerprint_run
+from statepool_dagster.sensors import runs_sensor
+def make(name):
+    d = runs / name; d.mkdir(); (d / "episodes.jsonl").write_text('{{"id": 1}}\\n')
+    return d
+with instance_for_test(temp_dir=str(root / "home")) as inst:
+    names = [f"r{{i:05d}}" for i in range({unchanged})]
+    inst.add_dynamic_partitions("runs", names)
+    for name in names:
+        fp = fingerprint_run(make(name)).digest
+        inst.report_runless_asset_event(AssetMaterialization(
+            "curator_prompts", partition=name, metadata={{"source_fingerprint": fp}}))
+    def tick():
+        with build_sensor_context(instance_ref=inst.get_ref(), definitions=defs) as ctx:
+            t = time.perf_counter(); result = runs_sensor.evaluate_tick(ctx)
+            return time.perf_counter() - t, len(result.run_requests)
+    cold, requested_cold = tick()
+    warm, requested = tick()
+    for i in range({new}):
+        make(f"n{{i:05d}}")
+    with_new, requested_new = tick()
+print(json.dumps(dict(unchanged_cold_s=cold, unchanged_s=warm, unchanged_requests=requested,
+                      new_s=with_new, new_requests=requested_new)))
+"""
+    root = out / "sensor"
+    shutil.rmtree(root, ignore_errors=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(root)], capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--size", choices=sorted(SIZES), default="reference")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "out")
+    args = parser.parse_args()
+    sys.path.insert(0, str(REPO))
+    from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_run
+
+    spec = SampleSpec(**SIZES[args.size])
+    out = args.out / args.size
+    runs = out / "runs"
+    shutil.rmtree(out, ignore_errors=True)
+    runs.mkdir(parents=True)
+    t = time.perf_counter()
+    for i in range(spec.n_runs):
+        generate_run(runs / f"run{i:03d}", spec, i)
+    print(f"generated {input_mb(runs):.0f} MB in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+    mb = input_mb(runs)
+    results: dict[str, object] = {"size": args.size, "spec": asdict(spec), "input_mb": mb}
+
+    measures = []
+    if SEED.is_file():
+        seed_out = out / "seed_pool"
+        measures.append(
+            run_measured("original script", [sys.executable, str(SEED), str(runs), str(seed_out)])
+        )
+    measures.append(
+        run_measured(
+            "core alone (no Dagster)",
+            [
+                sys.executable,
+                str(REPO / "bench" / "core_only.py"),
+                str(runs),
+                str(out / "core_store"),
+            ],
+        )
+    )
+    env, _ = fresh_env(out, "sync", runs)
+    measures.append(
+        run_measured("statepool sync (fresh)", [str(BIN / "statepool"), "sync", "-q"], env)
+    )
+
+    # Incremental cost: one more run on the synced folder vs that run alone.
+    extra = generate_run(runs / "run_extra", spec, spec.n_runs)
+    add = run_measured("sync: +1 run on N synced", [str(BIN / "statepool"), "sync", "-q"], env)
+    alone_runs = out / "alone_runs"
+    alone_runs.mkdir()
+    shutil.copytree(extra, alone_runs / extra.name)
+    alone_env, _ = fresh_env(out, "alone", alone_runs)
+    alone = run_measured("sync: that run alone", [str(BIN / "statepool"), "sync", "-q"], alone_env)
+    full_steps = step_seconds(Path(alone_env["DAGSTER_HOME"]), extra.name)
+    append_checkpoint(extra, spec, spec.n_runs)
+    grow = run_measured("sync: run grew 1 ckpt", [str(BIN / "statepool"), "sync", "-q"], env)
+    grow_steps = step_seconds(Path(env["DAGSTER_HOME"]), extra.name)
+    measures += [add, alone, grow]
+
+    sensor_unchanged, sensor_new = SENSOR_FOLDERS[args.size]
+    results["sensor"] = {
+        "folders": sensor_unchanged,
+        "new": sensor_new,
+        **sensor_ticks(out, sensor_unchanged, sensor_new),
+    }
+
+    by = {m.name: m for m in measures}
+    seed = by.get("original script")
+    results["measures"] = [asdict(m) for m in measures]
+    results["ratios"] = {
+        "sync_speedup_vs_original": seed.seconds / by["statepool sync (fresh)"].seconds
+        if seed
+        else None,
+        "core_speedup_vs_original": seed.seconds / by["core alone (no Dagster)"].seconds
+        if seed
+        else None,
+        "add_one_run_vs_alone": add.seconds / alone.seconds,
+        "grow_steps_vs_full_steps": grow_steps / full_steps if full_steps else None,
+    }
+    results["step_seconds"] = {"full_run": full_steps, "grown_run": grow_steps}
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    print(render(results))
+    return 0
+
+
+def render(results: dict) -> str:
+    mb = results["input_mb"]
+    seed = next((m for m in results["measures"] if m["name"] == "original script"), None)
+    lines = [
+        f"Corpus: {results['size']} — {json.dumps(results['spec'])}, {mb:.0f} MB of input",
+        "",
+        "| measure | wall s | MB/s | peak RSS MB | vs original |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for m in results["measures"][:3]:
+        speed = f"{seed['seconds'] / m['seconds']:.1f}×" if seed else "-"
+        lines.append(
+            f"| {m['name']} | {m['seconds']:.2f} | {mb / m['seconds']:.0f} | {m['peak_rss_mb']:.0f} | {speed} |"
+        )
+    r, s = results["ratios"], results["sensor"]
+    lines += [
+        "",
+        "| incremental | figure |",
+        "|---|---:|",
+        *(f"| {m['name']} | {m['seconds']:.2f} s |" for m in results["measures"][3:]),
+        f"| +1 run on N synced / that run alone | {r['add_one_run_vs_alone']:.2f}× |",
+        f"| grown run's step time / full step time | {r['grow_steps_vs_full_steps']:.0%} |",
+        f"| sensor tick, {s['folders']} unchanged folders | {s['unchanged_s']:.2f} s ({s['unchanged_requests']} requests; first tick {s['unchanged_cold_s']:.2f} s) |",
+        f"| sensor tick, +{s['new']} new folders | {s['new_s']:.2f} s ({s['new_requests']} requests) |",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

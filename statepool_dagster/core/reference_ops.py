@@ -1,0 +1,66 @@
+"""What the run's own curator did next: the card-level diff from a library to the next one.
+
+The ops use the bundled tool specs' shape (``add_card`` / ``update_card`` /
+``delete_card``), so they are directly an SFT target and a reward baseline. Only a
+card's ``trigger`` and ``program`` count: usage counters and other meta never make
+an op. Order is fixed: rewrites and deletions in the old library's card order,
+then additions in the new library's order (the prompt's own order of preference).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+TEXT_FIELDS = ("trigger", "program")
+LAST_SNAPSHOT_NOTE = "last snapshot of the run: no later library"
+
+
+def _cards_by_id(library: dict[str, Any]) -> dict[Any, dict[str, Any]]:
+    """Cards keyed by ``card_id``, in library order; a repeated id keeps its first card."""
+    cards: dict[Any, dict[str, Any]] = {}
+    for card in library.get("cards", []):
+        cards.setdefault(card["card_id"], card)
+    return cards
+
+
+def card_ops(library: dict[str, Any], next_library: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ops that turn ``library``'s cards into ``next_library``'s."""
+    old, new = _cards_by_id(library), _cards_by_id(next_library)
+    updates: list[dict[str, Any]] = []
+    deletes: list[dict[str, Any]] = []
+    for card_id, card in old.items():
+        after = new.get(card_id)
+        if after is None:
+            deletes.append({"op": "delete_card", "card_id": card_id})
+            continue
+        changed = {f: after.get(f) for f in TEXT_FIELDS if after.get(f) != card.get(f)}
+        if changed:
+            updates.append({"op": "update_card", "card_id": card_id, **changed})
+    adds = [
+        {"op": "add_card", "card_id": card_id, **{f: card.get(f) for f in TEXT_FIELDS}}
+        for card_id, card in new.items()
+        if card_id not in old
+    ]
+    return updates + deletes + adds
+
+
+def reference_ops(
+    library: dict[str, Any], next_version: int | None, next_library: dict[str, Any] | None
+) -> dict[str, Any]:
+    """``{"next_version", "ops"}``; without a later library, empty ops and a ``note`` saying so."""
+    if next_library is None or next_version is None:
+        return {"next_version": None, "ops": [], "note": LAST_SNAPSHOT_NOTE}
+    return {"next_version": next_version, "ops": card_ops(library, next_library)}
+
+
+def next_version_after(versions: Sequence[int], version: int) -> int | None:
+    """The smallest of ``versions`` above ``version``, if any."""
+    later = [v for v in versions if v > version]
+    return min(later) if later else None
+
+
+def ops_json(ops: dict[str, Any]) -> str:
+    """The text stored in the ``reference_ops`` columns."""
+    return json.dumps(ops, ensure_ascii=False)

@@ -1,0 +1,80 @@
+"""Read the store without Dagster: the state pool and the curator prompts, straight from files.
+
+No instance, no webserver: ``from statepool_dagster import load_state_pool, load_prompts``.
+Temp files (dot-named, mid-write) are never read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .compat import load_state_pool as _load_pool_dir
+from .core.errors import StatepoolError
+from .core.models import CheckpointState
+from .core.run_files import natural_key
+from .core.settings import Settings
+from .core.store import STATE_POOL, StoreLayout
+from .core.tables import PROMPT_COLUMNS
+
+PROMPTS = "curator_prompts"
+StorePath = str | os.PathLike[str]
+
+
+def _layout(store: StorePath | None) -> StoreLayout:
+    return StoreLayout(Settings.from_env().store_dir if store is None else store)
+
+
+def _pick(available: Iterable[str], runs: Iterable[str] | None, what: str) -> list[str]:
+    """The runs to read, in natural order; a requested run the store lacks is an error."""
+    have = set(available)
+    if runs is None:
+        return sorted(have, key=natural_key)
+    wanted = list(dict.fromkeys([runs] if isinstance(runs, str) else runs))
+    missing = [r for r in wanted if r not in have]
+    if missing:
+        raise StatepoolError(f"no {what} in the store for run(s): {', '.join(missing)}")
+    return sorted(wanted, key=natural_key)
+
+
+def _pool_runs(layout: StoreLayout) -> list[str]:
+    root = layout.root / STATE_POOL
+    if not root.is_dir():
+        return []
+    return [p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
+
+
+def load_state_pool(
+    store: StorePath | None = None, runs: Iterable[str] | None = None
+) -> list[CheckpointState]:
+    """Every state in ``<store>/state_pool/``, in run (natural) then checkpoint order.
+
+    ``store`` defaults to ``STATEPOOL_STORE_DIR``; ``runs`` limits the runs read.
+    """
+    layout = _layout(store)
+    states: list[CheckpointState] = []
+    for run in _pick(_pool_runs(layout), runs, "state pool"):
+        states.extend(_load_pool_dir(layout.state_pool(run)))
+    return states
+
+
+def load_prompts(store: StorePath | None = None, runs: Iterable[str] | None = None) -> pd.DataFrame:
+    """The ``curator_prompts`` tables of the store's runs, one row per state, in run order."""
+    layout = _layout(store)
+    tables = [
+        pq.read_table(layout.table(PROMPTS, run))
+        for run in _pick(layout.runs_with(PROMPTS), runs, "curator prompts")
+    ]
+    tables = [t for t in tables if t.num_rows]
+    if not tables:
+        ints = {"version", "prompt_chars"}
+        return pd.DataFrame(
+            {n: pd.Series(dtype="int64" if n in ints else "object") for n in PROMPT_COLUMNS}
+        )
+    # Tables written before a column was added lack it: it comes back as nulls.
+    frame = pa.concat_tables(tables, promote_options="permissive").to_pandas()
+    return frame.reset_index(drop=True)
