@@ -5,11 +5,11 @@ import json
 import warnings
 
 import pandas as pd
+import pyarrow.parquet as pq
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetIn,
     MetadataValue,
     PreviewWarning,
 )
@@ -20,8 +20,6 @@ from .core.rejects import Reject
 from .core.store import StoreLayout
 from .partitions import runs_partitions
 from .resources import StatepoolSettings
-
-SNAPSHOTS_IN = {"skill_snapshots": AssetIn("skill_snapshots")}
 
 
 @functools.wraps(_asset_check)
@@ -37,14 +35,23 @@ def asset_check(**kwargs):
     return decorate
 
 
-@asset_check(
-    asset=checkpoint_states,
-    description="No episode line or snapshot file of the run was set aside as a reject.",
-)
-def no_rejects(
+def _table(
     context: AssetCheckExecutionContext,
     statepool: StatepoolSettings,
-    checkpoint_states: pd.DataFrame,
+    asset: str,
+    columns: list[str],
+) -> pd.DataFrame:
+    """Only the columns a check needs, straight from the store (never the whole table)."""
+    layout = StoreLayout(statepool.settings().store_dir)
+    return pq.read_table(layout.table(asset, context.partition_key), columns=columns).to_pandas()
+
+
+@asset_check(
+    asset=checkpoint_states,
+    description="No episode line, snapshot or sidecar file of the run was set aside as a reject.",
+)
+def no_rejects(
+    context: AssetCheckExecutionContext, statepool: StatepoolSettings
 ) -> AssetCheckResult:
     path = StoreLayout(statepool.settings().store_dir).rejects(context.partition_key)
     lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
@@ -59,13 +66,14 @@ def no_rejects(
 
 @asset_check(
     asset=checkpoint_states,
-    additional_ins=SNAPSHOTS_IN,
     description="Every snapshot was paired with an episode batch (skipped versions listed).",
 )
 def snapshots_paired(
-    checkpoint_states: pd.DataFrame, skill_snapshots: pd.DataFrame
+    context: AssetCheckExecutionContext, statepool: StatepoolSettings
 ) -> AssetCheckResult:
-    skipped = sorted(set(skill_snapshots["version"]) - set(checkpoint_states["version"]))
+    snapshots = _table(context, statepool, "skill_snapshots", ["version"])
+    states = _table(context, statepool, "checkpoint_states", ["version"])
+    skipped = sorted(set(snapshots["version"]) - set(states["version"]))
     return AssetCheckResult(
         passed=not skipped,
         severity=AssetCheckSeverity.WARN,
@@ -77,9 +85,12 @@ def snapshots_paired(
     asset=skill_snapshots,
     description="The version inside each snapshot equals the one in its file name.",
 )
-def snapshot_versions_match(skill_snapshots: pd.DataFrame) -> AssetCheckResult:
-    declared = skill_snapshots["declared_version"]
-    mismatched = skill_snapshots[declared.isna() | (declared != skill_snapshots["version"])]
+def snapshot_versions_match(
+    context: AssetCheckExecutionContext, statepool: StatepoolSettings
+) -> AssetCheckResult:
+    frame = _table(context, statepool, "skill_snapshots", ["version", "declared_version", "file"])
+    declared = frame["declared_version"]
+    mismatched = frame[declared.isna() | (declared != frame["version"])]
     return AssetCheckResult(
         passed=mismatched.empty,
         severity=AssetCheckSeverity.WARN,
@@ -89,29 +100,31 @@ def snapshot_versions_match(skill_snapshots: pd.DataFrame) -> AssetCheckResult:
 
 @asset_check(
     asset=checkpoint_states,
-    additional_ins=SNAPSHOTS_IN,
     description="A run with snapshots has at least one checkpoint state.",
 )
 def states_exist(
-    checkpoint_states: pd.DataFrame, skill_snapshots: pd.DataFrame
+    context: AssetCheckExecutionContext, statepool: StatepoolSettings
 ) -> AssetCheckResult:
+    snapshots = _table(context, statepool, "skill_snapshots", ["version"])
+    states = _table(context, statepool, "checkpoint_states", ["version"])
     return AssetCheckResult(
-        passed=skill_snapshots.empty or not checkpoint_states.empty,
+        passed=snapshots.empty or not states.empty,
         severity=AssetCheckSeverity.ERROR,
-        metadata={"snapshots": len(skill_snapshots), "states": len(checkpoint_states)},
+        metadata={"snapshots": len(snapshots), "states": len(states)},
     )
 
 
 @asset_check(
     asset=curator_prompts,
-    additional_ins={"checkpoint_states": AssetIn("checkpoint_states")},
     description="Every checkpoint state has a non-empty rendered prompt.",
 )
 def every_state_has_prompt(
-    curator_prompts: pd.DataFrame, checkpoint_states: pd.DataFrame
+    context: AssetCheckExecutionContext, statepool: StatepoolSettings
 ) -> AssetCheckResult:
-    prompted = set(curator_prompts.loc[curator_prompts["prompt_chars"] > 0, "state_id"])
-    missing = sorted(set(checkpoint_states["state_id"]) - prompted)
+    prompts = _table(context, statepool, "curator_prompts", ["state_id", "prompt_chars"])
+    states = _table(context, statepool, "checkpoint_states", ["state_id"])
+    prompted = set(prompts.loc[prompts["prompt_chars"] > 0, "state_id"])
+    missing = sorted(set(states["state_id"]) - prompted)
     return AssetCheckResult(
         passed=not missing,
         severity=AssetCheckSeverity.ERROR,

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dagster import DagsterInstance
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+)
 
 from .core.run_files import discover_runs
 from .core.settings import Settings
@@ -60,10 +65,17 @@ class SyncSummary:
         }
 
 
-def _step_metadata(result, asset: str, key: str) -> int:
+BATCH_SIZE = 16  # runs per Dagster run: progress stays visible, a failure costs little
+
+
+def _partition_metadata(result, asset: str, run: str, key: str) -> int:
     for event in result.get_asset_materialization_events():
         materialization = event.step_materialization_data.materialization
-        if materialization.asset_key.to_user_string() == asset and key in materialization.metadata:
+        if (
+            materialization.asset_key.to_user_string() == asset
+            and materialization.partition == run
+            and key in materialization.metadata
+        ):
             return int(materialization.metadata[key].value)
     return 0
 
@@ -83,34 +95,74 @@ def _first_error(result) -> str:
     return "run failed"
 
 
-def materialize_run(
-    instance: DagsterInstance, target: RunStatus, log_level: str = "WARNING"
-) -> RunOutcome:
-    """Run ``statepool_job`` for one partition, in this process, recording it in ``instance``."""
+def _execute(instance: DagsterInstance, targets: list[RunStatus], log_level: str):
+    """One Dagster run over ``targets`` (consecutive partitions), in this process."""
     from .definitions import defs
 
-    job = defs.resolve_job_def("statepool_job")
-    started = time.perf_counter()
-    layout = StoreLayout(Settings.from_env().store_dir)
-    with layout.lock(target.run.name):
-        result = job.execute_in_process(
-            instance=instance,
-            partition_key=target.run.name,
-            tags={SOURCE_FINGERPRINT: target.fingerprint.digest},
-            raise_on_error=False,
-            run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
-        )
-    outcome = RunOutcome(
-        target.run.name, target.status, result.success, seconds=time.perf_counter() - started
-    )
-    if result.success:
-        outcome.states = _step_metadata(result, "checkpoint_states", "states")
-        outcome.rejects = _step_metadata(result, "run_episodes", "rejects") + _step_metadata(
-            result, "skill_snapshots", "rejects"
-        )
+    first, last = targets[0].run.name, targets[-1].run.name
+    if len(targets) == 1:
+        job = defs.resolve_job_def("statepool_job")
+        extra = {"partition_key": first}
+        tags = {SOURCE_FINGERPRINT: targets[0].fingerprint.digest}
     else:
-        outcome.error = _first_error(result)
-    return outcome
+        job = defs.resolve_job_def("statepool_batch_job")
+        extra = {}
+        tags = {ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last}
+    return job.execute_in_process(
+        instance=instance,
+        tags=tags,
+        raise_on_error=False,
+        run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+        **extra,
+    )
+
+
+def materialize_runs(
+    instance: DagsterInstance, targets: list[RunStatus], log_level: str = "WARNING"
+) -> list[RunOutcome]:
+    """Materialize consecutive partitions in one run; if it fails, each alone to find which."""
+    layout = StoreLayout(Settings.from_env().store_dir)
+    started = time.perf_counter()
+    with contextlib.ExitStack() as locks:
+        for target in targets:
+            locks.enter_context(layout.lock(target.run.name))
+        result = _execute(instance, targets, log_level)
+    if not result.success and len(targets) > 1:
+        return [o for t in targets for o in materialize_runs(instance, [t], log_level)]
+    share = (time.perf_counter() - started) / len(targets)
+    outcomes = []
+    for target in targets:
+        run = target.run.name
+        outcome = RunOutcome(run, target.status, result.success, seconds=share)
+        if result.success:
+            outcome.states = _partition_metadata(result, "checkpoint_states", run, "states")
+            outcome.rejects = sum(
+                _partition_metadata(result, asset, run, key)
+                for asset, key in (
+                    ("run_episodes", "rejects"),
+                    ("skill_snapshots", "rejects"),
+                    ("checkpoint_states", "sidecar_rejects"),
+                )
+            )
+        else:
+            outcome.error = _first_error(result)
+        outcomes.append(outcome)
+    return outcomes
+
+
+def batches(targets: list[RunStatus], order: list[str], size: int = BATCH_SIZE):
+    """Split ``targets`` into runs of consecutive partitions (in the instance's key order)."""
+    position = {key: i for i, key in enumerate(order)}
+    batch: list[RunStatus] = []
+    for target in sorted(targets, key=lambda t: position[t.run.name]):
+        if batch and (
+            len(batch) >= size or position[target.run.name] != position[batch[-1].run.name] + 1
+        ):
+            yield batch
+            batch = []
+        batch.append(target)
+    if batch:
+        yield batch
 
 
 def sync(
@@ -119,10 +171,12 @@ def sync(
     on_plan: Callable[[SyncPlan], None] | None = None,
     on_outcome: Callable[[RunOutcome], None] | None = None,
     log_level: str = "WARNING",
+    batch_size: int = BATCH_SIZE,
 ) -> SyncSummary:
     """Register new runs and materialize new and changed ones; never stops at a failure.
 
     Settings come from the ``STATEPOOL_*`` environment, as the job's resources read them.
+    Consecutive partitions are built together in one Dagster run (``batch_size`` at most).
     """
     settings = Settings.from_env()
     plan = plan_sync(
@@ -137,9 +191,10 @@ def sync(
     if on_plan:
         on_plan(plan)
     summary = SyncSummary(plan)
-    for target in plan.to_materialize:
-        outcome = materialize_run(instance, target, log_level)
-        summary.outcomes.append(outcome)
-        if on_outcome:
-            on_outcome(outcome)
+    order = instance.get_dynamic_partitions(RUNS)
+    for batch in batches(plan.to_materialize, order, batch_size):
+        for outcome in materialize_runs(instance, batch, log_level):
+            summary.outcomes.append(outcome)
+            if on_outcome:
+                on_outcome(outcome)
     return summary

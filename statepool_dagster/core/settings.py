@@ -65,6 +65,9 @@ class Settings(BaseModel):
         0.0, ge=0, le=1, description="Share of runs in the exports' test split (0: no test split)."
     )
     export_seed: int = Field(0, description="Seed of the exports' run-level split.")
+    workers: int = Field(
+        0, ge=0, description="Processes for a run covering several partitions (0: one per core)."
+    )
     sensor_interval: int = Field(30, ge=1, description="Seconds between sensor ticks.")
     settle_seconds: float = Field(
         10.0, ge=0, description="A run is requested once its files are this many seconds old."

@@ -92,24 +92,31 @@ SNAPSHOT_COLUMNS = {
     "declared_version": "the version field inside the file",
     "n_cards": "cards in the library",
     "library": "the library as JSON, embeddings removed",
+    "file_stamp": "size:mtime_ns of the file it was read from (unchanged files are reused)",
 }
+
+SnapshotRow = tuple[int, str, int | None, int, str, str]
+
+
+def snapshot_row(snapshot: Snapshot, stamp: str = "") -> SnapshotRow:
+    declared = snapshot.declared_version
+    return (
+        snapshot.version,
+        snapshot.file,
+        declared if isinstance(declared, int) and not isinstance(declared, bool) else None,
+        len(snapshot.library.get("cards", [])),
+        _encode(snapshot.library).decode("utf-8"),
+        stamp,
+    )
+
+
+def snapshots_frame(rows: Iterable[SnapshotRow]) -> pd.DataFrame:
+    frame = pd.DataFrame.from_records(list(rows), columns=list(SNAPSHOT_COLUMNS))
+    return frame.astype({"version": "int64", "declared_version": "Int64", "n_cards": "int64"})
 
 
 def snapshots_table(snapshots: Iterable[Snapshot]) -> pd.DataFrame:
-    rows = []
-    for s in snapshots:
-        declared = s.declared_version
-        rows.append(
-            (
-                s.version,
-                s.file,
-                declared if isinstance(declared, int) and not isinstance(declared, bool) else None,
-                len(s.library.get("cards", [])),
-                _encode(s.library).decode("utf-8"),
-            )
-        )
-    frame = pd.DataFrame.from_records(rows, columns=list(SNAPSHOT_COLUMNS))
-    return frame.astype({"version": "int64", "declared_version": "Int64", "n_cards": "int64"})
+    return snapshots_frame(snapshot_row(s) for s in snapshots)
 
 
 def snapshots_from_table(frame: pd.DataFrame) -> list[Snapshot]:
@@ -170,13 +177,15 @@ PROMPT_COLUMNS = {
     "prompt": "the curator prompt, rendered as the inference side renders it",
     "prompt_chars": "length of the prompt in characters",
     "reference_ops": "JSON: the ops from this state's library to the run's next one",
+    "input_key": "digest of the state and the prompt spec (unchanged inputs are reused)",
 }
 
 
-def prompts_table(rows: Iterable[tuple[str, str, int, str, str | None]]) -> pd.DataFrame:
-    """Rows of ``(state_id, run, version, prompt, reference_ops_json)``."""
+def prompts_table(rows: Iterable[tuple[str, str, int, str, str | None, str]]) -> pd.DataFrame:
+    """Rows of ``(state_id, run, version, prompt, reference_ops_json, input_key)``."""
     records = [
-        (sid, run, version, prompt, len(prompt), ops) for sid, run, version, prompt, ops in rows
+        (sid, run, version, prompt, len(prompt), ops, key)
+        for sid, run, version, prompt, ops, key in rows
     ]
     frame = pd.DataFrame.from_records(records, columns=list(PROMPT_COLUMNS))
     return frame.astype({"version": "int64", "prompt_chars": "int64"})
