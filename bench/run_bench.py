@@ -108,6 +108,7 @@ from statepool_dagster.sensors import runs_sensor
 def make(name):
     d = runs / name; d.mkdir(); (d / "episodes.jsonl").write_text('{{"id": 1}}\\n')
     return d
+(root / "home").mkdir()
 with instance_for_test(temp_dir=str(root / "home")) as inst:
     names = [f"r{{i:05d}}" for i in range({unchanged})]
     inst.add_dynamic_partitions("runs", names)
@@ -129,9 +130,9 @@ print(json.dumps(dict(unchanged_cold_s=cold, unchanged_s=warm, unchanged_request
 """
     root = out / "sensor"
     shutil.rmtree(root, ignore_errors=True)
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(root)], capture_output=True, text=True, check=True
-    )
+    done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"sensor benchmark failed: {done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

@@ -115,7 +115,7 @@ def _summary_json(summary) -> dict[str, Any]:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from .sync import sync
+    from .sync import BATCH_SIZE, sync
 
     instance = _instance()
     reporter = Reporter(args.quiet, args.json)
@@ -125,6 +125,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         on_plan=reporter.plan,
         on_outcome=reporter.outcome,
         log_level="DEBUG" if args.verbose else "ERROR",
+        batch_size=1 if args.checks else BATCH_SIZE,
     )
     if args.json:
         print(json.dumps(_summary_json(summary), indent=1))
@@ -213,6 +214,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
         p.add_argument("--json", action="store_true", help="print the summary as JSON")
         p.add_argument("-v", "--verbose", action="store_true", help="show Dagster's own logs")
+        p.add_argument(
+            "--checks",
+            action="store_true",
+            help="one Dagster run per run folder, with its asset checks (slower)",
+        )
     p = sub.add_parser("status", help="each run's partition state")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)

@@ -1,0 +1,33 @@
+"""The benchmark script runs end to end at a tiny size, so it cannot rot."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from helpers import REPO
+
+
+def test_benchmark_runs_at_tiny_size_and_reports_every_figure(tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "run_bench.py"),
+            "--size",
+            "tiny",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "tiny" / "results.json").read_text())
+    names = {m["name"] for m in results["measures"]}
+    assert {"core alone (no Dagster)", "statepool sync (fresh)", "sync: run grew 1 ckpt"} <= names
+    assert all(m["seconds"] > 0 and m["peak_rss_mb"] > 0 for m in results["measures"])
+    assert results["sensor"]["unchanged_requests"] == 0
+    assert results["sensor"]["new_requests"] == results["sensor"]["new"]
+    assert "| statepool sync (fresh) |" in done.stdout

@@ -1,0 +1,121 @@
+"""Every shortcut of the pipeline gives exactly what the plain path gives."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+from dagster import instance_for_test
+
+from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_runs
+from statepool_dagster.sync import sync
+
+from helpers import latest_metadata, materialize_run, store_pool
+
+SPEC = SampleSpec(n_runs=3, n_checkpoints=5, n_cards=6, emb_dim=8, episodes_per_batch=3)
+
+
+def fresh_instance(path):
+    path.mkdir(parents=True, exist_ok=True)
+    return instance_for_test(temp_dir=str(path))
+
+
+def tables(store) -> dict[str, pd.DataFrame]:
+    return {
+        asset: pd.concat(
+            [pd.read_parquet(p) for p in sorted((store / asset).glob("*.parquet"))],
+            ignore_index=True,
+        )
+        for asset in ("run_episodes", "skill_snapshots", "checkpoint_states", "curator_prompts")
+    }
+
+
+def test_batched_sync_equals_one_run_at_a_time(workspace, tmp_path, monkeypatch):
+    generate_runs(workspace.runs, SPEC)
+    with fresh_instance(tmp_path / "a") as batched:
+        summary = sync(batched, batch_size=16)
+        assert not summary.failed
+    monkeypatch.setenv("STATEPOOL_STORE_DIR", str(tmp_path / "single_store"))
+    with fresh_instance(tmp_path / "b") as single:
+        assert not sync(single, batch_size=1).failed
+    assert store_pool(workspace.store) == store_pool(tmp_path / "single_store")
+    ours, plain = tables(workspace.store), tables(tmp_path / "single_store")
+    for asset in ours:
+        columns = [c for c in ours[asset].columns if c != "file_stamp"]
+        pd.testing.assert_frame_equal(ours[asset][columns], plain[asset][columns])
+
+
+def test_batched_sync_records_each_runs_own_fingerprint(workspace, instance):
+    generate_runs(workspace.runs, SPEC)
+    sync(instance)
+    fingerprints = {
+        run: latest_metadata(instance, "curator_prompts", run)["source_fingerprint"]
+        for run in ("run000", "run001", "run002")
+    }
+    assert len(set(fingerprints.values())) == 3
+    assert sync(instance).counts()["unchanged"] == 3
+
+
+def test_grown_run_reuses_unchanged_checkpoints_and_equals_a_fresh_build(
+    workspace, instance, tmp_path, monkeypatch
+):
+    generate_runs(workspace.runs, SPEC)
+    assert materialize_run(instance, "run001").success
+    append_checkpoint(workspace.run("run001"), SPEC, 1)
+    assert materialize_run(instance, "run001").success
+    assert latest_metadata(instance, "skill_snapshots", "run001")["reused"] == SPEC.n_checkpoints
+    assert latest_metadata(instance, "curator_prompts", "run001")["reused"] == SPEC.n_checkpoints
+    monkeypatch.setenv("STATEPOOL_STORE_DIR", str(tmp_path / "fresh"))
+    with fresh_instance(tmp_path / "fresh_home") as fresh:
+        assert materialize_run(fresh, "run001").success
+    assert store_pool(workspace.store)["run001"] == store_pool(tmp_path / "fresh")["run001"]
+    grown = pd.read_parquet(workspace.store / "curator_prompts" / "run001.parquet")
+    rebuilt = pd.read_parquet(tmp_path / "fresh" / "curator_prompts" / "run001.parquet")
+    pd.testing.assert_frame_equal(grown, rebuilt)
+
+
+def test_snapshot_rewritten_in_place_is_parsed_again(workspace, instance):
+    generate_runs(workspace.runs, SPEC)
+    assert materialize_run(instance, "run000").success
+    path = workspace.run("run000") / "snapshots" / "skills_v2.json"
+    library = json.loads(path.read_text(encoding="utf-8"))
+    library["cards"][0]["trigger"] = "When the rewritten trigger applies"
+    stat = path.stat()
+    with open(path, "w", encoding="utf-8") as f:  # same name, same folder: in place
+        f.write(json.dumps(library, ensure_ascii=False))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert materialize_run(instance, "run000").success
+    assert (
+        latest_metadata(instance, "skill_snapshots", "run000")["reused"] == SPEC.n_checkpoints - 1
+    )
+    state = json.loads(
+        (workspace.store / "state_pool" / "run000" / "run000_ckpt2.json").read_text("utf-8")
+    )
+    assert state["lib_snapshot"]["cards"][0]["trigger"] == "When the rewritten trigger applies"
+    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "run000.parquet")
+    assert "When the rewritten trigger applies" in prompts.loc[2, "prompt"]
+
+
+def test_changed_prompt_template_renders_every_prompt_again(
+    workspace, instance, tmp_path, monkeypatch
+):
+    generate_runs(workspace.runs, SPEC)
+    assert materialize_run(instance, "run000").success
+    template = tmp_path / "template.txt"
+    template.write_text("v{version} n={n_cards}\n{skill_catalog}", encoding="utf-8")
+    monkeypatch.setenv("STATEPOOL_PROMPT_TEMPLATE", str(template))
+    assert materialize_run(instance, "run000").success
+    assert latest_metadata(instance, "curator_prompts", "run000")["reused"] == 0
+    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "run000.parquet")
+    assert prompts["prompt"].str.startswith("v").all()
+
+
+def test_sync_with_checks_runs_the_asset_checks(workspace, instance):
+    generate_runs(workspace.runs, SampleSpec(n_runs=1, n_checkpoints=2, emb_dim=2))
+    assert not sync(instance, batch_size=1).failed
+    from dagster import AssetCheckKey, AssetKey
+
+    key = AssetCheckKey(AssetKey("checkpoint_states"), "no_rejects")
+    executions = instance.event_log_storage.get_latest_asset_check_execution_by_key([key])
+    assert key in executions
