@@ -111,3 +111,4 @@ def test_quick_start_commands_exist_in_the_makefile():
     for target in ("demo", "test"):
         assert f"make {target}" in readme
         assert f"\n{target}:" in makefile
+    assert "dagster dev -w workspace.yaml -h 127.0.0.1" in makefile  # loopback unless told
