@@ -112,3 +112,32 @@ def test_quick_start_commands_exist_in_the_makefile():
         assert f"make {target}" in readme
         assert f"\n{target}:" in makefile
     assert "dagster dev -w workspace.yaml -h 127.0.0.1" in makefile  # loopback unless told
+
+
+def test_sync_on_a_tty_shows_a_progress_bar_and_a_summary_table(workspace, tmp_path):
+    import os
+    import pty
+
+    generate_runs(workspace.runs, SPEC)
+    env = cli_env(workspace, tmp_path / "tty_home")
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [str(STATEPOOL), "sync"], env=env, cwd=tmp_path, stdout=follower, stderr=follower
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 4096)
+        except OSError:  # the other side closed: the process is done
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(timeout=300) == 0
+    os.close(leader)
+    screen = b"".join(chunks).decode("utf-8", "replace")
+    assert f"] {SPEC.n_runs}/{SPEC.n_runs} runs, {2 * SPEC.n_checkpoints} states" in screen
+    assert "[" + "#" * 24 + "]" in screen
+    assert "states written" in screen and "runs seen" in screen
+    assert "DEBUG" not in screen and "STEP_SUCCESS" not in screen  # Dagster's logs stay quiet

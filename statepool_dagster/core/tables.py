@@ -115,10 +115,6 @@ def snapshots_frame(rows: Iterable[SnapshotRow]) -> pd.DataFrame:
     return frame.astype({"version": "int64", "declared_version": "Int64", "n_cards": "int64"})
 
 
-def snapshots_table(snapshots: Iterable[Snapshot]) -> pd.DataFrame:
-    return snapshots_frame(snapshot_row(s) for s in snapshots)
-
-
 def snapshots_from_table(frame: pd.DataFrame) -> list[Snapshot]:
     return [
         Snapshot(int(v), f, _decode(lib))
