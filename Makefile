@@ -54,4 +54,4 @@ pg-down:  ## stop it and delete its data
 	bash deploy/postgres/cluster.sh stop $(PG_DIR)
 
 clean:
-	rm -rf $(HOME_DIR) store runs
+	rm -rf $(HOME_DIR) store  # never ./runs: that is the user's input

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,15 +40,14 @@ class Measure:
 
 def run_measured(name: str, argv: list[str], env: dict[str, str] | None = None) -> Measure:
     """Run a command, return its wall time and peak RSS (of the process and its children)."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - started
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(
-            f"{name} failed ({proc.returncode}): {proc.stderr.read().decode()[-2000:]}"
-        )
+    with tempfile.TemporaryFile() as errors:  # a file, not a pipe: it never fills up
+        started = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=errors)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - started
+        if os.waitstatus_to_exitcode(status) != 0:
+            errors.seek(0)
+            raise SystemExit(f"{name} failed: {errors.read().decode(errors='replace')[-2000:]}")
     return Measure(name, seconds, usage.ru_maxrss / 1024)
 
 

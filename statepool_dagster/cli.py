@@ -63,6 +63,8 @@ class Reporter:
             text = f"{outcome.run}: {outcome.states} states{extra} ({outcome.seconds:.1f}s)"
         else:
             text = f"{outcome.run}: FAILED: {outcome.error}"
+            if self.quiet:  # failures are never silent
+                print(text, file=self.stream, flush=True)
         if self.tty and not self.quiet:
             width = 24
             filled = width * self.done // max(self.total, 1)
@@ -143,6 +145,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         generate_runs(runs, SampleSpec())
         print(f"generated sample runs in {runs}/")
     code = cmd_sync(args)
+    if args.json or args.quiet:
+        return code
     print(
         f"\nstates: {settings.store_dir}/state_pool/<run>/   prompts: "
         f"{settings.store_dir}/curator_prompts/<run>.parquet\n"
@@ -235,9 +239,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pydantic import ValidationError
+
+    from .core.errors import StatepoolError
+
     args = build_parser().parse_args(argv)
     started = time.perf_counter()
-    code = args.func(args)
+    try:
+        code = args.func(args)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = Settings.env_name(str(first["loc"][0])) if first["loc"] else "a setting"
+        print(f"statepool: {name}: {first['msg']}", file=sys.stderr)
+        return 2
+    except StatepoolError as exc:
+        print(f"statepool: {exc}", file=sys.stderr)
+        return 2
     if getattr(args, "verbose", False):
         print(f"({time.perf_counter() - started:.2f}s)", file=sys.stderr)
     return code

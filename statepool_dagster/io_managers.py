@@ -1,4 +1,9 @@
-"""The asset store: one Parquet file per asset and run, on any UPath filesystem."""
+"""The asset store's loader: one Parquet file per asset and run, on any UPath filesystem.
+
+The run assets write their files themselves (``core/stages.py``), a partition at a
+time, which is what lets one run persist many partitions. This IO manager reads
+them back, for ``defs.load_asset_value`` and any asset that takes one as an input.
+"""
 
 from typing import Any
 
@@ -15,7 +20,7 @@ from .core.store import StoreLayout, write_parquet_atomic
 
 
 class ParquetStore(UPathIOManager):
-    """Writes DataFrames as ``<store>/<asset>/<run>.parquet`` atomically; reads them back."""
+    """Reads ``<store>/<asset>/<run>.parquet``; writes it atomically if an asset returns one."""
 
     extension = ".parquet"
 
@@ -24,6 +29,9 @@ class ParquetStore(UPathIOManager):
 
     def dump_to_path(self, context: OutputContext, obj: pd.DataFrame, path: UPath) -> None:
         table = pa.Table.from_pandas(obj, preserve_index=False)
+        if not context.has_asset_partitions:
+            write_parquet_atomic(path, table)
+            return
         with StoreLayout(self._base_path).lock(context.asset_partition_key):
             write_parquet_atomic(path, table)
 

@@ -20,10 +20,21 @@ from .partitions import RUNS, runs_partitions
 from .tags import SOURCE_FINGERPRINT
 
 
+def _interval() -> int:
+    """The tick interval: part of the definition, so read when the code location loads.
+
+    A bad value in any setting must not stop the code location from loading: the
+    runs report it when they start.
+    """
+    try:
+        return Settings.from_env().sensor_interval
+    except ValueError:
+        return Settings.model_fields["sensor_interval"].default
+
+
 @sensor(
     job=statepool_job,
-    # Interval is part of the definition, so it is read when the code location loads.
-    minimum_interval_seconds=Settings.from_env().sensor_interval,
+    minimum_interval_seconds=_interval(),
     default_status=DefaultSensorStatus.RUNNING,
     description=(
         "Watches STATEPOOL_RUNS_DIR. A new run folder becomes a `runs` partition; a run whose "

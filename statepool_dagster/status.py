@@ -29,7 +29,14 @@ def run_statuses(instance: DagsterInstance, settings: Settings) -> list[dict[str
             AssetRecordsFilter(asset_key=STATES_ASSET, asset_partitions=[run]), limit=1
         ).records
         path = Path(settings.runs_dir) / run
-        if latest and latest[0].status == DagsterRunStatus.FAILURE:
+        last_success = records[0].timestamp if records else 0.0
+        failed_since = (
+            latest
+            and latest[0].status == DagsterRunStatus.FAILURE
+            and (instance.get_run_record_by_id(latest[0].run_id).update_timestamp.timestamp())
+            > last_success
+        )
+        if failed_since:
             status = "failed"
         elif run not in recorded:
             status = "never"

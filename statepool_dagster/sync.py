@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -110,7 +111,7 @@ def _execute(instance: DagsterInstance, targets: list[RunStatus], log_level: str
         tags = {ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last}
     return job.execute_in_process(
         instance=instance,
-        tags=tags,
+        tags={**tags, SYNC_PID_TAG: str(os.getpid())},
         raise_on_error=False,
         run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
         **extra,
@@ -165,6 +166,37 @@ def batches(targets: list[RunStatus], order: list[str], size: int = BATCH_SIZE):
         yield batch
 
 
+SYNC_PID_TAG = "statepool/sync_pid"
+
+
+def fail_orphaned_runs(instance: DagsterInstance) -> list[str]:
+    """Mark failed the runs of an earlier ``statepool sync`` that was killed mid-run.
+
+    Left as STARTED they would hold their partition's slot in the run queue forever.
+    """
+    from dagster import DagsterRunStatus, RunsFilter
+
+    unfinished = [DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
+    failed = []
+    for run in instance.get_runs(RunsFilter(statuses=unfinished)):
+        pid = run.tags.get(SYNC_PID_TAG)
+        if pid is None or _alive(int(pid)):
+            continue
+        instance.report_run_failed(run, message=f"the statepool sync running it (pid {pid}) died")
+        failed.append(run.run_id)
+    return failed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def sync(
     instance: DagsterInstance,
     settle_seconds: float = 0.0,
@@ -179,6 +211,7 @@ def sync(
     Consecutive partitions are built together in one Dagster run (``batch_size`` at most).
     """
     settings = Settings.from_env()
+    fail_orphaned_runs(instance)
     plan = plan_sync(
         discover_runs(Path(settings.runs_dir)),
         known_keys=instance.get_dynamic_partitions(RUNS),

@@ -119,3 +119,18 @@ def test_sync_with_checks_runs_the_asset_checks(workspace, instance):
     key = AssetCheckKey(AssetKey("checkpoint_states"), "no_rejects")
     executions = instance.event_log_storage.get_latest_asset_check_execution_by_key([key])
     assert key in executions
+
+
+def test_edited_episode_formatter_renders_every_prompt_again(
+    workspace, instance, tmp_path, monkeypatch
+):
+    generate_runs(workspace.runs, SPEC)
+    formatter = tmp_path / "fmt.py"
+    formatter.write_text("def f(episodes):\n    return 'first wording'\n", encoding="utf-8")
+    monkeypatch.setenv("STATEPOOL_EPISODE_FORMATTER", f"{formatter}:f")
+    assert materialize_run(instance, "run000").success
+    formatter.write_text("def f(episodes):\n    return 'second wording'\n", encoding="utf-8")
+    assert materialize_run(instance, "run000").success
+    assert latest_metadata(instance, "curator_prompts", "run000")["reused"] == 0
+    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "run000.parquet")
+    assert prompts["prompt"].str.contains("second wording").all()

@@ -57,6 +57,15 @@ def test_sync_killed_mid_run_leaves_nothing_torn(workspace, tmp_path, seed):
     assert_store_readable(workspace.store)
     assert store_pool(workspace.store) == seed_pool(seed, workspace.runs, tmp_path / "seed")
     assert json.loads(sync(env, tmp_path).stdout)["unchanged"] == SPEC.n_runs
+    # The killed syncs' runs were marked failed, so none holds a run-queue slot.
+    from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+    from dagster._core.instance.ref import InstanceRef
+
+    with DagsterInstance.from_ref(InstanceRef.from_dir(env["DAGSTER_HOME"])) as instance:
+        unfinished = instance.get_runs(
+            RunsFilter(statuses=[DagsterRunStatus.STARTED, DagsterRunStatus.STARTING])
+        )
+        assert unfinished == []
 
 
 def sync(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:

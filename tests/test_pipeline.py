@@ -169,10 +169,23 @@ def test_load_asset_value_reads_a_partition_through_the_io_manager(workspace, in
 
 
 @pytest.mark.parametrize("bad", ["../escape", "a/b", "c,d"])
-def test_io_manager_refuses_unsafe_partition_keys(workspace, instance, bad):
+def test_job_refuses_unsafe_partition_keys(workspace, instance, bad):
     instance.add_dynamic_partitions(RUNS, [bad])
     result = defs.resolve_job_def("statepool_job").execute_in_process(
         instance=instance, partition_key=bad, raise_on_error=False
     )
     assert not result.success
-    assert not any(".." in str(p) or "escape" in p.name for p in workspace.root.rglob("*"))
+    assert not (workspace.root / "escape.parquet").exists()
+    assert not workspace.store.exists() or not any(workspace.store.rglob("*.parquet"))
+
+
+@pytest.mark.parametrize("bad", ["../escape", "a/b", "c,d", ".hidden"])
+def test_io_manager_paths_refuse_unsafe_partition_keys(workspace, bad):
+    from upath import UPath
+
+    from statepool_dagster.io_managers import ParquetStore
+
+    with pytest.raises(ValueError, match="invalid run name"):
+        ParquetStore(base_path=UPath(workspace.store)).make_safe_partition_path(
+            UPath(workspace.store) / "run_episodes", bad
+        )

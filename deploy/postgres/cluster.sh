@@ -66,7 +66,12 @@ case "$cmd" in
     if [[ -f "$dir/data/PG_VERSION" ]] && as_owner "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
       as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
     fi
-    rm -rf "$dir"
+    # Only ever delete a folder this script made (a cluster, or nothing at all).
+    if [[ -f "$dir/data/PG_VERSION" || -z "$(ls -A "$dir" 2>/dev/null)" ]]; then
+      rm -rf "$dir"
+    else
+      echo "cluster.sh: $dir holds no cluster; left alone" >&2
+    fi
     ;;
   *)
     usage

@@ -78,7 +78,12 @@ def _read_kind(
     path = run_dir / kind.folder
     if not path.is_dir():
         return
-    for entry in sorted(path.iterdir(), key=lambda p: p.name):
+    try:
+        entries = sorted(path.iterdir(), key=lambda p: p.name)
+    except OSError as exc:
+        result.ignored[f"{kind.folder}/"] = f"unreadable: {exc.strerror or exc}"
+        return
+    for entry in entries:
         if entry.name.startswith("."):
             continue
         shown = f"{kind.folder}/{entry.name}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import hashlib
+import inspect
 import multiprocessing
 import os
 import signal
@@ -297,13 +298,19 @@ def build_states(job: RunJob) -> StageReport:
     return report
 
 
+def _formatter_identity(formatter: Callable[..., Any]) -> str:
+    """Name plus the bytes of the file defining it: an edit anywhere in it renders again."""
+    name = f"{getattr(formatter, '__module__', '')}.{getattr(formatter, '__qualname__', '')}"
+    try:
+        source = Path(inspect.getsourcefile(formatter) or "").read_bytes()
+    except (OSError, TypeError):
+        code = getattr(formatter, "__code__", None)
+        source = repr((code.co_code, code.co_consts)).encode() if code else b""
+    return f"{name}:{hashlib.blake2b(source, digest_size=16).hexdigest()}:{RENDER_VERSION}"
+
+
 def _spec_digest(spec: PromptSpec) -> str:
-    formatter = spec.episode_formatter
-    code = getattr(formatter, "__code__", None)
-    name = (
-        f"{getattr(formatter, '__module__', '')}.{getattr(formatter, '__qualname__', '')}:"
-        f"{code.co_code.hex() if code else ''}:{RENDER_VERSION}"
-    )
+    name = _formatter_identity(spec.episode_formatter)
     return _digest(
         spec.template,
         spec.param_rule,
@@ -373,14 +380,22 @@ def run_stage(
 ) -> list[StageReport]:
     """Run ``stage`` for every job, on up to ``workers`` processes (0: one per core)."""
     workers = min(workers or os.cpu_count() or 1, len(jobs))
+    tasks = [(stage, job) for job in jobs]
     if workers <= 1:
-        return [stage(job) for job in jobs]
+        return [_locked(task) for task in tasks]
     # fork: workers inherit the loaded code, so starting them costs milliseconds.
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(
         workers, mp_context=context, initializer=_die_with_parent, initargs=(os.getpid(),)
     ) as pool:
-        return list(pool.map(stage, jobs))
+        return list(pool.map(_locked, tasks))
+
+
+def _locked(task: tuple[Callable[[RunJob], StageReport], RunJob]) -> StageReport:
+    """One stage of one run under the run's store lock: two writers never interleave."""
+    stage, job = task
+    with job.layout.lock(job.run):
+        return stage(job)
 
 
 def _die_with_parent(parent: int) -> None:
