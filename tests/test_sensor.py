@@ -119,7 +119,7 @@ def test_hidden_folders_and_plain_files_are_ignored(workspace, instance):
     assert added_keys(result) == ["run001"]
 
 
-def test_failed_run_key_is_retried_once_files_change(workspace, instance):
+def test_run_key_changes_exactly_when_the_files_change(workspace, instance):
     generate_runs(workspace.runs, SPEC)
     first = tick(instance)
     keys = {r.partition_key: r.run_key for r in first.run_requests}
