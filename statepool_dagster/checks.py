@@ -17,6 +17,7 @@ from dagster import asset_check as _asset_check
 
 from .assets import checkpoint_states, curator_prompts, skill_snapshots
 from .core.rejects import Reject
+from .core.stages import PROMPTS, SNAPSHOTS, STATES
 from .core.store import StoreLayout
 from .partitions import runs_partitions
 from .resources import StatepoolSettings
@@ -71,8 +72,8 @@ def no_rejects(
 def snapshots_paired(
     context: AssetCheckExecutionContext, statepool: StatepoolSettings
 ) -> AssetCheckResult:
-    snapshots = _table(context, statepool, "skill_snapshots", ["version"])
-    states = _table(context, statepool, "checkpoint_states", ["version"])
+    snapshots = _table(context, statepool, SNAPSHOTS, ["version"])
+    states = _table(context, statepool, STATES, ["version"])
     skipped = sorted(set(snapshots["version"]) - set(states["version"]))
     return AssetCheckResult(
         passed=not skipped,
@@ -88,7 +89,7 @@ def snapshots_paired(
 def snapshot_versions_match(
     context: AssetCheckExecutionContext, statepool: StatepoolSettings
 ) -> AssetCheckResult:
-    frame = _table(context, statepool, "skill_snapshots", ["version", "declared_version", "file"])
+    frame = _table(context, statepool, SNAPSHOTS, ["version", "declared_version", "file"])
     declared = frame["declared_version"]
     mismatched = frame[declared.isna() | (declared != frame["version"])]
     return AssetCheckResult(
@@ -105,8 +106,8 @@ def snapshot_versions_match(
 def states_exist(
     context: AssetCheckExecutionContext, statepool: StatepoolSettings
 ) -> AssetCheckResult:
-    snapshots = _table(context, statepool, "skill_snapshots", ["version"])
-    states = _table(context, statepool, "checkpoint_states", ["version"])
+    snapshots = _table(context, statepool, SNAPSHOTS, ["version"])
+    states = _table(context, statepool, STATES, ["version"])
     return AssetCheckResult(
         passed=snapshots.empty or not states.empty,
         severity=AssetCheckSeverity.ERROR,
@@ -121,8 +122,8 @@ def states_exist(
 def every_state_has_prompt(
     context: AssetCheckExecutionContext, statepool: StatepoolSettings
 ) -> AssetCheckResult:
-    prompts = _table(context, statepool, "curator_prompts", ["state_id", "prompt_chars"])
-    states = _table(context, statepool, "checkpoint_states", ["state_id"])
+    prompts = _table(context, statepool, PROMPTS, ["state_id", "prompt_chars"])
+    states = _table(context, statepool, STATES, ["state_id"])
     prompted = set(prompts.loc[prompts["prompt_chars"] > 0, "state_id"])
     missing = sorted(set(states["state_id"]) - prompted)
     return AssetCheckResult(

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterEventType, DagsterInstance
 
+from .core.stages import PROMPTS
+
 # The last asset of the chain: a run is done once its prompts are materialized.
-FINAL_ASSET = AssetKey("curator_prompts")
+FINAL_ASSET = AssetKey(PROMPTS)
 FINGERPRINT_KEY = "source_fingerprint"
 _BATCH = 500
 

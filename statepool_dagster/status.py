@@ -10,10 +10,11 @@ from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, DagsterRunSta
 
 from .core.run_files import fingerprint_run
 from .core.settings import Settings
+from .core.stages import STATES
 from .fingerprints import FINAL_ASSET, recorded_fingerprints
 from .partitions import RUNS
 
-STATES_ASSET = AssetKey("checkpoint_states")
+STATES_ASSET = AssetKey(STATES)
 
 
 def run_statuses(instance: DagsterInstance, settings: Settings) -> list[dict[str, Any]]:

@@ -10,8 +10,6 @@ parsed or rendered again.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import hashlib
 import inspect
 import multiprocessing
@@ -39,7 +37,13 @@ from .run_names import check_run_name
 from .settings import Settings
 from .sidecars import read_sidecars
 from .snapshots import list_snapshots, read_snapshot
-from .store import StoreLayout, update_rejects, write_parquet_atomic, write_state_pool
+from .store import (
+    StoreLayout,
+    libc_function,
+    update_rejects,
+    write_parquet_atomic,
+    write_state_pool,
+)
 from .tables import (
     SnapshotRow,
     batches_from_table,
@@ -400,11 +404,9 @@ def _locked(task: tuple[Callable[[RunJob], StageReport], RunJob]) -> StageReport
 
 def _die_with_parent(parent: int) -> None:
     """A worker must not outlive a killed parent: it would hold the parent's store locks."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass  # not Linux: the check below still catches a parent already gone
+    prctl = libc_function("prctl")
+    if prctl is not None:  # elsewhere the check below still catches a parent already gone
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:
         os._exit(1)
 

@@ -59,17 +59,18 @@ _AT_FDCWD = -100
 
 
 @functools.cache
-def _renameat2():
+def libc_function(name: str):
+    """A function of the C library (Linux system calls Python lacks), or ``None``."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.renameat2
+        return getattr(libc, name)
     except (OSError, AttributeError):
         return None
 
 
 def _exchange(a: Path, b: Path) -> bool:
     """Atomically swap two paths (Linux ``renameat2``); ``False`` where unsupported."""
-    renameat2 = _renameat2()
+    renameat2 = libc_function("renameat2")
     if renameat2 is None:
         return False
     return renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
