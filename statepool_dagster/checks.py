@@ -1,21 +1,29 @@
-"""Asset checks, one result per run partition, shown beside each materialization in the UI."""
+"""Asset checks, one result per run partition, shown beside each materialization in the UI.
 
-import functools
+All five run in one step (a ``@multi_asset_check``): they read a few columns of the
+store's small tables, and one step costs far less than five. Each can still be
+launched on its own from the UI.
+"""
+
 import json
 import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
 from dagster import (
     AssetCheckExecutionContext,
+    AssetCheckKey,
     AssetCheckResult,
     AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetKey,
     MetadataValue,
     PreviewWarning,
+    multi_asset_check,
 )
-from dagster import asset_check as _asset_check
 
-from .assets import checkpoint_states, curator_prompts, skill_snapshots
 from .core.rejects import Reject
 from .core.stages import PROMPTS, SNAPSHOTS, STATES
 from .core.store import StoreLayout
@@ -23,120 +31,120 @@ from .partitions import runs_partitions
 from .resources import StatepoolSettings
 
 
-@functools.wraps(_asset_check)
-def asset_check(**kwargs):
-    """``@asset_check`` partitioned by runs: one result per run, without loading every run."""
+class _Run:
+    """One run's store files, each table column read at most once."""
 
-    def decorate(fn):
-        with warnings.catch_warnings():
-            # Partitioned checks are "preview" in 1.13; they are what the UI needs per run.
-            warnings.simplefilter("ignore", PreviewWarning)
-            return _asset_check(partitions_def=runs_partitions, **kwargs)(fn)
+    def __init__(self, layout: StoreLayout, run: str):
+        self.layout, self.run = layout, run
+        self._columns: dict[tuple[str, str], pd.Series] = {}
 
-    return decorate
-
-
-def _table(
-    context: AssetCheckExecutionContext,
-    statepool: StatepoolSettings,
-    asset: str,
-    columns: list[str],
-) -> pd.DataFrame:
-    """Only the columns a check needs, straight from the store (never the whole table)."""
-    layout = StoreLayout(statepool.settings().store_dir)
-    return pq.read_table(layout.table(asset, context.partition_key), columns=columns).to_pandas()
+    def column(self, asset: str, name: str) -> pd.Series:
+        if (asset, name) not in self._columns:
+            table = pq.read_table(self.layout.table(asset, self.run), columns=[name])
+            self._columns[(asset, name)] = table.column(name).to_pandas()
+        return self._columns[(asset, name)]
 
 
-@asset_check(
-    asset=checkpoint_states,
-    description="No episode line, snapshot or sidecar file of the run was set aside as a reject.",
-)
-def no_rejects(
-    context: AssetCheckExecutionContext, statepool: StatepoolSettings
-) -> AssetCheckResult:
-    path = StoreLayout(statepool.settings().store_dir).rejects(context.partition_key)
+def no_rejects(run: _Run) -> dict[str, Any]:
+    path = run.layout.rejects(run.run)
     lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
     rejects = [Reject.model_validate(json.loads(line)) for line in lines if line.strip()]
     shown = [f"- {r.describe()}" for r in rejects[:20]]
-    return AssetCheckResult(
+    return dict(
         passed=not rejects,
         severity=AssetCheckSeverity.WARN,
         metadata={"rejects": len(rejects), "details": MetadataValue.md("\n".join(shown) or "none")},
     )
 
 
-@asset_check(
-    asset=checkpoint_states,
-    description="Every snapshot was paired with an episode batch (skipped versions listed).",
-)
-def snapshots_paired(
-    context: AssetCheckExecutionContext, statepool: StatepoolSettings
-) -> AssetCheckResult:
-    snapshots = _table(context, statepool, SNAPSHOTS, ["version"])
-    states = _table(context, statepool, STATES, ["version"])
-    skipped = sorted(set(snapshots["version"]) - set(states["version"]))
-    return AssetCheckResult(
+def snapshots_paired(run: _Run) -> dict[str, Any]:
+    skipped = sorted(set(run.column(SNAPSHOTS, "version")) - set(run.column(STATES, "version")))
+    return dict(
         passed=not skipped,
         severity=AssetCheckSeverity.WARN,
         metadata={"skipped_versions": MetadataValue.json([int(v) for v in skipped])},
     )
 
 
-@asset_check(
-    asset=skill_snapshots,
-    description="The version inside each snapshot equals the one in its file name.",
-)
-def snapshot_versions_match(
-    context: AssetCheckExecutionContext, statepool: StatepoolSettings
-) -> AssetCheckResult:
-    frame = _table(context, statepool, SNAPSHOTS, ["version", "declared_version", "file"])
-    declared = frame["declared_version"]
-    mismatched = frame[declared.isna() | (declared != frame["version"])]
-    return AssetCheckResult(
+def snapshot_versions_match(run: _Run) -> dict[str, Any]:
+    version = run.column(SNAPSHOTS, "version")
+    declared = run.column(SNAPSHOTS, "declared_version")
+    mismatched = run.column(SNAPSHOTS, "file")[(declared.isna() | (declared != version)).to_numpy()]
+    return dict(
         passed=mismatched.empty,
         severity=AssetCheckSeverity.WARN,
-        metadata={"mismatched_files": MetadataValue.json(mismatched["file"].tolist())},
+        metadata={"mismatched_files": MetadataValue.json(mismatched.tolist())},
     )
 
 
-@asset_check(
-    asset=checkpoint_states,
-    description="A run with snapshots has at least one checkpoint state.",
-)
-def states_exist(
-    context: AssetCheckExecutionContext, statepool: StatepoolSettings
-) -> AssetCheckResult:
-    snapshots = _table(context, statepool, SNAPSHOTS, ["version"])
-    states = _table(context, statepool, STATES, ["version"])
-    return AssetCheckResult(
-        passed=snapshots.empty or not states.empty,
+def states_exist(run: _Run) -> dict[str, Any]:
+    snapshots, states = len(run.column(SNAPSHOTS, "version")), len(run.column(STATES, "version"))
+    return dict(
+        passed=snapshots == 0 or states > 0,
         severity=AssetCheckSeverity.ERROR,
-        metadata={"snapshots": len(snapshots), "states": len(states)},
+        metadata={"snapshots": snapshots, "states": states},
     )
 
 
-@asset_check(
-    asset=curator_prompts,
-    description="Every checkpoint state has a non-empty rendered prompt.",
-)
-def every_state_has_prompt(
-    context: AssetCheckExecutionContext, statepool: StatepoolSettings
-) -> AssetCheckResult:
-    prompts = _table(context, statepool, PROMPTS, ["state_id", "prompt_chars"])
-    states = _table(context, statepool, STATES, ["state_id"])
-    prompted = set(prompts.loc[prompts["prompt_chars"] > 0, "state_id"])
-    missing = sorted(set(states["state_id"]) - prompted)
-    return AssetCheckResult(
+def every_state_has_prompt(run: _Run) -> dict[str, Any]:
+    chars = run.column(PROMPTS, "prompt_chars")
+    prompted = set(run.column(PROMPTS, "state_id")[(chars > 0).to_numpy()])
+    missing = sorted(set(run.column(STATES, "state_id")) - prompted)
+    return dict(
         passed=not missing,
         severity=AssetCheckSeverity.ERROR,
         metadata={"missing": MetadataValue.json(missing)},
     )
 
 
-statepool_checks = [
-    no_rejects,
-    snapshots_paired,
-    snapshot_versions_match,
-    states_exist,
-    every_state_has_prompt,
-]
+_CHECKS: dict[AssetCheckKey, tuple[Callable[[_Run], dict[str, Any]], str]] = {
+    AssetCheckKey(AssetKey(STATES), "no_rejects"): (
+        no_rejects,
+        "No episode line, snapshot or sidecar file of the run was set aside as a reject.",
+    ),
+    AssetCheckKey(AssetKey(STATES), "snapshots_paired"): (
+        snapshots_paired,
+        "Every snapshot was paired with an episode batch (skipped versions listed).",
+    ),
+    AssetCheckKey(AssetKey(SNAPSHOTS), "snapshot_versions_match"): (
+        snapshot_versions_match,
+        "The version inside each snapshot equals the one in its file name.",
+    ),
+    AssetCheckKey(AssetKey(STATES), "states_exist"): (
+        states_exist,
+        "A run with snapshots has at least one checkpoint state.",
+    ),
+    AssetCheckKey(AssetKey(PROMPTS), "every_state_has_prompt"): (
+        every_state_has_prompt,
+        "Every checkpoint state has a non-empty rendered prompt.",
+    ),
+}
+
+with warnings.catch_warnings():
+    # Partitioned checks are "preview" in 1.13; they are what the UI needs per run.
+    warnings.simplefilter("ignore", PreviewWarning)
+    _SPECS = [
+        AssetCheckSpec(
+            key.name,
+            asset=key.asset_key,
+            description=description,
+            partitions_def=runs_partitions,
+            # The prompts come last: checks of the states run once the whole chain is built.
+            additional_deps=[AssetKey(PROMPTS)] if key.asset_key != AssetKey(PROMPTS) else [],
+        )
+        for key, (_, description) in _CHECKS.items()
+    ]
+
+
+@multi_asset_check(specs=_SPECS, can_subset=True)
+def statepool_checks_step(
+    context: AssetCheckExecutionContext, statepool: StatepoolSettings
+) -> Iterator[AssetCheckResult]:
+    """The run's store files are complete and consistent: one result per check and run."""
+    run = _Run(StoreLayout(statepool.settings().store_dir), context.partition_key)
+    for key in context.selected_asset_check_keys:
+        check = _CHECKS[key][0]
+        yield AssetCheckResult(asset_key=key.asset_key, check_name=key.name, **check(run))
+
+
+statepool_checks = [statepool_checks_step]

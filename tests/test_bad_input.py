@@ -175,3 +175,22 @@ def test_sensor_tick_survives_unreadable_entries(workspace, instance, monkeypatc
     with build_sensor_context(instance_ref=instance.get_ref(), definitions=defs) as context:
         result = runs_sensor.evaluate_tick(context)
     assert [r.partition_key for r in result.run_requests] == ["loopy"]
+
+
+def test_one_check_runs_alone_without_materializing(corpus, workspace, instance):
+    from dagster import AssetCheckKey, AssetKey, AssetSelection, Definitions, define_asset_job
+
+    instance.add_dynamic_partitions(RUNS, ["bad_lines"])
+    assert (
+        defs.resolve_job_def("statepool_job")
+        .execute_in_process(instance=instance, partition_key="bad_lines")
+        .success
+    )
+    key = AssetCheckKey(AssetKey("checkpoint_states"), "no_rejects")
+    only = define_asset_job("only_no_rejects", selection=AssetSelection.checks(key))
+    merged = Definitions.merge(defs, Definitions(jobs=[only]))
+    result = merged.resolve_job_def("only_no_rejects").execute_in_process(
+        instance=instance, tags={"dagster/partition": "bad_lines"}
+    )
+    assert check_results(result) == {"no_rejects": (False, AssetCheckSeverity.WARN)}
+    assert result.get_asset_materialization_events() == []

@@ -155,7 +155,7 @@ def test_schema(tmp_path: Path) -> None:
                 emb = card["_trigger_emb"]
                 assert len(emb) == spec.emb_dim
                 assert all(type(x) is float and -1.0 <= x <= 1.0 for x in emb)
-                assert all(round(x, 6) == x for x in emb)
+                assert all(round(x, 8) == x for x in emb)
                 cid, num = card["card_id"], int(card["card_id"][1:])
                 if cid in seen:
                     prev_meta, prev_text, prev_emb = seen[cid]

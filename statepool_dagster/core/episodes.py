@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,24 +73,43 @@ def read_episodes(path: Path, display: str, strict: bool = False) -> EpisodesRea
     """
     result = EpisodesRead()
     try:
-        for number, raw in iter_lines(path):
-            if not raw.strip():
-                result.blank_lines += 1
-                continue
-            try:
-                version, record = parse_episode_line(raw)
-            except ValueError as exc:
-                _reject(
-                    result,
-                    Reject(file=display, line=number, error=str(exc), raw=escape_bytes(raw)),
-                    strict,
-                )
-                continue
-            result.episodes.append(EpisodeLine(number, version, record))
+        _parse_lines(result, iter_lines(path), display, strict)
     except OSError as exc:
         error = f"unreadable: {exc.strerror or exc}"
         _reject(result, Reject(file=display, line=None, error=error, raw=None), strict)
     return result
+
+
+def parse_episodes(
+    data: bytes, display: str, first_line: int = 1, strict: bool = False
+) -> EpisodesRead:
+    """:func:`read_episodes` on bytes already read, numbering lines from ``first_line``.
+
+    What an append-aware reader parses: the part of a file after what it has seen.
+    """
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()  # the file's last line ending, not a line of its own
+    result = EpisodesRead()
+    numbered = ((n, raw.rstrip(b"\r\n")) for n, raw in enumerate(lines, first_line))
+    _parse_lines(result, numbered, display, strict)
+    return result
+
+
+def _parse_lines(
+    result: EpisodesRead, numbered: Iterable[tuple[int, bytes]], display: str, strict: bool
+) -> None:
+    for number, raw in numbered:
+        if not raw.strip():
+            result.blank_lines += 1
+            continue
+        try:
+            version, record = parse_episode_line(raw)
+        except ValueError as exc:
+            reject = Reject(file=display, line=number, error=str(exc), raw=escape_bytes(raw))
+            _reject(result, reject, strict)
+            continue
+        result.episodes.append(EpisodeLine(number, version, record))
 
 
 def _reject(result: EpisodesRead, reject: Reject, strict: bool) -> None:

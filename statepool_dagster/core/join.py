@@ -7,7 +7,7 @@ before producing library k: library k-1 and the batch run under it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -54,17 +54,6 @@ def group_batches(episodes: Iterable[EpisodeLine]) -> dict[int, list[dict[str, A
     return batches
 
 
-def pick_batch(
-    batches: dict[int, list[dict[str, Any]]], version: int
-) -> tuple[int, list[dict[str, Any]]] | None:
-    """The batch digested at checkpoint ``version``: run under ``version-1``, else ``version``."""
-    for candidate in (version - 1, version):
-        batch = batches.get(candidate)
-        if batch:
-            return candidate, batch
-    return None
-
-
 def followup_fields(batch: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any]]:
     """``(qids, {qid: gt})`` for the batch's episodes that have an id, first occurrence kept."""
     qids: list[str] = []
@@ -79,26 +68,92 @@ def followup_fields(batch: list[dict[str, Any]]) -> tuple[list[str], dict[str, A
     return qids, gt_map
 
 
+@dataclass(frozen=True)
+class PlannedState:
+    """Which inputs checkpoint ``version``'s state is built from (versions only, no data)."""
+
+    version: int
+    library_version: int
+    batch_version: int
+    next_version: int | None  # the library after this one: the reference ops' target
+    followup_version: int | None  # the batch followup fields come from; None: no followup
+
+
 def _pair(
-    k: int,
-    libraries: Mapping[int, dict[str, Any]],
-    batches: dict[int, list[dict[str, Any]]],
-    pairing: Pairing,
-) -> tuple[int, int, list[dict[str, Any]]] | str:
-    """``(library_version, batch_version, batch)`` for checkpoint ``k``, or why there is none."""
+    k: int, libraries: Collection[int], batches: Collection[int], pairing: Pairing
+) -> tuple[int, int] | str:
+    """``(library_version, batch_version)`` for checkpoint ``k``, or why there is none.
+
+    ``batches`` holds the versions that have a non-empty batch.
+    """
     if pairing == "seed":
-        picked = pick_batch(batches, k)
-        if picked is None:
-            return f"no episodes with skill_lib_version {k - 1} or {k}"
-        return k, *picked
+        for candidate in (k - 1, k):
+            if candidate in batches:
+                return k, candidate
+        return f"no episodes with skill_lib_version {k - 1} or {k}"
     if k - 1 not in libraries:
         if k == 0:
             return "pre_curation: checkpoint 0 has no earlier library"
         return f"pre_curation: no library version {k - 1} (skills_v{k - 1}.json)"
-    batch = batches.get(k - 1)
-    if not batch:
+    if k - 1 not in batches:
         return f"pre_curation: no episodes with skill_lib_version {k - 1}"
-    return k - 1, k - 1, batch
+    return k - 1, k - 1
+
+
+def plan_states(
+    versions: Sequence[int],
+    batch_versions: Collection[int],
+    *,
+    pairing: Pairing = "seed",
+    followup: Followup = "none",
+) -> tuple[list[PlannedState], list[SkippedCheckpoint]]:
+    """The pairing for each snapshot version (in the order given), or why it has none."""
+    ordered = sorted(versions)
+    planned: list[PlannedState] = []
+    skipped: list[SkippedCheckpoint] = []
+    for k in versions:
+        paired = _pair(k, versions, batch_versions, pairing)
+        if isinstance(paired, str):
+            skipped.append(SkippedCheckpoint(k, paired))
+            continue
+        library_version, batch_version = paired
+        followup_version = {"none": None, "batch": batch_version, "next_batch": k}[followup]
+        next_version = next_version_after(ordered, library_version)
+        planned.append(
+            PlannedState(k, library_version, batch_version, next_version, followup_version)
+        )
+    return planned, skipped
+
+
+def build_state(
+    run: str,
+    plan: PlannedState,
+    libraries: Mapping[int, dict[str, Any]],
+    batches: Mapping[int, list[dict[str, Any]]],
+    dataset: str = "ovo",
+    analyses: Mapping[int, dict[str, Any]] | None = None,
+    receipts: Mapping[int, str] | None = None,
+) -> JoinedState:
+    """The state ``plan`` describes, from the decoded libraries and batches it names."""
+    k = plan.version
+    qids: list[str] = []
+    gt_map: dict[str, Any] = {}
+    if plan.followup_version is not None:
+        qids, gt_map = followup_fields(batches.get(plan.followup_version, []))
+    library = libraries[plan.library_version]
+    state = CheckpointState(
+        state_id=state_id(run, k),
+        dataset=dataset,
+        lib_snapshot=library,
+        episodes=batches[plan.batch_version],
+        analysis=(analyses or {}).get(k),
+        last_receipt=(receipts or {}).get(k, OFFLINE_RECEIPT),
+        followup_qids=qids,
+        gt_map=gt_map,
+    )
+    nxt = plan.next_version
+    ops = reference_ops(library, nxt, None if nxt is None else libraries[nxt])
+    return JoinedState(run, k, plan.batch_version, state, plan.library_version, reference_ops=ops)
 
 
 def join_states(
@@ -118,40 +173,11 @@ def join_states(
     ``followup`` fills ``followup_qids`` and ``gt_map`` from the state's own batch
     (``batch``) or the batch run under library k, after curation (``next_batch``).
     """
-    snapshots = list(snapshots)
     libraries = {s.version: s.library for s in snapshots}
-    versions = sorted(libraries)
-    analyses = analyses or {}
-    receipts = receipts or {}
-    states: list[JoinedState] = []
-    skipped: list[SkippedCheckpoint] = []
-    for snapshot in snapshots:
-        k = snapshot.version
-        paired = _pair(k, libraries, batches, pairing)
-        if isinstance(paired, str):
-            skipped.append(SkippedCheckpoint(k, paired))
-            continue
-        library_version, batch_version, batch = paired
-        qids: list[str] = []
-        gt_map: dict[str, Any] = {}
-        if followup != "none":
-            followup_batch = batch if followup == "batch" else batches.get(k, [])
-            qids, gt_map = followup_fields(followup_batch)
-        state = CheckpointState(
-            state_id=state_id(run, k),
-            dataset=dataset,
-            lib_snapshot=libraries[library_version],
-            episodes=batch,
-            analysis=analyses.get(k),
-            last_receipt=receipts.get(k, OFFLINE_RECEIPT),
-            followup_qids=qids,
-            gt_map=gt_map,
-        )
-        next_version = next_version_after(versions, library_version)
-        ops = reference_ops(
-            libraries[library_version],
-            next_version,
-            None if next_version is None else libraries[next_version],
-        )
-        states.append(JoinedState(run, k, batch_version, state, library_version, reference_ops=ops))
+    planned, skipped = plan_states(
+        list(libraries), {v for v, b in batches.items() if b}, pairing=pairing, followup=followup
+    )
+    states = [
+        build_state(run, plan, libraries, batches, dataset, analyses, receipts) for plan in planned
+    ]
     return states, skipped

@@ -10,8 +10,10 @@ parsed or rendered again.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
+import json
 import multiprocessing
 import os
 import signal
@@ -22,42 +24,48 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .collect import read_run_episodes, run_notes
-from .episodes import EpisodesRead
-from .join import join_states
+from .collect import run_notes
+from .episodes import parse_episodes
+from .errors import BadRecordError
+from .join import PlannedState, build_state, plan_states
 from .prompt_spec import PromptSpec
 from .rejects import Reject
 from .render import build_curator_prompt
-from .run_files import SNAPSHOTS_DIR, fingerprint_run
+from .run_files import EPISODES_FILE, SNAPSHOTS_DIR, fingerprint_run
 from .run_names import check_run_name
 from .settings import Settings
-from .sidecars import read_sidecars
+from .sidecars import SidecarsRead, read_sidecars
 from .snapshots import list_snapshots, read_snapshot
 from .store import (
     StoreLayout,
     libc_function,
+    read_rejects,
     update_rejects,
     write_parquet_atomic,
     write_state_pool,
 )
 from .tables import (
+    EPISODE_COLUMNS,
+    STATE_COLUMNS,
     SnapshotRow,
-    batches_from_table,
+    StateRow,
     episodes_table,
     prompts_table,
     rejects_jsonl,
     snapshot_row,
     snapshots_frame,
-    snapshots_from_table,
+    state_row,
+    states_frame,
     states_from_table,
-    states_table,
 )
 
 FINGERPRINT_META = b"statepool.source_fingerprint"
+EPISODES_SEEN = b"statepool.episodes_seen"  # how much of episodes.jsonl the table holds
 EPISODES, SNAPSHOTS, STATES, PROMPTS = (
     "run_episodes",
     "skill_snapshots",
@@ -68,6 +76,9 @@ EPISODES, SNAPSHOTS, STATES, PROMPTS = (
 
 _PR_SET_PDEATHSIG = 1
 RENDER_VERSION = "1"  # bump when render.py changes what a prompt looks like
+STATE_VERSION = "1"  # bump when join.py or models.py change what a state looks like
+_decode = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
 SNAPSHOT_FIELDS = ("version", "file", "declared_version", "n_cards", "library", "file_stamp")
 
 
@@ -123,12 +134,30 @@ class RunJob:
         except (OSError, pa.ArrowException):
             return None
 
-    def write_table(self, asset: str, frame: pd.DataFrame, fingerprint: str) -> None:
-        table = pa.Table.from_pandas(frame, preserve_index=False)
+    def write_table(
+        self,
+        asset: str,
+        frame: pd.DataFrame,
+        fingerprint: str,
+        extra: dict[bytes, bytes] | None = None,
+    ) -> None:
+        table = _large_strings(pa.Table.from_pandas(frame, preserve_index=False))
         table = table.replace_schema_metadata(
-            {**(table.schema.metadata or {}), FINGERPRINT_META: fingerprint.encode()}
+            {
+                **(table.schema.metadata or {}),
+                FINGERPRINT_META: fingerprint.encode(),
+                **(extra or {}),
+            }
         )
         write_parquet_atomic(self.table_path(asset), table)
+
+
+def _large_strings(table: pa.Table) -> pa.Table:
+    """One schema whether rows were built or reused (pandas gives either string type)."""
+    fields = [
+        f.with_type(pa.large_string()) if pa.types.is_string(f.type) else f for f in table.schema
+    ]
+    return table.cast(pa.schema(fields, table.schema.metadata))
 
 
 def _markdown_table(frame: pd.DataFrame, columns: list[str], rows: int = 10) -> str:
@@ -147,13 +176,73 @@ def _digest(*parts: str) -> str:
     return h.hexdigest()
 
 
+def _read_episodes_file(job: RunJob) -> tuple[bytes, Reject | None]:
+    """The bytes of the run's episodes.jsonl (none if absent), or the reject saying why not."""
+    path = job.run_dir / EPISODES_FILE
+    try:
+        return (path.read_bytes() if path.exists() else b""), None
+    except OSError as exc:
+        error = f"unreadable: {exc.strerror or exc}"
+        reject = Reject(file=f"{job.run}/{EPISODES_FILE}", line=None, error=error, raw=None)
+        if job.settings.strict:
+            raise BadRecordError(reject.describe()) from None
+        return b"", reject
+
+
+def _episodes_seen(job: RunJob, data: bytes) -> tuple[dict[str, Any], pd.DataFrame] | None:
+    """What the last build read of a file that has only grown since: its mark and rows."""
+    path = job.table_path(EPISODES)
+    try:
+        seen = json.loads((pq.read_schema(path).metadata or {})[EPISODES_SEEN])
+    except (OSError, KeyError, ValueError, pa.ArrowException):
+        return None
+    if seen["bytes"] > len(data) or _digest_bytes(data[: seen["bytes"]]) != seen["digest"]:
+        return None  # rewritten, truncated or edited: read it all again
+    previous = job.previous(EPISODES, list(EPISODE_COLUMNS))
+    if previous is None:
+        return None
+    return seen, previous[previous["line"] <= seen["lines"]]
+
+
+def _digest_bytes(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
 def build_episodes(job: RunJob) -> StageReport:
-    """``run_episodes``: every usable line of episodes.jsonl; bad lines set aside."""
+    """``run_episodes``: every usable line of episodes.jsonl; bad lines set aside.
+
+    A file that only grew is read from where the last build stopped: the lines before
+    are reused from the previous table (a digest of those bytes proves them unchanged).
+    """
     fingerprint = fingerprint_run(job.run_dir).digest  # before reading: never newer than the data
-    read: EpisodesRead = read_run_episodes(job.run_dir, job.run, strict=job.settings.strict)
-    update_rejects(job.layout, job.run, "episodes", rejects_jsonl(read.rejects, "episodes"))
-    frame = episodes_table(read.episodes)
-    job.write_table(EPISODES, frame, fingerprint)
+    display = f"{job.run}/{EPISODES_FILE}"
+    strict = job.settings.strict
+    data, unreadable = _read_episodes_file(job)
+    complete = data.rfind(b"\n") + 1  # a last line still being written is read, not marked
+    seen = None if unreadable else _episodes_seen(job, data)
+    if seen is None:
+        start, lines, blank, kept, rejects = 0, 0, 0, None, []
+    else:
+        mark, kept = seen
+        start, lines, blank = mark["bytes"], mark["lines"], mark["blank"]
+        rejects = [
+            r for r in read_rejects(job.layout, job.run, "episodes") if (r.line or 0) <= lines
+        ]
+    head = parse_episodes(data[start:complete], display, lines + 1, strict)
+    tail = parse_episodes(data[complete:], display, lines + 1 + head.lines, strict)
+    mark = {
+        "bytes": complete,
+        "lines": lines + head.lines,
+        "blank": blank + head.blank_lines,
+        "digest": _digest_bytes(data[:complete]),
+    }
+    rejects += head.rejects + tail.rejects + ([unreadable] if unreadable else [])
+    update_rejects(job.layout, job.run, "episodes", rejects_jsonl(rejects, "episodes"))
+    fresh = episodes_table(head.episodes + tail.episodes)
+    frame = fresh if kept is None else pd.concat([kept, fresh], ignore_index=True)
+    frame = frame.astype(fresh.dtypes.to_dict())
+    extra = {} if unreadable else {EPISODES_SEEN: json.dumps(mark).encode()}
+    job.write_table(EPISODES, frame, fingerprint, extra)
     scored = frame.dropna(subset=["correct"])
     accuracy = scored.groupby("version")["correct"].mean().round(3).to_dict()
     report = StageReport(
@@ -162,8 +251,9 @@ def build_episodes(job: RunJob) -> StageReport:
         len(frame),
         values={
             "episodes": len(frame),
-            "rejects": len(read.rejects),
-            "blank_lines": read.blank_lines,
+            "rejects": len(rejects),
+            "blank_lines": mark["blank"] + tail.blank_lines,
+            "reused": len(kept) if kept is not None else 0,
         },
         json={
             "versions": sorted(int(v) for v in frame["version"].unique()),
@@ -175,11 +265,12 @@ def build_episodes(job: RunJob) -> StageReport:
             )
         },
         notes=run_notes(job.run_dir),
+        reused=len(kept) if kept is not None else 0,
     )
     if len(scored):
         report.values["accuracy"] = round(float(scored["correct"].mean()), 4)
-    if read.rejects:
-        report.markdown["reject_details"] = _reject_lines(read.rejects)
+    if rejects:
+        report.markdown["reject_details"] = _reject_lines(rejects)
     return report
 
 
@@ -256,30 +347,64 @@ def _combined(*fingerprints: str) -> str:
 
 
 def build_states(job: RunJob) -> StageReport:
-    """``checkpoint_states``: the join, also written as the original's state_pool/ files."""
+    """``checkpoint_states``: the join, also written as the original's state_pool/ files.
+
+    Each state is keyed by a digest of everything it is built from (its library, the
+    next library, its batch, its sidecars, the settings); a key the previous build
+    already has keeps that state, so a grown run only joins its new checkpoints.
+    """
     settings = job.settings
     fingerprint = _combined(job.fingerprint_of(EPISODES), job.fingerprint_of(SNAPSHOTS))
     sidecars = read_sidecars(job.run_dir, job.run, strict=settings.strict)
     update_rejects(job.layout, job.run, "sidecars", rejects_jsonl(sidecars.rejects, "sidecars"))
-    joined, skipped = join_states(
-        job.run,
-        snapshots_from_table(job.read_table(SNAPSHOTS)),
-        batches_from_table(job.read_table(EPISODES)),
-        settings.dataset,
-        pairing=settings.pairing,
-        followup=settings.followup,
-        analyses=sidecars.analyses,
-        receipts=sidecars.receipts,
+    snapshots = job.read_table(SNAPSHOTS, ["version", "library"])
+    episodes = job.read_table(EPISODES, ["version", "record"])
+    library_texts = dict(zip(snapshots["version"].tolist(), snapshots["library"], strict=True))
+    batch_texts: dict[int, list[str]] = {}
+    for version, record in zip(episodes["version"].tolist(), episodes["record"], strict=True):
+        batch_texts.setdefault(version, []).append(record)
+    planned, skipped = plan_states(
+        list(library_texts), set(batch_texts), pairing=settings.pairing, followup=settings.followup
     )
-    frame = states_table(joined)
+    previous = job.previous(STATES, list(STATE_COLUMNS))
+    known = {} if previous is None else {row[-1]: row for row in previous.itertuples(index=False)}
+    settings_key = _digest(STATE_VERSION, job.run, settings.dataset, settings.pairing)
+    libraries: dict[int, dict[str, Any]] = {}
+    batches: dict[int, list[dict[str, Any]]] = {}
+    rows: list[StateRow] = []
+    for plan in planned:
+        key = _state_key(settings_key, plan, library_texts, batch_texts, sidecars)
+        old = known.get(key)
+        if old is not None:
+            rows.append(tuple(old))
+            continue
+        for v in (plan.library_version, plan.next_version):
+            if v is not None and v not in libraries:
+                libraries[v] = _decode(library_texts[v])
+        for v in (plan.batch_version, plan.followup_version):
+            if v is not None and v not in batches:
+                batches[v] = [_decode(text) for text in batch_texts.get(v, [])]
+        joined = build_state(
+            job.run,
+            plan,
+            libraries,
+            batches,
+            settings.dataset,
+            sidecars.analyses,
+            sidecars.receipts,
+        )
+        rows.append(state_row(joined, key))
+    frame = states_frame(rows)
     job.write_table(STATES, frame, fingerprint)
     write_state_pool(job.layout, job.run, zip(frame["state_id"], frame["state"], strict=True))
+    reused = sum(row[-1] in known for row in rows)
     report = StageReport(
         job.run,
         fingerprint,
         len(frame),
         values={
             "states": len(frame),
+            "reused": reused,
             "skipped_checkpoints": len(skipped),
             "pairing": settings.pairing,
             "followup": settings.followup,
@@ -296,10 +421,33 @@ def build_states(job: RunJob) -> StageReport:
                 frame, ["state_id", "version", "batch_version", "n_cards", "n_episodes"]
             )
         },
+        reused=reused,
     )
     if sidecars.rejects:
         report.markdown["sidecar_reject_details"] = _reject_lines(sidecars.rejects)
     return report
+
+
+def _state_key(
+    settings_key: str,
+    plan: PlannedState,
+    library_texts: dict[int, str],
+    batch_texts: dict[int, list[str]],
+    sidecars: SidecarsRead,
+) -> str:
+    """Digest of every input of one state, as the stored texts it is decoded from."""
+    k = plan.version
+    analysis = sidecars.analyses.get(k)
+    return _digest(
+        settings_key,
+        repr(dataclasses.astuple(plan)),
+        library_texts[plan.library_version],
+        "" if plan.next_version is None else library_texts[plan.next_version],
+        "\x1e".join(batch_texts[plan.batch_version]),
+        "\x1e".join(batch_texts.get(plan.followup_version, [])),
+        "" if analysis is None else _encode(analysis).decode("utf-8"),
+        repr(sidecars.receipts.get(k)),
+    )
 
 
 def _formatter_identity(formatter: Callable[..., Any]) -> str:

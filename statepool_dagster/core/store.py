@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .rejects import Reject
 from .run_names import check_run_name
 
 STATE_POOL = "state_pool"
@@ -174,6 +175,21 @@ def write_state_pool(layout: StoreLayout, run: str, states: Iterable[tuple[str, 
     files = ((f"{sid}.json", text.encode("utf-8")) for sid, text in states)
     with layout.lock(run):
         return replace_dir_atomic(layout.state_pool(run), files)
+
+
+def read_rejects(layout: StoreLayout, run: str, source: str) -> list[Reject]:
+    """One source's rejects from ``rejects/<run>.jsonl``, in the order they were written."""
+    import json
+
+    path = layout.rejects(run)
+    if not path.exists():
+        return []
+    rejects = []
+    for text in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(text) if text.strip() else {}
+        if record.pop("source", None) == source:
+            rejects.append(Reject.model_validate(record))
+    return rejects
 
 
 def update_rejects(layout: StoreLayout, run: str, source: str, lines: list[str]) -> None:

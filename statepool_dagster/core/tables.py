@@ -132,25 +132,30 @@ STATE_COLUMNS = {
     "n_episodes": "episodes in the batch",
     "state": "the CheckpointState as JSON, exactly as in state_pool/",
     "reference_ops": "JSON: the ops from this library to the run's next one (next_version, ops)",
+    "input_key": "digest of everything the state was built from (unchanged inputs are reused)",
 }
 
+StateRow = tuple[str, str, int, int, int, int, int, str, str | None, str]
 
-def states_table(states: Iterable[JoinedState]) -> pd.DataFrame:
-    rows = [
-        (
-            j.state.state_id,
-            j.run,
-            j.version,
-            j.version if j.library_version is None else j.library_version,
-            j.batch_version,
-            len(j.state.lib_snapshot.get("cards", [])),
-            len(j.state.episodes),
-            j.state.to_json(),
-            None if j.reference_ops is None else ops_json(j.reference_ops),
-        )
-        for j in states
-    ]
-    frame = pd.DataFrame.from_records(rows, columns=list(STATE_COLUMNS))
+
+def state_row(j: JoinedState, input_key: str) -> StateRow:
+    """One ``checkpoint_states`` row for a joined state (its JSON exactly as the seed writes)."""
+    return (
+        j.state.state_id,
+        j.run,
+        j.version,
+        j.version if j.library_version is None else j.library_version,
+        j.batch_version,
+        len(j.state.lib_snapshot.get("cards", [])),
+        len(j.state.episodes),
+        j.state.to_json(),
+        None if j.reference_ops is None else ops_json(j.reference_ops),
+        input_key,
+    )
+
+
+def states_frame(rows: Iterable[StateRow]) -> pd.DataFrame:
+    frame = pd.DataFrame.from_records(list(rows), columns=list(STATE_COLUMNS))
     return frame.astype(
         {
             "version": "int64",

@@ -1,0 +1,144 @@
+"""A rebuilt run reuses what did not change and still equals a build from nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_run
+from statepool_dagster.core.settings import Settings
+from statepool_dagster.core.stages import EPISODES, PROMPTS, SNAPSHOTS, STAGES, STATES, build_run
+
+from helpers import store_pool
+
+SPEC = SampleSpec(n_runs=1, n_checkpoints=5, n_cards=6, emb_dim=8, episodes_per_batch=3)
+RUN = "run000"
+ASSETS = (EPISODES, SNAPSHOTS, STATES, PROMPTS)
+
+
+def build(runs: Path, store: Path, **settings) -> dict[str, object]:
+    """Every stage for RUN; each stage's ``reused`` count."""
+    reports = build_run(Settings(runs_dir=str(runs), store_dir=str(store), **settings), RUN)
+    return {asset: report.reused for asset, report in zip(STAGES, reports, strict=True)}
+
+
+def assert_same_as_fresh(runs: Path, store: Path, tmp_path: Path, **settings) -> None:
+    fresh = tmp_path / "fresh_store"
+    build(runs, fresh, **settings)
+    assert store_pool(store) == store_pool(fresh)
+    for asset in ASSETS:
+        ours = pq.read_table(store / asset / f"{RUN}.parquet")
+        plain = pq.read_table(fresh / asset / f"{RUN}.parquet")
+        columns = [c for c in plain.column_names if c != "file_stamp"]
+        assert ours.schema.remove_metadata() == plain.schema.remove_metadata(), asset
+        assert ours.select(columns).equals(plain.select(columns)), asset
+    assert _rejects(store) == _rejects(fresh)
+
+
+def _rejects(store: Path) -> list[str]:
+    path = store / "rejects" / f"{RUN}.jsonl"
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+@pytest.fixture
+def run(tmp_path) -> Path:
+    runs = tmp_path / "runs"
+    generate_run(runs / RUN, SPEC, 0)
+    return runs / RUN
+
+
+@pytest.mark.parametrize("followup", ["none", "batch", "next_batch"])
+@pytest.mark.parametrize("pairing", ["seed", "pre_curation"])
+def test_grown_run_joins_and_renders_only_its_new_checkpoints(run, tmp_path, pairing, followup):
+    store = tmp_path / "store"
+    build(run.parent, store, pairing=pairing, followup=followup)
+    states_before = pq.read_table(store / STATES / f"{RUN}.parquet").num_rows
+    rows_before = pq.read_table(store / EPISODES / f"{RUN}.parquet").num_rows
+    append_checkpoint(run, SPEC, 0)
+    reused = build(run.parent, store, pairing=pairing, followup=followup)
+    assert reused[EPISODES] == rows_before  # only the appended lines parsed
+    assert reused[SNAPSHOTS] == SPEC.n_checkpoints
+    # With the seed's pairing the last old state holds the newest library, so its reference
+    # ops now diff against the new one: it is rebuilt too. pre_curation's states are not.
+    rebuilt_old = 1 if pairing == "seed" else 0
+    assert reused[STATES] == states_before - rebuilt_old
+    assert reused[PROMPTS] == states_before  # a prompt never shows the reference ops
+    assert_same_as_fresh(run.parent, store, tmp_path, pairing=pairing, followup=followup)
+
+
+def test_unchanged_run_reuses_every_state_and_prompt(run, tmp_path):
+    store = tmp_path / "store"
+    build(run.parent, store)
+    states = pq.read_table(store / STATES / f"{RUN}.parquet").num_rows
+    reused = build(run.parent, store)
+    assert reused[STATES] == reused[PROMPTS] == states
+    assert_same_as_fresh(run.parent, store, tmp_path)
+
+
+def test_snapshot_rewritten_in_place_rebuilds_the_states_that_use_it(run, tmp_path):
+    store = tmp_path / "store"
+    build(run.parent, store)
+    path = run / "snapshots" / "skills_v2.json"
+    library = json.loads(path.read_text(encoding="utf-8"))
+    library["cards"][0]["program"] = "Do the rewritten thing"
+    path.write_text(json.dumps(library), encoding="utf-8")
+    reused = build(run.parent, store)
+    # State 2 holds library 2; state 1's reference ops diff library 1 against it.
+    assert reused[STATES] == SPEC.n_checkpoints - 2
+    state = json.loads((store / "state_pool" / RUN / f"{RUN}_ckpt2.json").read_text("utf-8"))
+    assert state["lib_snapshot"]["cards"][0]["program"] == "Do the rewritten thing"
+    assert_same_as_fresh(run.parent, store, tmp_path)
+
+
+def test_episode_edited_before_the_end_is_read_again_from_the_start(run, tmp_path):
+    store = tmp_path / "store"
+    build(run.parent, store)
+    path = run / "episodes.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    record = json.loads(lines[1])
+    record["response"] = "an edited answer"
+    lines[1] = (json.dumps(record) + "\n").encode()
+    path.write_bytes(b"".join(lines))
+    reused = build(run.parent, store)
+    assert reused[EPISODES] == 0
+    assert reused[STATES] == SPEC.n_checkpoints - 2  # states 0 and 1 both pair with batch 0
+    assert_same_as_fresh(run.parent, store, tmp_path)
+
+
+def test_bad_lines_before_the_mark_stay_rejected_after_an_append(run, tmp_path):
+    store = tmp_path / "store"
+    path = run / "episodes.jsonl"
+    with open(path, "ab") as f:
+        f.write(b"{not json\n\n")
+    build(run.parent, store)
+    append_checkpoint(run, SPEC, 0)
+    with open(path, "ab") as f:
+        f.write(b"[1, 2]\n")
+    reused = build(run.parent, store)
+    assert reused[EPISODES] > 0
+    rejects = [json.loads(line) for line in _rejects(store)]
+    assert [r["error"].split(":")[0] for r in rejects] == [
+        "not valid JSON",
+        "not a JSON object (got list)",
+    ]
+    assert_same_as_fresh(run.parent, store, tmp_path)
+
+
+def test_line_still_being_written_is_read_again_once_complete(run, tmp_path):
+    store = tmp_path / "store"
+    path = run / "episodes.jsonl"
+    line = json.loads(path.read_bytes().splitlines()[-1])
+    text = json.dumps({**line, "id": "late-one"}).encode()
+    with open(path, "ab") as f:
+        f.write(text[:10])  # half a line, no newline yet
+    build(run.parent, store)
+    assert len(_rejects(store)) == 1
+    with open(path, "ab") as f:
+        f.write(text[10:] + b"\n")
+    reused = build(run.parent, store)
+    assert reused[EPISODES] > 0
+    assert _rejects(store) == []
+    assert_same_as_fresh(run.parent, store, tmp_path)
