@@ -10,7 +10,7 @@ export DAGSTER_HOME := $(HOME_DIR)
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,postgres]'
+	$(BIN)/python -m pip install -q -e '.[dev,postgres,celery]'
 	touch $@
 
 $(HOME_DIR)/dagster.yaml: dagster.yaml
@@ -52,6 +52,19 @@ pg-up:  ## start the throwaway PostgreSQL cluster (data in $(PG_DIR))
 
 pg-down:  ## stop it and delete its data
 	bash deploy/postgres/cluster.sh stop $(PG_DIR)
+
+# A throwaway Redis on 127.0.0.1:$(REDIS_PORT), the Celery broker for tests/test_celery.py
+# (which otherwise starts its own when redis-server is installed):
+#   make redis-up && STATEPOOL_TEST_REDIS_URL=redis://127.0.0.1:6390/0 make test
+REDIS_DIR ?= /tmp/statepool_redis
+REDIS_PORT ?= 6390
+.PHONY: redis-up redis-down
+
+redis-up:  ## start the throwaway Redis (working files in $(REDIS_DIR))
+	bash deploy/celery/redis.sh start $(REDIS_DIR) $(REDIS_PORT)
+
+redis-down:  ## stop it and delete its folder
+	bash deploy/celery/redis.sh stop $(REDIS_DIR)
 
 clean:
 	rm -rf $(HOME_DIR) store  # never ./runs: that is the user's input

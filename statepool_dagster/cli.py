@@ -248,9 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = args.func(args)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        name = Settings.env_name(str(first["loc"][0])) if first["loc"] else "a setting"
-        print(f"statepool: {name}: {first['msg']}", file=sys.stderr)
+        print(f"statepool: {Settings.describe_error(exc)}", file=sys.stderr)
         return 2
     except StatepoolError as exc:
         print(f"statepool: {exc}", file=sys.stderr)

@@ -13,6 +13,7 @@ from dagster import DagsterInstance
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
+    PARTITION_NAME_TAG,
 )
 
 from .core.run_files import discover_runs
@@ -97,25 +98,52 @@ def _first_error(result) -> str:
 
 
 def _execute(instance: DagsterInstance, targets: list[RunStatus], log_level: str):
-    """One Dagster run over ``targets`` (consecutive partitions), in this process."""
+    """One Dagster run over ``targets`` (consecutive partitions), with the jobs' executor."""
     from .definitions import defs
 
     first, last = targets[0].run.name, targets[-1].run.name
     if len(targets) == 1:
         job = defs.resolve_job_def("statepool_job")
-        extra = {"partition_key": first}
+        partition = {"partition_key": first}
         tags = {SOURCE_FINGERPRINT: targets[0].fingerprint.digest}
     else:
         job = defs.resolve_job_def("statepool_batch_job")
-        extra = {}
+        partition = {}
         tags = {ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last}
-    return job.execute_in_process(
-        instance=instance,
-        tags={**tags, SYNC_PID_TAG: str(os.getpid())},
+    tags[SYNC_PID_TAG] = str(os.getpid())
+    run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
+    if in_process():
+        return job.execute_in_process(
+            instance=instance,
+            tags=tags,
+            raise_on_error=False,
+            run_config=run_config,
+            **partition,
+        )
+    # execute_in_process ignores the job's executor; any other needs a job it can rebuild
+    # elsewhere (a Celery worker loads it from this module pointer).
+    from dagster import execute_job
+    from dagster._core.definitions.reconstruct import ReconstructableRepository
+
+    repository = ReconstructableRepository.for_module("statepool_dagster.definitions", "defs")
+    if partition:
+        tags[PARTITION_NAME_TAG] = first
+    return execute_job(
+        repository.get_reconstructable_job(job.name),
+        instance,
+        run_config=run_config,
+        tags=tags,
         raise_on_error=False,
-        run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
-        **extra,
     )
+
+
+def in_process() -> bool:
+    """Whether the jobs run their steps in this process (``STATEPOOL_EXECUTOR=in_process``)."""
+    from dagster import in_process_executor
+
+    from .jobs import RUN_EXECUTOR
+
+    return RUN_EXECUTOR is in_process_executor
 
 
 def materialize_runs(
@@ -125,8 +153,11 @@ def materialize_runs(
     layout = StoreLayout(Settings.from_env().store_dir)
     started = time.perf_counter()
     with contextlib.ExitStack() as locks:
-        for target in targets:
-            locks.enter_context(layout.lock(target.run.name))
+        # Held by this process, the locks would block the steps elsewhere (Celery workers),
+        # which take each run's lock themselves for every stage.
+        if in_process():
+            for target in targets:
+                locks.enter_context(layout.lock(target.run.name))
         result = _execute(instance, targets, log_level)
     if not result.success and len(targets) > 1:
         return [o for t in targets for o in materialize_runs(instance, [t], log_level)]

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from helpers import cli_env, unavailable
+
 REPO = Path(__file__).resolve().parents[1]
 SEED_PATH = REPO.parent / "shared" / "reference" / "statepool_seed.py"
+PG_URL_VAR = "STATEPOOL_TEST_PG_URL"
+PG_CONFIG = REPO / "deploy" / "postgres" / "dagster.yaml"
 
 
 @dataclass
@@ -56,3 +63,83 @@ def seed() -> ModuleType:
     sys.modules.setdefault("statepool_seed", module)
     spec.loader.exec_module(module)
     return module
+
+
+# PostgreSQL (deploy/postgres/): tests/test_postgres.py, tests/test_celery.py.
+@pytest.fixture(scope="session")
+def pg_server() -> str:
+    """The superuser URL of a reachable PostgreSQL server (``STATEPOOL_TEST_PG_URL``)."""
+    url = os.environ.get(PG_URL_VAR)
+    if not url:
+        unavailable(
+            f"{PG_URL_VAR} is not set: no PostgreSQL server to test against "
+            "(e.g. `make pg-up`, then "
+            f"{PG_URL_VAR}=postgresql://postgres@127.0.0.1:54329/postgres)",
+            "PostgreSQL",
+        )
+    try:
+        import dagster_postgres  # noqa: F401
+        import psycopg2
+        from sqlalchemy.engine import make_url
+    except ImportError as error:
+        unavailable(
+            f"the `postgres` extra is missing ({error}): pip install -e '.[postgres]'",
+            "PostgreSQL",
+        )
+    safe = make_url(url).render_as_string(hide_password=True)
+    try:
+        psycopg2.connect(url, connect_timeout=5).close()
+    except psycopg2.Error as error:
+        unavailable(
+            f"PostgreSQL at {PG_URL_VAR}={safe} is unreachable: {str(error).strip()}",
+            "PostgreSQL",
+        )
+    return url
+
+
+@pytest.fixture
+def pg_url(pg_server: str):
+    """A fresh, empty database on the server, dropped after the test."""
+    import psycopg2
+    from sqlalchemy.engine import make_url
+
+    name = f"statepool_test_{uuid.uuid4().hex[:12]}"
+    admin = psycopg2.connect(pg_server, connect_timeout=5)
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cur:
+            cur.execute(f'CREATE DATABASE "{name}"')
+        yield make_url(pg_server).set(database=name).render_as_string(hide_password=False)
+        with admin.cursor() as cur:
+            cur.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = %s AND pid <> pg_backend_pid()",
+                (name,),
+            )
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
+    finally:
+        admin.close()
+
+
+@pytest.fixture
+def pg_env(workspace, tmp_path, pg_url, monkeypatch) -> dict[str, str]:
+    """Environment for a subprocess on a DAGSTER_HOME holding deploy/postgres/dagster.yaml."""
+    home = tmp_path / "pg_home"
+    home.mkdir()
+    shutil.copy(PG_CONFIG, home / "dagster.yaml")
+    env = cli_env(workspace, home)
+    env["DAGSTER_PG_URL"] = pg_url
+    monkeypatch.setenv("DAGSTER_PG_URL", pg_url)  # for pg_instance, in this process
+    return env
+
+
+@pytest.fixture
+def pg_instance(pg_env):
+    """This process's view of the same Postgres-backed instance."""
+    from dagster import DagsterInstance
+
+    with DagsterInstance.from_config(pg_env["DAGSTER_HOME"]) as instance:
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+        assert type(instance.schedule_storage).__name__ == "PostgresScheduleStorage"
+        yield instance

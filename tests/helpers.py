@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
+from typing import NoReturn
+
+import pytest
 
 
 def seed_pool(seed: ModuleType, runs: Path, out: Path) -> dict[str, dict[str, bytes]]:
@@ -31,12 +38,18 @@ def store_pool(store: Path) -> dict[str, dict[str, bytes]]:
 
 
 REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def unavailable(reason: str, needs: str) -> NoReturn:
+    """Skip a test that lacks ``needs`` (a server, an extra); under ``CI=true``, fail it."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: the tests needing {needs} must run, not skip)")
+    pytest.skip(reason)
 
 
 def cli_env(workspace, home: Path) -> dict[str, str]:
     """Environment for a ``statepool`` subprocess: its own DAGSTER_HOME, runs and store."""
-    import os
-
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").exists():
         shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
@@ -47,6 +60,44 @@ def cli_env(workspace, home: Path) -> dict[str, str]:
         STATEPOOL_STORE_DIR=str(workspace.store),
     )
     return env
+
+
+def statepool(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run the ``statepool`` command; it must succeed."""
+    done = subprocess.run(
+        [str(BIN / "statepool"), *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def sync_json(env: dict[str, str], cwd: Path) -> dict:
+    """``statepool sync --json``'s report."""
+    return json.loads(statepool(env, cwd, "sync", "--json").stdout)
+
+
+def local_sync(root: Path, spec) -> Path:
+    """Sample runs for ``spec`` synced by a plain ``statepool sync`` on the default SQLite home.
+
+    Returns the store. Sample runs are deterministic: it is the reference for other setups.
+    """
+    import yaml
+
+    from statepool_dagster.core.sample_runs import generate_runs
+
+    reference = SimpleNamespace(runs=root / "runs", store=root / "store")
+    generate_runs(reference.runs, spec)
+    env = cli_env(reference, root / "home")
+    assert "storage" not in yaml.safe_load((root / "home" / "dagster.yaml").read_text())
+    report = sync_json(env, root)
+    assert (report["new"], report["failed"]) == (spec.n_runs, 0)
+    assert sorted(store_pool(reference.store)) == [f"run{i:03d}" for i in range(spec.n_runs)]
+    return reference.store
 
 
 def materialize_run(instance, run: str, raise_on_error: bool = True):

@@ -3,125 +3,29 @@
 The server comes from ``STATEPOOL_TEST_PG_URL`` (a superuser URL such as
 ``postgresql://postgres@127.0.0.1:54329/postgres``; ``make pg-up`` starts a throwaway one).
 Without it these tests skip, except under ``CI=true``, where they fail. Each test gets a
-fresh database of its own, dropped afterwards.
+fresh database of its own, dropped afterwards (fixtures ``pg_env`` and ``pg_instance``, in
+conftest.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
-import yaml
 
 from statepool_dagster.core.sample_runs import SampleSpec, generate_runs
 
-from helpers import REPO, cli_env, store_pool
+from helpers import REPO, local_sync, store_pool, sync_json
 
-URL_VAR = "STATEPOOL_TEST_PG_URL"
-CONFIG = REPO / "deploy" / "postgres" / "dagster.yaml"
 SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=3)
 BIN = Path(sys.executable).parent
-STATEPOOL = BIN / "statepool"
 PARTITION = "dagster/partition"
-
-
-def unavailable(reason: str):
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason} (CI=true: the PostgreSQL tests must run, not skip)")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> str:
-    """The superuser URL of a reachable PostgreSQL server."""
-    url = os.environ.get(URL_VAR)
-    if not url:
-        unavailable(
-            f"{URL_VAR} is not set: no PostgreSQL server to test against "
-            "(e.g. `make pg-up`, then "
-            f"{URL_VAR}=postgresql://postgres@127.0.0.1:54329/postgres)"
-        )
-    try:
-        import dagster_postgres  # noqa: F401
-        import psycopg2
-        from sqlalchemy.engine import make_url
-    except ImportError as error:
-        unavailable(f"the `postgres` extra is missing ({error}): pip install -e '.[postgres]'")
-    safe = make_url(url).render_as_string(hide_password=True)
-    try:
-        psycopg2.connect(url, connect_timeout=5).close()
-    except psycopg2.Error as error:
-        unavailable(f"PostgreSQL at {URL_VAR}={safe} is unreachable: {str(error).strip()}")
-    return url
-
-
-@pytest.fixture
-def pg_url(pg_server: str):
-    """A fresh, empty database on the server, dropped after the test."""
-    import psycopg2
-    from sqlalchemy.engine import make_url
-
-    name = f"statepool_test_{uuid.uuid4().hex[:12]}"
-    admin = psycopg2.connect(pg_server, connect_timeout=5)
-    admin.autocommit = True
-    try:
-        with admin.cursor() as cur:
-            cur.execute(f'CREATE DATABASE "{name}"')
-        yield make_url(pg_server).set(database=name).render_as_string(hide_password=False)
-        with admin.cursor() as cur:
-            cur.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE datname = %s AND pid <> pg_backend_pid()",
-                (name,),
-            )
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
-    finally:
-        admin.close()
-
-
-@pytest.fixture
-def pg_env(workspace, tmp_path, pg_url, monkeypatch) -> dict[str, str]:
-    """Environment for a subprocess on a DAGSTER_HOME holding deploy/postgres/dagster.yaml."""
-    home = tmp_path / "pg_home"
-    home.mkdir()
-    shutil.copy(CONFIG, home / "dagster.yaml")
-    env = cli_env(workspace, home)
-    env["DAGSTER_PG_URL"] = pg_url
-    monkeypatch.setenv("DAGSTER_PG_URL", pg_url)  # for pg_instance, in this process
-    return env
-
-
-@pytest.fixture
-def pg_instance(pg_env):
-    """This process's view of the same Postgres-backed instance."""
-    from dagster import DagsterInstance
-
-    with DagsterInstance.from_config(pg_env["DAGSTER_HOME"]) as instance:
-        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
-        assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
-        assert type(instance.schedule_storage).__name__ == "PostgresScheduleStorage"
-        yield instance
-
-
-def statepool(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [str(STATEPOOL), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
-    return done
-
-
-def sync_json(env: dict[str, str], cwd: Path) -> dict:
-    return json.loads(statepool(env, cwd, "sync", "--json").stdout)
 
 
 @pytest.fixture(scope="session")
@@ -130,16 +34,7 @@ def sqlite_pool(pg_server, tmp_path_factory) -> dict[str, dict[str, bytes]]:
 
     Sample runs are deterministic, so one reference serves every test.
     """
-    root = tmp_path_factory.mktemp("sqlite_reference")
-    reference = SimpleNamespace(runs=root / "runs", store=root / "store")
-    generate_runs(reference.runs, SPEC)
-    env = cli_env(reference, root / "home")
-    assert "storage" not in yaml.safe_load((root / "home" / "dagster.yaml").read_text())
-    report = sync_json(env, root)
-    assert (report["new"], report["failed"]) == (SPEC.n_runs, 0)
-    pool = store_pool(reference.store)
-    assert sorted(pool) == [f"run{i:03d}" for i in range(SPEC.n_runs)]
-    return pool
+    return store_pool(local_sync(tmp_path_factory.mktemp("sqlite_reference"), SPEC))
 
 
 def partition_runs(instance, status=None) -> list:

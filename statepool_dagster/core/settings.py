@@ -9,7 +9,14 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from .join import Followup, Pairing
 from .prompt_spec import PromptLimits, PromptSpec
@@ -72,6 +79,28 @@ class Settings(BaseModel):
     settle_seconds: float = Field(
         10.0, ge=0, description="A run is requested once its files are this many seconds old."
     )
+    executor: Literal["in_process", "celery"] = Field(
+        "in_process",
+        description="How runs execute their steps: `in_process` (one process) or `celery` "
+        "(each step a task for the Celery workers). Read when the code location loads.",
+    )
+    celery_broker: str | None = Field(
+        None,
+        validate_default=True,
+        description="Celery broker URL, e.g. redis://host:6379/0 (executor `celery`).",
+    )
+    celery_backend: str | None = Field(
+        None, description="Celery result backend URL (default: the broker's URL)."
+    )
+
+    @field_validator("celery_broker", "celery_backend", mode="after")
+    @classmethod
+    def _celery_url(cls, url: str | None, info: ValidationInfo) -> str | None:
+        if url is not None and "://" not in url:
+            raise ValueError(f"not a URL: {url!r} (e.g. redis://127.0.0.1:6379/0)")
+        if info.field_name == "celery_broker" and not url and info.data.get("executor") == "celery":
+            raise ValueError(f"required when {cls.env_name('executor')}=celery")
+        return url
 
     @classmethod
     def env_name(cls, field: str) -> str:
@@ -88,6 +117,13 @@ class Settings(BaseModel):
                 values[name] = raw
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)
+
+    @classmethod
+    def describe_error(cls, error: ValidationError) -> str:
+        """A settings error in one line: the variable, then what is wrong with it."""
+        first = error.errors()[0]
+        name = cls.env_name(str(first["loc"][0])) if first["loc"] else "a setting"
+        return f"{name}: {first['msg'].removeprefix('Value error, ')}"
 
     @property
     def strict(self) -> bool:

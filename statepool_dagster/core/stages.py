@@ -28,6 +28,7 @@ import msgspec
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import tabulate  # noqa: F401  (pandas' to_markdown imports it lazily; import it before workers fork)
 
 from .collect import run_notes
 from .episodes import parse_episodes
