@@ -34,6 +34,7 @@ from .collect import run_notes
 from .episodes import parse_episodes
 from .errors import BadRecordError
 from .join import PlannedState, build_state, plan_states
+from .models import CheckpointState
 from .prompt_spec import PromptSpec
 from .rejects import Reject
 from .render import build_curator_prompt
@@ -62,7 +63,6 @@ from .tables import (
     snapshots_frame,
     state_row,
     states_frame,
-    states_from_table,
 )
 
 FINGERPRINT_META = b"statepool.source_fingerprint"
@@ -117,6 +117,11 @@ class RunJob:
 
     def read_table(self, asset: str, columns: list[str] | None = None) -> pd.DataFrame:
         return pq.read_table(self.table_path(asset), columns=columns).to_pandas()
+
+    def columns(self, asset: str, names: list[str]) -> dict[str, list[Any]]:
+        """Columns of an upstream table as lists (iterating pandas strings is slow)."""
+        table = pq.read_table(self.table_path(asset), columns=names)
+        return {name: table.column(name).to_pylist() for name in names}
 
     def fingerprint_of(self, asset: str) -> str:
         """The source fingerprint an upstream table was built from (kept in its Parquet footer)."""
@@ -358,12 +363,13 @@ def build_states(job: RunJob) -> StageReport:
     fingerprint = _combined(job.fingerprint_of(EPISODES), job.fingerprint_of(SNAPSHOTS))
     sidecars = read_sidecars(job.run_dir, job.run, strict=settings.strict)
     update_rejects(job.layout, job.run, "sidecars", rejects_jsonl(sidecars.rejects, "sidecars"))
-    snapshots = job.read_table(SNAPSHOTS, ["version", "library"])
-    episodes = job.read_table(EPISODES, ["version", "record"])
-    library_texts = dict(zip(snapshots["version"].tolist(), snapshots["library"], strict=True))
+    snapshots = job.columns(SNAPSHOTS, ["version", "library"])
+    episodes = job.columns(EPISODES, ["version", "record"])
+    library_texts = dict(zip(snapshots["version"], snapshots["library"], strict=True))
     batch_texts: dict[int, list[str]] = {}
-    for version, record in zip(episodes["version"].tolist(), episodes["record"], strict=True):
+    for version, record in zip(episodes["version"], episodes["record"], strict=True):
         batch_texts.setdefault(version, []).append(record)
+    digests = _InputDigests(library_texts, batch_texts)
     planned, skipped = plan_states(
         list(library_texts), set(batch_texts), pairing=settings.pairing, followup=settings.followup
     )
@@ -374,7 +380,7 @@ def build_states(job: RunJob) -> StageReport:
     batches: dict[int, list[dict[str, Any]]] = {}
     rows: list[StateRow] = []
     for plan in planned:
-        key = _state_key(settings_key, plan, library_texts, batch_texts, sidecars)
+        key = _state_key(settings_key, plan, digests, sidecars)
         old = known.get(key)
         if old is not None:
             rows.append(tuple(old))
@@ -429,23 +435,42 @@ def build_states(job: RunJob) -> StageReport:
     return report
 
 
+class _InputDigests:
+    """Each library's and batch's digest, computed once however many states share it."""
+
+    def __init__(self, library_texts: dict[int, str], batch_texts: dict[int, list[str]]):
+        self._libraries, self._batches = library_texts, batch_texts
+        self._cache: dict[tuple[str, int | None], str] = {}
+
+    def library(self, version: int | None) -> str:
+        return self._get("library", version)
+
+    def batch(self, version: int | None) -> str:
+        return self._get("batch", version)
+
+    def _get(self, kind: str, version: int | None) -> str:
+        if (kind, version) not in self._cache:
+            if kind == "library":
+                parts = [] if version is None else [self._libraries[version]]
+            else:
+                parts = self._batches.get(version, []) if version is not None else []
+            self._cache[(kind, version)] = _digest(str(len(parts)), *parts)
+        return self._cache[(kind, version)]
+
+
 def _state_key(
-    settings_key: str,
-    plan: PlannedState,
-    library_texts: dict[int, str],
-    batch_texts: dict[int, list[str]],
-    sidecars: SidecarsRead,
+    settings_key: str, plan: PlannedState, digests: _InputDigests, sidecars: SidecarsRead
 ) -> str:
-    """Digest of every input of one state, as the stored texts it is decoded from."""
+    """Digest of every input of one state, by the digests of the stored texts it is decoded from."""
     k = plan.version
     analysis = sidecars.analyses.get(k)
     return _digest(
         settings_key,
         repr(dataclasses.astuple(plan)),
-        library_texts[plan.library_version],
-        "" if plan.next_version is None else library_texts[plan.next_version],
-        "\x1e".join(batch_texts[plan.batch_version]),
-        "\x1e".join(batch_texts.get(plan.followup_version, [])),
+        digests.library(plan.library_version),
+        digests.library(plan.next_version),
+        digests.batch(plan.batch_version),
+        digests.batch(plan.followup_version),
         "" if analysis is None else _encode(analysis).decode("utf-8"),
         repr(sidecars.receipts.get(k)),
     )
@@ -478,28 +503,27 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
     spec = spec or job.settings.prompt_spec()
     spec_key = _spec_digest(spec)
     fingerprint = job.fingerprint_of(STATES)
-    states = job.read_table(STATES, ["state_id", "version", "state", "reference_ops"])
+    states = job.columns(STATES, ["state_id", "version", "state", "reference_ops"])
     previous = job.previous(PROMPTS, ["state_id", "prompt", "input_key"])
     known = (
         {}
         if previous is None
-        else dict(zip(previous["input_key"], previous["prompt"], strict=True))
+        else dict(zip(previous["input_key"].tolist(), previous["prompt"].tolist(), strict=True))
     )
     keys = [_digest(spec_key, text) for text in states["state"]]
-    todo = [i for i, key in enumerate(keys) if key not in known]
-    rendered = dict(
-        zip(
-            todo,
-            (build_curator_prompt(s, spec) for s in states_from_table(states.iloc[todo])),
-            strict=True,
-        )
+    prompts = [known.get(key) for key in keys]
+    todo = [i for i, prompt in enumerate(prompts) if prompt is None]
+    for i in todo:
+        prompts[i] = build_curator_prompt(CheckpointState.from_json(states["state"][i]), spec)
+    rows = zip(
+        states["state_id"],
+        [job.run] * len(keys),
+        states["version"],
+        prompts,
+        states["reference_ops"],
+        keys,
+        strict=True,
     )
-    rows = [
-        (sid, job.run, int(version), known[key] if i not in rendered else rendered[i], ops, key)
-        for i, (sid, version, ops, key) in enumerate(
-            zip(states["state_id"], states["version"], states["reference_ops"], keys, strict=True)
-        )
-    ]
     frame = prompts_table(rows)
     job.write_table(PROMPTS, frame, fingerprint)
     lengths = frame["prompt_chars"].tolist()

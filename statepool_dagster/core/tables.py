@@ -15,7 +15,6 @@ import pandas as pd
 
 from .episodes import EpisodeLine
 from .join import JoinedState, group_batches
-from .models import CheckpointState
 from .reference_ops import ops_json
 from .snapshots import Snapshot
 
@@ -165,10 +164,6 @@ def states_frame(rows: Iterable[StateRow]) -> pd.DataFrame:
             "n_episodes": "int64",
         }
     )
-
-
-def states_from_table(frame: pd.DataFrame) -> list[CheckpointState]:
-    return [CheckpointState.from_json(text) for text in frame["state"]]
 
 
 PROMPT_COLUMNS = {
