@@ -93,6 +93,33 @@ print(json.dumps(best))
     return float(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+def core_grow(out: Path, spec) -> dict[str, float]:
+    """The four stages' own time (no Dagster) for one run, built from nothing, then grown."""
+    code = f"""
+import json, shutil, sys, time
+from pathlib import Path
+from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_run
+from statepool_dagster.core.settings import Settings
+from statepool_dagster.core.stages import build_run
+root = Path(sys.argv[1]); shutil.rmtree(root, ignore_errors=True)
+spec = SampleSpec(**{asdict(spec)!r})
+run = generate_run(root / "runs" / "run000", spec, 0)
+generate_run(root / "runs" / "warm", spec, 1)
+settings = Settings(runs_dir=str(root / "runs"), store_dir=str(root / "store"))
+build_run(settings, "warm")  # first-call costs (imports, prompt spec) are not the run's
+t = time.perf_counter(); build_run(settings, "run000"); full = time.perf_counter() - t
+append_checkpoint(run, spec, 0)
+t = time.perf_counter(); build_run(settings, "run000"); grown = time.perf_counter() - t
+print(json.dumps(dict(full_s=full, grown_s=grown)))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(out / "core_grow")], capture_output=True, text=True
+    )
+    if done.returncode:
+        raise SystemExit(f"core grow benchmark failed: {done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def sensor_ticks(out: Path, unchanged: int, new: int) -> dict[str, float]:
     """Time one sensor tick over ``unchanged`` materialized folders, then with ``new`` more."""
     code = f"""
@@ -191,6 +218,16 @@ def main() -> int:
     grow = run_measured("sync: run grew 1 ckpt", [str(BIN / "statepool"), "sync", "-q"], env)
     grow_steps = step_seconds(Path(env["DAGSTER_HOME"]), extra.name)
     measures += [add, alone, grow]
+    results["core_grow"] = core_grow(out, spec)
+
+    # Memory flat in the number of runs: the same sync over half the runs (hard links).
+    half_runs = out / "half_runs"
+    half_runs.mkdir()
+    for i in range(max(1, spec.n_runs // 2)):
+        shutil.copytree(runs / f"run{i:03d}", half_runs / f"run{i:03d}", copy_function=os.link)
+    half_env, _ = fresh_env(out, "half", half_runs)
+    half = run_measured("sync: half the runs", [str(BIN / "statepool"), "sync", "-q"], half_env)
+    results["rss_half_runs_mb"] = half.peak_rss_mb
 
     sensor_unchanged, sensor_new = SENSOR_FOLDERS[args.size]
     results["sensor"] = {
@@ -232,7 +269,7 @@ def render(results: dict) -> str:
         lines.append(
             f"| {m['name']} | {m['seconds']:.2f} | {mb / m['seconds']:.0f} | {m['peak_rss_mb']:.0f} | {speed} |"
         )
-    r, s = results["ratios"], results["sensor"]
+    r, s, g = results["ratios"], results["sensor"], results["core_grow"]
     lines += [
         "",
         "| incremental | figure |",
@@ -240,6 +277,8 @@ def render(results: dict) -> str:
         *(f"| {m['name']} | {m['seconds']:.2f} s |" for m in results["measures"][3:]),
         f"| +1 run on N synced / that run alone | {r['add_one_run_vs_alone']:.2f}× |",
         f"| grown run's step time / full step time | {r['grow_steps_vs_full_steps']:.0%} |",
+        f"| the same for the core alone (no Dagster) | {g['grown_s']:.3f} s / {g['full_s']:.3f} s = {g['grown_s'] / g['full_s']:.0%} |",
+        f"| peak RSS of sync, all {results['spec']['n_runs']} runs / half of them | {results['measures'][2]['peak_rss_mb']:.0f} MB / {results['rss_half_runs_mb']:.0f} MB |",
         f"| sensor tick, {s['folders']} unchanged folders | {s['unchanged_s']:.2f} s ({s['unchanged_requests']} requests; first tick {s['unchanged_cold_s']:.2f} s) |",
         f"| sensor tick, +{s['new']} new folders | {s['new_s']:.2f} s ({s['new_requests']} requests) |",
     ]
