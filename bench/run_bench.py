@@ -93,6 +93,35 @@ print(json.dumps(best))
     return float(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+NOOP_STEPS = """
+import json, sys, tempfile
+from dagster import (Definitions, DynamicPartitionsDefinition, asset, define_asset_job,
+                     in_process_executor, instance_for_test)
+runs = DynamicPartitionsDefinition(name="runs")
+@asset(partitions_def=runs)
+def a(context) -> None: context.add_output_metadata({"rows": 1})
+@asset(partitions_def=runs, deps=[a])
+def b(context) -> None: context.add_output_metadata({"rows": 1})
+job = define_asset_job("noop", executor_def=in_process_executor)
+defs = Definitions(assets=[a, b], jobs=[job])
+with tempfile.TemporaryDirectory() as home, instance_for_test(temp_dir=home) as inst:
+    inst.add_dynamic_partitions("runs", ["r"])
+    steps = []
+    for _ in range(4):
+        result = defs.resolve_job_def("noop").execute_in_process(instance=inst, partition_key="r")
+        steps += [s.end_time - s.start_time for s in inst.get_run_step_stats(result.run_id)]
+print(json.dumps(sorted(steps)[len(steps) // 2]))
+"""
+
+
+def noop_step_seconds() -> float:
+    """Median recorded duration of a Dagster step that does nothing: the per-step floor."""
+    done = subprocess.run([sys.executable, "-c", NOOP_STEPS], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"no-op step benchmark failed: {done.stderr[-3000:]}")
+    return float(done.stdout.strip().splitlines()[-1])
+
+
 def core_grow(out: Path, spec) -> dict[str, float]:
     """The four stages' own time (no Dagster) for one run, built from nothing, then grown."""
     code = f"""
@@ -219,6 +248,7 @@ def main() -> int:
     grow_steps = step_seconds(Path(env["DAGSTER_HOME"]), extra.name)
     measures += [add, alone, grow]
     results["core_grow"] = core_grow(out, spec)
+    results["noop_step_s"] = noop_step_seconds()
 
     # Memory flat in the number of runs: the same sync over half the runs (hard links).
     half_runs = out / "half_runs"
@@ -277,6 +307,7 @@ def render(results: dict) -> str:
         *(f"| {m['name']} | {m['seconds']:.2f} s |" for m in results["measures"][3:]),
         f"| +1 run on N synced / that run alone | {r['add_one_run_vs_alone']:.2f}× |",
         f"| grown run's step time / full step time | {r['grow_steps_vs_full_steps']:.0%} |",
+        f"| a Dagster step that does nothing (5 per run: 4 assets, 1 checks) | {results['noop_step_s']:.3f} s |",
         f"| the same for the core alone (no Dagster) | {g['grown_s']:.3f} s / {g['full_s']:.3f} s = {g['grown_s'] / g['full_s']:.0%} |",
         f"| peak RSS of sync, all {results['spec']['n_runs']} runs / half of them | {results['measures'][2]['peak_rss_mb']:.0f} MB / {results['rss_half_runs_mb']:.0f} MB |",
         f"| sensor tick, {s['folders']} unchanged folders | {s['unchanged_s']:.2f} s ({s['unchanged_requests']} requests; first tick {s['unchanged_cold_s']:.2f} s) |",
