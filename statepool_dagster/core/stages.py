@@ -24,15 +24,15 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .collect import read_run_episodes, run_notes
 from .episodes import EpisodesRead
 from .join import join_states
+from .locations import AnyPath, as_path
 from .prompt_spec import PromptSpec
 from .rejects import Reject
 from .render import build_curator_prompt
-from .run_files import SNAPSHOTS_DIR, fingerprint_run
+from .run_files import SNAPSHOTS_DIR, file_stamp, fingerprint_run
 from .run_names import check_run_name
 from .settings import Settings
 from .sidecars import read_sidecars
@@ -40,6 +40,8 @@ from .snapshots import list_snapshots, read_snapshot
 from .store import (
     StoreLayout,
     libc_function,
+    read_parquet,
+    read_parquet_schema,
     update_rejects,
     write_parquet_atomic,
     write_state_pool,
@@ -97,18 +99,18 @@ class RunJob:
         return StoreLayout(self.settings.store_dir)
 
     @property
-    def run_dir(self) -> Path:
-        return Path(self.settings.runs_dir) / check_run_name(self.run)
+    def run_dir(self) -> AnyPath:
+        return as_path(self.settings.runs_dir) / check_run_name(self.run)
 
-    def table_path(self, asset: str) -> Path:
+    def table_path(self, asset: str) -> AnyPath:
         return self.layout.table(asset, self.run)
 
     def read_table(self, asset: str, columns: list[str] | None = None) -> pd.DataFrame:
-        return pq.read_table(self.table_path(asset), columns=columns).to_pandas()
+        return read_parquet(self.table_path(asset), columns=columns).to_pandas()
 
     def fingerprint_of(self, asset: str) -> str:
         """The source fingerprint an upstream table was built from (kept in its Parquet footer)."""
-        meta = pq.read_schema(self.table_path(asset)).metadata or {}
+        meta = read_parquet_schema(self.table_path(asset)).metadata or {}
         return meta.get(FINGERPRINT_META, b"").decode()
 
     def previous(self, asset: str, columns: list[str]) -> pd.DataFrame | None:
@@ -117,9 +119,9 @@ class RunJob:
         if not path.exists():
             return None
         try:
-            if not set(columns) <= set(pq.read_schema(path).names):
+            if not set(columns) <= set(read_parquet_schema(path).names):
                 return None
-            return pq.read_table(path, columns=columns).to_pandas()
+            return read_parquet(path, columns=columns).to_pandas()
         except (OSError, pa.ArrowException):
             return None
 
@@ -183,11 +185,6 @@ def build_episodes(job: RunJob) -> StageReport:
     return report
 
 
-def _file_stamp(path: Path) -> str:
-    st = path.stat()
-    return f"{st.st_size}:{st.st_mtime_ns}"
-
-
 def build_snapshots(job: RunJob) -> StageReport:
     """``skill_snapshots``: one row per snapshot, numeric order; unchanged files are not re-read."""
     fingerprint = fingerprint_run(job.run_dir).digest
@@ -211,7 +208,7 @@ def build_snapshots(job: RunJob) -> StageReport:
     for snapshot_file in listing.snapshots:
         display = f"{job.run}/{SNAPSHOTS_DIR}/{snapshot_file.path.name}"
         try:
-            stamp = _file_stamp(snapshot_file.path)
+            stamp = file_stamp(snapshot_file.path)
         except OSError:
             stamp = ""
         if stamp and (display, stamp) in known:
