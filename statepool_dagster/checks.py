@@ -5,7 +5,6 @@ import json
 import warnings
 
 import pandas as pd
-import pyarrow.parquet as pq
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
@@ -18,7 +17,7 @@ from dagster import asset_check as _asset_check
 from .assets import checkpoint_states, curator_prompts, skill_snapshots
 from .core.rejects import Reject
 from .core.stages import PROMPTS, SNAPSHOTS, STATES
-from .core.store import StoreLayout
+from .core.store import StoreLayout, read_parquet
 from .partitions import runs_partitions
 from .resources import StatepoolSettings
 
@@ -44,7 +43,7 @@ def _table(
 ) -> pd.DataFrame:
     """Only the columns a check needs, straight from the store (never the whole table)."""
     layout = StoreLayout(statepool.settings().store_dir)
-    return pq.read_table(layout.table(asset, context.partition_key), columns=columns).to_pandas()
+    return read_parquet(layout.table(asset, context.partition_key), columns=columns).to_pandas()
 
 
 @asset_check(
