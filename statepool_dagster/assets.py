@@ -20,6 +20,7 @@ from dagster import (
 )
 from dagster import asset as _asset
 
+from .core.locations import as_path, shared_between_processes
 from .core.stages import (
     EPISODES,
     PROMPTS,
@@ -71,7 +72,9 @@ def _materialize(
 ) -> None:
     settings = statepool.settings()
     jobs = [RunJob(settings, run) for run in context.partition_keys]
-    for report in run_stage(stage, jobs, settings.workers):
+    # A forked worker's writes to memory:// would stay in the worker.
+    shared = shared_between_processes(as_path(settings.store_dir))
+    for report in run_stage(stage, jobs, settings.workers if shared else 1):
         for note in report.notes:
             context.log.info(f"{report.run}: {note}")
         context.add_asset_metadata(_metadata(report), partition_key=report.run)

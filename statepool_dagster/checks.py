@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pandas as pd
-import pyarrow.parquet as pq
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckKey,
@@ -26,7 +25,7 @@ from dagster import (
 
 from .core.rejects import Reject
 from .core.stages import PROMPTS, SNAPSHOTS, STATES
-from .core.store import StoreLayout
+from .core.store import StoreLayout, read_parquet
 from .partitions import runs_partitions
 from .resources import StatepoolSettings
 
@@ -40,7 +39,7 @@ class _Run:
 
     def column(self, asset: str, name: str) -> pd.Series:
         if (asset, name) not in self._columns:
-            table = pq.read_table(self.layout.table(asset, self.run), columns=[name])
+            table = read_parquet(self.layout.table(asset, self.run), columns=[name])
             self._columns[(asset, name)] = table.column(name).to_pandas()
         return self._columns[(asset, name)]
 

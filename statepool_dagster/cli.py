@@ -137,12 +137,20 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from .core.locations import as_path, is_local, upload_tree
     from .core.sample_runs import SampleSpec, generate_runs
 
     settings = Settings.from_env()
-    runs = Path(settings.runs_dir)
+    runs = as_path(settings.runs_dir)
     if not runs.is_dir() or not any(p for p in runs.iterdir() if not p.name.startswith(".")):
-        generate_runs(runs, SampleSpec())
+        if is_local(runs):
+            generate_runs(runs, SampleSpec())
+        else:
+            with tempfile.TemporaryDirectory() as local:
+                generate_runs(local, SampleSpec())
+                upload_tree(Path(local), runs)
         print(f"generated sample runs in {runs}/")
     code = cmd_sync(args)
     if args.json or args.quiet:
@@ -173,6 +181,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Write one trainer-ready export of the store; reads files only, never Dagster."""
     from .core.errors import StatepoolError
     from .core.export import collect_export, write_export
+    from .core.locations import absolute, as_path
 
     try:
         settings = Settings.from_env(
@@ -193,7 +202,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         return 1
     for problem in export.problems:
         print(problem, file=sys.stderr)
-    summary = {"format": args.format, "out": str(Path(args.out).resolve()), **export.summary()}
+    out = str(absolute(as_path(args.out)))
+    summary = {"format": args.format, "out": out, **export.summary()}
     if args.json:
         print(json.dumps(summary, indent=1))
     else:

@@ -10,12 +10,13 @@ import re
 from pathlib import Path
 
 from .core.collect import read_run
+from .core.locations import as_path
 from .core.models import CheckpointState
 from .core.prompt_spec import PromptSpec
 from .core.render import build_curator_prompt as _render
 from .core.run_files import natural_key
 from .core.settings import Settings
-from .core.store import write_bytes_atomic
+from .core.store import read_dir_files, write_bytes_atomic
 
 __all__ = ["CheckpointState", "build_curator_prompt", "collect_from_run", "load_state_pool"]
 
@@ -47,15 +48,12 @@ def state_file_order(name: str) -> tuple:
 
 
 def load_state_pool(pool_dir: str | os.PathLike[str]) -> list[CheckpointState]:
-    """Every state in ``pool_dir``, in run then checkpoint order; temp files are skipped."""
-    if not Path(pool_dir).is_dir():
+    """Every state in ``pool_dir``, in run then checkpoint order; temp files are skipped.
+
+    ``pool_dir`` may be an fsspec URL: a folder the store wrote there is read by its manifest.
+    """
+    folder = as_path(pool_dir)
+    if not folder.is_dir():
         return []  # as the original's glob: no folder, no states
-    names = [
-        p.name
-        for p in Path(pool_dir).iterdir()
-        if p.name.endswith(".json") and not p.name.startswith(".")
-    ]
-    return [
-        CheckpointState.from_json((Path(pool_dir) / name).read_bytes())
-        for name in sorted(names, key=state_file_order)
-    ]
+    files = read_dir_files(folder, lambda name: name.endswith(".json"))
+    return [CheckpointState.from_json(files[name]) for name in sorted(files, key=state_file_order)]

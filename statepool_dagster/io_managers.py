@@ -9,14 +9,14 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 from dagster import ConfigurableIOManagerFactory, InputContext, OutputContext, UPathIOManager
 from pydantic import Field
 from upath import UPath
 
+from .core.locations import as_path
 from .core.run_names import check_run_name
 from .core.settings import Settings
-from .core.store import StoreLayout, write_parquet_atomic
+from .core.store import StoreLayout, read_parquet, write_parquet_atomic
 
 
 class ParquetStore(UPathIOManager):
@@ -36,7 +36,7 @@ class ParquetStore(UPathIOManager):
             write_parquet_atomic(path, table)
 
     def load_from_path(self, context: InputContext, path: UPath) -> pd.DataFrame:
-        return pq.read_table(path).to_pandas()
+        return read_parquet(path).to_pandas()
 
     def get_metadata(self, context: OutputContext, obj: Any) -> dict[str, Any]:
         return {}
@@ -49,4 +49,4 @@ class StatepoolIOManager(ConfigurableIOManagerFactory):
 
     def create_io_manager(self, context: Any) -> ParquetStore:
         root = Settings.from_env(store_dir=self.store_dir).store_dir
-        return ParquetStore(base_path=UPath(root))
+        return ParquetStore(base_path=UPath(as_path(root)))

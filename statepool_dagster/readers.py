@@ -1,7 +1,7 @@
 """Read the store without Dagster: the state pool and the curator prompts, straight from files.
 
 No instance, no webserver: ``from statepool_dagster import load_state_pool, load_prompts``.
-Temp files (dot-named, mid-write) are never read.
+Temp files (dot-named, mid-write) are never read. The store may be an fsspec URL.
 """
 
 from __future__ import annotations
@@ -11,14 +11,13 @@ from collections.abc import Iterable
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .compat import load_state_pool as _load_pool_dir
 from .core.errors import StatepoolError
 from .core.models import CheckpointState
 from .core.run_files import natural_key
 from .core.settings import Settings
-from .core.store import STATE_POOL, StoreLayout
+from .core.store import STATE_POOL, StoreLayout, read_parquet
 from .core.tables import PROMPT_COLUMNS
 
 PROMPTS = "curator_prompts"
@@ -66,7 +65,7 @@ def load_prompts(store: StorePath | None = None, runs: Iterable[str] | None = No
     """The ``curator_prompts`` tables of the store's runs, one row per state, in run order."""
     layout = _layout(store)
     tables = [
-        pq.read_table(layout.table(PROMPTS, run))
+        read_parquet(layout.table(PROMPTS, run))
         for run in _pick(layout.runs_with(PROMPTS), runs, "curator prompts")
     ]
     tables = [t for t in tables if t.num_rows]

@@ -1,7 +1,6 @@
 """Watch the runs folder: register new runs and rematerialize the ones whose files changed."""
 
 import time
-from pathlib import Path
 
 from dagster import (
     DefaultSensorStatus,
@@ -43,7 +42,7 @@ def _interval() -> int:
 )
 def runs_sensor(context: SensorEvaluationContext) -> SensorResult:
     settings = Settings.from_env()
-    discovery = discover_runs(Path(settings.runs_dir))
+    discovery = discover_runs(settings.runs_dir)
     plan = plan_sync(
         discovery,
         known_keys=context.instance.get_dynamic_partitions(RUNS),

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 from typing import Any
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, DagsterRunStatus, RunsFilter
 
+from .core.locations import as_path
 from .core.run_files import fingerprint_run
 from .core.settings import Settings
 from .core.stages import STATES
@@ -29,7 +29,7 @@ def run_statuses(instance: DagsterInstance, settings: Settings) -> list[dict[str
         states_records = instance.fetch_materializations(
             AssetRecordsFilter(asset_key=STATES_ASSET, asset_partitions=[run]), limit=1
         ).records
-        path = Path(settings.runs_dir) / run
+        path = as_path(settings.runs_dir) / run
         last_success = records[0].timestamp if records else 0.0
         failed_since = (
             latest

@@ -7,7 +7,6 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from dagster import DagsterInstance
 from dagster._core.storage.tags import (
@@ -244,7 +243,7 @@ def sync(
     settings = Settings.from_env()
     fail_orphaned_runs(instance)
     plan = plan_sync(
-        discover_runs(Path(settings.runs_dir)),
+        discover_runs(settings.runs_dir),
         known_keys=instance.get_dynamic_partitions(RUNS),
         recorded=recorded_fingerprints(instance),
         now=time.time(),

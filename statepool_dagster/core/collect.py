@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .episodes import EpisodesRead, read_episodes
 from .join import JoinedState, SkippedCheckpoint, group_batches, join_states
+from .locations import AnyPath
 from .rejects import Reject
 from .run_files import EPISODES_FILE, SNAPSHOTS_DIR
 from .snapshots import Snapshot, SnapshotListing, list_snapshots, read_snapshot
@@ -36,7 +36,7 @@ class RunRead:
         return self.episodes.rejects + self.snapshots.rejects
 
 
-def run_notes(run_dir: Path) -> list[str]:
+def run_notes(run_dir: AnyPath) -> list[str]:
     """Plain-words remarks about a run folder's shape (none for a complete, ordinary run)."""
     notes = []
     if run_dir.is_symlink():
@@ -51,7 +51,7 @@ def run_notes(run_dir: Path) -> list[str]:
     return notes
 
 
-def read_run_episodes(run_dir: Path, run: str, strict: bool = False) -> EpisodesRead:
+def read_run_episodes(run_dir: AnyPath, run: str, strict: bool = False) -> EpisodesRead:
     """The run's episodes; a run without ``episodes.jsonl`` simply has none."""
     path = run_dir / EPISODES_FILE
     if not path.exists():
@@ -60,7 +60,7 @@ def read_run_episodes(run_dir: Path, run: str, strict: bool = False) -> Episodes
 
 
 def read_run_snapshots(
-    run_dir: Path, run: str, strict: bool = False, listing: SnapshotListing | None = None
+    run_dir: AnyPath, run: str, strict: bool = False, listing: SnapshotListing | None = None
 ) -> SnapshotsRead:
     """The run's snapshots in numeric order; bad files become rejects."""
     listing = listing or list_snapshots(run_dir / SNAPSHOTS_DIR)
@@ -75,7 +75,7 @@ def read_run_snapshots(
     return result
 
 
-def read_run(run_dir: Path, dataset: str = "ovo", strict: bool = False) -> RunRead:
+def read_run(run_dir: AnyPath, dataset: str = "ovo", strict: bool = False) -> RunRead:
     """Read a run folder and join its checkpoint states (the seed's ``collect_from_run``)."""
     run = run_dir.name
     episodes = read_run_episodes(run_dir, run, strict)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import msgspec
 from pydantic import ValidationError
 
 from .errors import BadRecordError
+from .locations import AnyPath
 from .models import Episode
 from .rejects import Reject, escape_bytes
 
@@ -57,14 +57,14 @@ def parse_episode_line(raw: bytes) -> tuple[int, dict[str, Any]]:
     return episode.skill_lib_version, record
 
 
-def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+def iter_lines(path: AnyPath) -> Iterator[tuple[int, bytes]]:
     """Yield ``(line_number, raw_bytes)`` without the line ending, streaming the file."""
-    with open(path, "rb") as f:
+    with path.open("rb") as f:
         for number, raw in enumerate(f, 1):
             yield number, raw.rstrip(b"\r\n")
 
 
-def read_episodes(path: Path, display: str, strict: bool = False) -> EpisodesRead:
+def read_episodes(path: AnyPath, display: str, strict: bool = False) -> EpisodesRead:
     """Read every line of ``path`` (shown as ``display`` in messages).
 
     Blank lines are skipped; any other line that cannot be used becomes a

@@ -10,21 +10,20 @@ run then checkpoint order.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import StatepoolError
+from .locations import AnyPath, absolute, as_path
 from .run_files import natural_key
 from .run_names import run_name_problem
-from .store import StoreLayout, replace_dir_atomic
+from .store import StoreLayout, parquet_bytes, read_parquet, replace_dir_atomic
 
 Format = Literal["verl", "trl", "pool"]
 FORMATS: tuple[Format, ...] = ("verl", "trl", "pool")
@@ -131,8 +130,8 @@ class ExportSet:
         }
 
 
-def _read(path: Path) -> list[dict[str, Any]]:
-    return pq.read_table(path).to_pylist()
+def _read(path: AnyPath) -> list[dict[str, Any]]:
+    return read_parquet(path).to_pylist()
 
 
 def _store_runs(layout: StoreLayout) -> list[str]:
@@ -140,7 +139,9 @@ def _store_runs(layout: StoreLayout) -> list[str]:
     return sorted((r for r in both if run_name_problem(r) is None), key=natural_key)
 
 
-def collect_export(store: str | Path, options: ExportOptions | None = None) -> ExportSet:
+def collect_export(
+    store: str | os.PathLike[str], options: ExportOptions | None = None
+) -> ExportSet:
     """Every state of every run in the store, split by run and de-duplicated."""
     options = options or ExportOptions()
     layout = StoreLayout(store)
@@ -273,12 +274,6 @@ def trl_table(rows: list[ExportRow]) -> pa.Table:
     return pa.Table.from_pylist(records, schema=TRL_SCHEMA)
 
 
-def _parquet_bytes(table: pa.Table) -> bytes:
-    sink = io.BytesIO()
-    pq.write_table(table, sink, compression="zstd")
-    return sink.getvalue()
-
-
 def export_files(export: ExportSet, fmt: Format) -> Iterator[tuple[str, bytes]]:
     """``(file name, bytes)`` of one format's folder, its manifest included."""
     if fmt == "pool":
@@ -289,12 +284,12 @@ def export_files(export: ExportSet, fmt: Format) -> Iterator[tuple[str, bytes]]:
         for split in export.options.splits:
             rows = export.split_rows(split)
             if rows:  # an empty Parquet file is one that datasets.load_dataset refuses
-                yield f"{split}.parquet", _parquet_bytes(build(rows))
+                yield f"{split}.parquet", parquet_bytes(build(rows))
     manifest = {"format": fmt, **export.summary()}
     yield MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1).encode("utf-8")
 
 
-def _check_replaceable(out: Path) -> None:
+def _check_replaceable(out: AnyPath) -> None:
     """Only an empty folder or an earlier export is replaced: never a folder of the user's."""
     if not out.exists():
         return
@@ -307,17 +302,23 @@ def _check_replaceable(out: Path) -> None:
         )
 
 
-def write_export(export: ExportSet, fmt: Format, out: str | Path) -> int:
-    """Make ``out`` hold exactly this export in ``fmt``, swapped in whole; returns files written."""
+def write_export(export: ExportSet, fmt: Format, out: str | os.PathLike[str]) -> int:
+    """Make ``out`` hold exactly this export in ``fmt``, swapped in whole; returns files written.
+
+    ``out`` is a local folder or an fsspec URL, like the store.
+    """
     if fmt not in FORMATS:
         raise StatepoolError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")
-    target = Path(out).resolve()
+    target = absolute(as_path(out))
     _check_replaceable(target)
     return replace_dir_atomic(target, export_files(export, fmt))
 
 
 def export_store(
-    store: str | Path, fmt: Format, out: str | Path, options: ExportOptions | None = None
+    store: str | os.PathLike[str],
+    fmt: Format,
+    out: str | os.PathLike[str],
+    options: ExportOptions | None = None,
 ) -> ExportSet:
     """Read the store and write one export format to ``out``."""
     export = collect_export(store, options)

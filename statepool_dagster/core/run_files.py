@@ -1,4 +1,8 @@
-"""Find run folders under the runs root and fingerprint their files."""
+"""Find run folders under the runs root and fingerprint their files.
+
+The runs root is a local folder (``os.scandir``, ``stat``) or any fsspec URL
+(listings with ``info()`` details: size, mtime and ETag where the backend has them).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,9 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from .locations import AnyPath, as_path, entry_name, info_stamp, is_local
 from .run_names import run_name_problem
 
 EPISODES_FILE = "episodes.jsonl"
@@ -24,7 +30,7 @@ class RunDir:
     """A run folder that can become a partition."""
 
     name: str
-    path: Path
+    path: AnyPath
     is_symlink: bool = False
 
 
@@ -41,13 +47,27 @@ class Discovery:
         return [r.name for r in self.runs]
 
 
-def looks_like_run(path: Path) -> bool:
+def looks_like_run(path: AnyPath) -> bool:
     """A run folder holds ``episodes.jsonl`` or a ``snapshots/`` folder (or both)."""
     return (path / EPISODES_FILE).is_file() or (path / SNAPSHOTS_DIR).is_dir()
 
 
-def discover_runs(runs_root: Path) -> Discovery:
+def _listing(folder: AnyPath) -> list[dict[str, Any]]:
+    """An fsspec folder's entries with their details, never from a stale listings cache."""
+    own = folder.path.rstrip("/")
+    folder.fs.invalidate_cache(folder.path)
+    return [
+        info
+        for info in folder.fs.ls(folder.path, detail=True)
+        if str(info["name"]).rstrip("/") != own and entry_name(info)
+    ]
+
+
+def discover_runs(runs_root: AnyPath | str) -> Discovery:
     """Every run folder directly under ``runs_root``; hidden folders and files are ignored."""
+    runs_root = as_path(runs_root)
+    if not is_local(runs_root):
+        return _discover_fsspec(runs_root)
     found = Discovery()
     try:
         entries = list(os.scandir(runs_root))
@@ -77,6 +97,37 @@ def discover_runs(runs_root: Path) -> Discovery:
     return found
 
 
+def _discover_fsspec(runs_root: AnyPath) -> Discovery:
+    found = Discovery()
+    runs_root.fs.invalidate_cache()  # a long-lived sensor process must see files added since
+    try:
+        entries = _listing(runs_root)
+    except FileNotFoundError:
+        found.problems.append(f"runs folder {runs_root} does not exist")
+        return found
+    except OSError as exc:
+        found.problems.append(f"runs folder {runs_root} unreadable: {exc}")
+        return found
+    for info in entries:
+        name = entry_name(info)
+        if name.startswith(".") or info.get("type") != "directory":
+            continue
+        path = runs_root / name
+        try:
+            if not looks_like_run(path):
+                continue
+        except OSError as exc:
+            found.problems.append(f"{name}: unreadable ({exc}); skipped")
+            continue
+        problem = run_name_problem(name)
+        if problem:
+            found.invalid[name] = problem
+            continue
+        found.runs.append(RunDir(name, path))
+    found.runs.sort(key=lambda r: natural_key(r.name))
+    return found
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     """A digest of a run's file names, sizes and mtimes, and the newest mtime seen."""
@@ -86,8 +137,10 @@ class Fingerprint:
     files: int
 
 
-def fingerprint_run(run_path: Path) -> Fingerprint:
+def fingerprint_run(run_path: AnyPath) -> Fingerprint:
     """Fingerprint the files of a run folder and of its direct subfolders (cheap: stat only)."""
+    if not is_local(run_path):
+        return _fingerprint_fsspec(run_path)
     h = hashlib.blake2b(digest_size=10)
     newest = 0.0
     count = 0
@@ -122,3 +175,44 @@ def fingerprint_run(run_path: Path) -> Fingerprint:
         h.update(row.encode("utf-8", "surrogateescape"))
         h.update(b"\n")
     return Fingerprint(h.hexdigest(), newest, count)
+
+
+def _fingerprint_fsspec(run_path: AnyPath) -> Fingerprint:
+    newest = 0.0
+    count = 0
+    stack: list[tuple[str, AnyPath]] = [("", run_path)]
+    rows: list[str] = []
+    while stack:
+        rel, folder = stack.pop()
+        try:
+            entries = _listing(folder)
+        except OSError:
+            rows.append(f"{rel}/!unreadable")
+            continue
+        for info in entries:
+            name = entry_name(info)
+            if name.startswith("."):
+                continue
+            rel_name = f"{rel}/{name}" if rel else name
+            if info.get("type") == "directory":
+                if not rel:
+                    stack.append((rel_name, folder / name))
+                continue
+            size, mtime, tag = info_stamp(info)
+            rows.append(f"{rel_name}\0{size}\0{int(mtime * 1e9)}\0{tag}")
+            newest = max(newest, mtime)
+            count += 1
+    h = hashlib.blake2b(digest_size=10)
+    for row in sorted(rows):
+        h.update(row.encode("utf-8", "surrogateescape"))
+        h.update(b"\n")
+    return Fingerprint(h.hexdigest(), newest, count)
+
+
+def file_stamp(path: AnyPath) -> str:
+    """Size and mtime of one file (and its ETag through fsspec): unchanged stamp, same bytes."""
+    if is_local(path):
+        st = path.stat()
+        return f"{st.st_size}:{st.st_mtime_ns}"
+    size, mtime, tag = info_stamp(path.fs.info(path.path))
+    return f"{size}:{int(mtime * 1e9)}:{tag}"

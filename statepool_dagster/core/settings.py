@@ -32,8 +32,12 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    runs_dir: str = Field("./runs", description="Folder holding one sub-folder per run.")
-    store_dir: str = Field("./store", description="Root of the asset store (Parquet + JSON).")
+    runs_dir: str = Field(
+        "./runs", description="Folder (or fsspec URL) holding one sub-folder per run."
+    )
+    store_dir: str = Field(
+        "./store", description="Root of the asset store (Parquet + JSON): a folder or fsspec URL."
+    )
     dataset: str = Field("ovo", description="Value of every state's `dataset` field.")
     prompt_template: str | None = Field(
         None, description="Curator template: `module:attr` or a text file. Default: bundled."

@@ -15,12 +15,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from .errors import BadRecordError
+from .locations import AnyPath
 from .rejects import RAW_LIMIT, Reject, escape_bytes
 
 ANALYSES_DIR = "analyses"
@@ -73,7 +73,12 @@ _RECEIPTS = _Kind(RECEIPTS_DIR, RECEIPT_NAME, "receipt_v<int>.txt", parse_receip
 
 
 def _read_kind(
-    run_dir: Path, run: str, kind: _Kind, into: dict[int, Any], result: SidecarsRead, strict: bool
+    run_dir: AnyPath,
+    run: str,
+    kind: _Kind,
+    into: dict[int, Any],
+    result: SidecarsRead,
+    strict: bool,
 ) -> None:
     path = run_dir / kind.folder
     if not path.is_dir():
@@ -112,7 +117,7 @@ def _read_kind(
         result.rejects.append(reject)
 
 
-def read_sidecars(run_dir: Path, run: str, strict: bool = False) -> SidecarsRead:
+def read_sidecars(run_dir: AnyPath, run: str, strict: bool = False) -> SidecarsRead:
     """The run's analyses and receipts by checkpoint; runs without them get empty maps."""
     result = SidecarsRead()
     _read_kind(run_dir, run, _ANALYSES, result.analyses, result, strict)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -12,6 +11,7 @@ from pydantic import ValidationError
 
 from .errors import BadRecordError
 from .fast_strip import blank_embeddings
+from .locations import AnyPath
 from .models import SkillLibrary
 from .rejects import RAW_LIMIT, Reject, escape_bytes
 
@@ -30,7 +30,7 @@ class SnapshotFile:
     """A file that names a snapshot version."""
 
     version: int
-    path: Path
+    path: AnyPath
 
 
 @dataclass
@@ -54,7 +54,7 @@ class Snapshot:
         return self.library.get("version")
 
 
-def list_snapshots(snapshots_dir: Path) -> SnapshotListing:
+def list_snapshots(snapshots_dir: AnyPath) -> SnapshotListing:
     """List ``skills_v<int>.json`` files numerically (v2 before v10); say why others are skipped."""
     listing = SnapshotListing()
     if not snapshots_dir.is_dir():

@@ -27,18 +27,18 @@ from typing import Any
 import msgspec
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 import tabulate  # noqa: F401  (pandas' to_markdown imports it lazily; import it before workers fork)
 
 from .collect import run_notes
 from .episodes import parse_episodes
 from .errors import BadRecordError
 from .join import PlannedState, build_state, plan_states
+from .locations import AnyPath, as_path
 from .models import CheckpointState
 from .prompt_spec import PromptSpec
 from .rejects import Reject
 from .render import build_curator_prompt
-from .run_files import EPISODES_FILE, SNAPSHOTS_DIR, fingerprint_run
+from .run_files import EPISODES_FILE, SNAPSHOTS_DIR, file_stamp, fingerprint_run
 from .run_names import check_run_name
 from .settings import Settings
 from .sidecars import SidecarsRead, read_sidecars
@@ -46,6 +46,8 @@ from .snapshots import list_snapshots, read_snapshot
 from .store import (
     StoreLayout,
     libc_function,
+    read_parquet,
+    read_parquet_schema,
     read_rejects,
     update_rejects,
     write_parquet_atomic,
@@ -109,23 +111,23 @@ class RunJob:
         return StoreLayout(self.settings.store_dir)
 
     @property
-    def run_dir(self) -> Path:
-        return Path(self.settings.runs_dir) / check_run_name(self.run)
+    def run_dir(self) -> AnyPath:
+        return as_path(self.settings.runs_dir) / check_run_name(self.run)
 
-    def table_path(self, asset: str) -> Path:
+    def table_path(self, asset: str) -> AnyPath:
         return self.layout.table(asset, self.run)
 
     def read_table(self, asset: str, columns: list[str] | None = None) -> pd.DataFrame:
-        return pq.read_table(self.table_path(asset), columns=columns).to_pandas()
+        return read_parquet(self.table_path(asset), columns=columns).to_pandas()
 
     def columns(self, asset: str, names: list[str]) -> dict[str, list[Any]]:
         """Columns of an upstream table as lists (iterating pandas strings is slow)."""
-        table = pq.read_table(self.table_path(asset), columns=names)
+        table = read_parquet(self.table_path(asset), columns=names)
         return {name: table.column(name).to_pylist() for name in names}
 
     def fingerprint_of(self, asset: str) -> str:
         """The source fingerprint an upstream table was built from (kept in its Parquet footer)."""
-        meta = pq.read_schema(self.table_path(asset)).metadata or {}
+        meta = read_parquet_schema(self.table_path(asset)).metadata or {}
         return meta.get(FINGERPRINT_META, b"").decode()
 
     def previous(self, asset: str, columns: list[str]) -> pd.DataFrame | None:
@@ -134,9 +136,9 @@ class RunJob:
         if not path.exists():
             return None
         try:
-            if not set(columns) <= set(pq.read_schema(path).names):
+            if not set(columns) <= set(read_parquet_schema(path).names):
                 return None
-            return pq.read_table(path, columns=columns).to_pandas()
+            return read_parquet(path, columns=columns).to_pandas()
         except (OSError, pa.ArrowException):
             return None
 
@@ -199,7 +201,7 @@ def _episodes_seen(job: RunJob, data: bytes) -> tuple[dict[str, Any], pd.DataFra
     """What the last build read of a file that has only grown since: its mark and rows."""
     path = job.table_path(EPISODES)
     try:
-        seen = json.loads((pq.read_schema(path).metadata or {})[EPISODES_SEEN])
+        seen = json.loads((read_parquet_schema(path).metadata or {})[EPISODES_SEEN])
     except (OSError, KeyError, ValueError, pa.ArrowException):
         return None
     if seen["bytes"] > len(data) or _digest_bytes(data[: seen["bytes"]]) != seen["digest"]:
@@ -280,11 +282,6 @@ def build_episodes(job: RunJob) -> StageReport:
     return report
 
 
-def _file_stamp(path: Path) -> str:
-    st = path.stat()
-    return f"{st.st_size}:{st.st_mtime_ns}"
-
-
 def build_snapshots(job: RunJob) -> StageReport:
     """``skill_snapshots``: one row per snapshot, numeric order; unchanged files are not re-read."""
     fingerprint = fingerprint_run(job.run_dir).digest
@@ -308,7 +305,7 @@ def build_snapshots(job: RunJob) -> StageReport:
     for snapshot_file in listing.snapshots:
         display = f"{job.run}/{SNAPSHOTS_DIR}/{snapshot_file.path.name}"
         try:
-            stamp = _file_stamp(snapshot_file.path)
+            stamp = file_stamp(snapshot_file.path)
         except OSError:
             stamp = ""
         if stamp and (display, stamp) in known:

@@ -1,8 +1,11 @@
 """The asset store's layout and its atomic writes: Parquet and JSON, never pickle.
 
 Readers see either the old or the new version of a file or folder, never a torn
-one: files are written to a dot-named sibling and renamed into place, and a
-partition's state folder is swapped in whole.
+one. On a local disk files are written to a dot-named sibling and renamed into
+place, and a partition's state folder is swapped in whole. On any other fsspec
+filesystem (object stores) each file is one object written whole in a single put,
+and a folder's files are written before the manifest that names them: readers go
+by the manifest, and files it no longer names are deleted after it is written.
 """
 
 from __future__ import annotations
@@ -11,15 +14,23 @@ import contextlib
 import ctypes
 import ctypes.util
 import functools
+import hashlib
+import io
+import json
 import os
+import posixpath
 import shutil
+import tempfile
+import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .errors import StatepoolError
+from .locations import AnyPath, as_path, is_local
 from .rejects import Reject
 from .run_names import check_run_name
 
@@ -27,6 +38,7 @@ STATE_POOL = "state_pool"
 REJECTS = "rejects"
 EXPORTS = "exports"
 LOCKS = ".locks"
+DIR_MANIFEST = ".statepool_files"  # hidden: listing readers (and the original script) skip it
 
 
 def temp_sibling(path: Path) -> Path:
@@ -34,7 +46,24 @@ def temp_sibling(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:12]}")
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
+def _make_folder(folder: AnyPath) -> None:
+    with contextlib.suppress(FileExistsError):  # an object store's "folder" is only a prefix
+        folder.mkdir(parents=True, exist_ok=True)
+
+
+def _put(path: AnyPath, data: bytes) -> None:
+    """One object written whole in one ``open('wb')``: an object store publishes it complete."""
+    with path.open("wb") as f:
+        f.write(data)
+
+
+def write_bytes_atomic(path: AnyPath, data: bytes) -> None:
+    if not is_local(path):
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError(f"data must be bytes, not {type(data).__name__}")
+        _make_folder(path.parent)
+        _put(path, data)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(path)
     try:
@@ -45,7 +74,17 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def write_parquet_atomic(path: Path, table: pa.Table) -> None:
+def parquet_bytes(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
+
+
+def write_parquet_atomic(path: AnyPath, table: pa.Table) -> None:
+    if not is_local(path):
+        _make_folder(path.parent)
+        _put(path, parquet_bytes(table))
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(path)
     try:
@@ -53,6 +92,21 @@ def write_parquet_atomic(path: Path, table: pa.Table) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def read_parquet(path: AnyPath, columns: list[str] | None = None) -> pa.Table:
+    """A Parquet file of the store, from a local disk or through fsspec."""
+    if is_local(path):
+        return pq.read_table(path, columns=columns)
+    with path.open("rb") as f:
+        return pq.read_table(f, columns=columns)
+
+
+def read_parquet_schema(path: AnyPath) -> pa.Schema:
+    if is_local(path):
+        return pq.read_schema(path)
+    with path.open("rb") as f:
+        return pq.read_schema(f)
 
 
 _RENAME_EXCHANGE = 2
@@ -77,8 +131,14 @@ def _exchange(a: Path, b: Path) -> bool:
     return renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
 
 
-def replace_dir_atomic(final: Path, files: Iterable[tuple[str, bytes]]) -> int:
-    """Make ``final`` a folder holding exactly ``files``, swapped in whole; returns the count."""
+def replace_dir_atomic(final: AnyPath, files: Iterable[tuple[str, bytes]]) -> int:
+    """Make ``final`` a folder holding exactly ``files``, swapped in whole; returns the count.
+
+    Through fsspec: the files first, one put each, then the manifest naming them, then
+    the files it no longer names are deleted.
+    """
+    if not is_local(final):
+        return _replace_dir_by_manifest(final, files)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = temp_sibling(final)
     staging.mkdir()
@@ -102,29 +162,99 @@ def replace_dir_atomic(final: Path, files: Iterable[tuple[str, bytes]]) -> int:
     return count
 
 
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _entries(folder: AnyPath) -> list[AnyPath]:
+    try:
+        return list(folder.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _replace_dir_by_manifest(final: AnyPath, files: Iterable[tuple[str, bytes]]) -> int:
+    _make_folder(final)
+    written: dict[str, str] = {}
+    for name, data in files:
+        _put(final / name, data)
+        written[name] = _digest(data)
+    manifest = json.dumps({"files": written}, ensure_ascii=False, indent=1, sort_keys=True)
+    _put(final / DIR_MANIFEST, manifest.encode("utf-8"))
+    for entry in _entries(final):
+        if entry.name in written or entry.name == DIR_MANIFEST:
+            continue
+        if entry.is_dir():
+            entry.fs.rm(entry.path, recursive=True)
+        else:
+            entry.unlink(missing_ok=True)
+    return len(written)
+
+
+# How long a reader waits for a writer to finish a folder it is rewriting (seconds).
+READ_RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0)
+
+
+def read_dir_files(folder: AnyPath, wanted: Callable[[str], bool]) -> dict[str, bytes]:
+    """The files of a folder ``replace_dir_atomic`` wrote (``{name: bytes}``), dot files skipped.
+
+    Through fsspec, only the files its manifest names, each checked against the
+    manifest's digest: a folder being rewritten is read again until it is whole.
+    """
+    if is_local(folder) or not (folder / DIR_MANIFEST).is_file():
+        names = [p.name for p in _entries(folder) if not p.name.startswith(".")]
+        return {n: (folder / n).read_bytes() for n in names if wanted(n)}
+    for delay in (*READ_RETRY_DELAYS, None):
+        try:
+            named = json.loads((folder / DIR_MANIFEST).read_bytes())["files"]
+            files = {n: (folder / n).read_bytes() for n in named if wanted(n)}
+            if all(_digest(data) == named[n] for n, data in files.items()):
+                return files
+        except FileNotFoundError:
+            pass
+        if delay is not None:
+            time.sleep(delay)
+    raise StatepoolError(
+        f"{folder}: its files do not match its manifest ({DIR_MANIFEST}): a write is in "
+        "progress or was interrupted (materializing again repairs it)"
+    )
+
+
 class StoreLayout:
-    """Where each kind of file lives under the store root; run names are checked first."""
+    """Where each kind of file lives under the store root; run names are checked first.
+
+    The root is a local folder or an fsspec URL (see ``core/locations.py``).
+    """
 
     def __init__(self, root: str | os.PathLike[str]):
-        self.root = Path(root)
+        self.root = as_path(root)
+        self.local = is_local(self.root)
 
-    def _inside(self, *parts: str) -> Path:
+    def _inside(self, *parts: str) -> AnyPath:
         path = self.root.joinpath(*parts)
-        root = self.root.resolve()
-        if not path.resolve().is_relative_to(root):
-            raise ValueError(f"path {path} would leave the store root {root}")
+        if self.local:
+            root = self.root.resolve()
+            if not path.resolve().is_relative_to(root):
+                raise ValueError(f"path {path} would leave the store root {root}")
+            return path
+        base = self.root.path.rstrip("/")
+        joined = posixpath.normpath(posixpath.join(base, *parts))
+        if any(p in ("", ".", "..") or "/" in p or "\\" in p for p in parts) or not (
+            joined.startswith(base + "/")
+        ):
+            raise ValueError(f"path {path} would leave the store root {self.root}")
         return path
 
-    def table(self, asset: str, run: str) -> Path:
+    def table(self, asset: str, run: str) -> AnyPath:
         return self._inside(asset, f"{check_run_name(run)}.parquet")
 
-    def state_pool(self, run: str) -> Path:
+    def state_pool(self, run: str) -> AnyPath:
         return self._inside(STATE_POOL, check_run_name(run))
 
-    def rejects(self, run: str) -> Path:
+    def rejects(self, run: str) -> AnyPath:
         return self._inside(REJECTS, f"{check_run_name(run)}.jsonl")
 
-    def exports(self) -> Path:
+    def exports(self) -> AnyPath:
         return self._inside(EXPORTS)
 
     def runs_with(self, asset: str) -> list[str]:
@@ -138,16 +268,26 @@ class StoreLayout:
             if p.name.endswith(".parquet") and not p.name.startswith(".")
         ]
 
+    def _lock_file(self, run: str) -> Path:
+        name = f"{check_run_name(run)}.lock"
+        if self.local:
+            return self._inside(LOCKS, name)
+        # No flock on an object store: a local file per store URL serialises this machine.
+        key = hashlib.blake2b(str(self.root).encode(), digest_size=10).hexdigest()
+        return Path(tempfile.gettempdir()) / f"statepool-locks-{os.getuid()}" / key / name
+
     @contextlib.contextmanager
     def lock(self, run: str) -> Iterator[None]:
         """Serialise writers of one run's files, even from processes outside the run queue.
 
         Re-entrant within a process: ``statepool sync`` holds it around a whole run
-        while the assets inside take it again for their own writes.
+        while the assets inside take it again for their own writes. For a store on
+        an object store the lock covers one machine only; across machines the run
+        queue's limit of one run per partition keeps writers apart.
         """
         import fcntl
 
-        path = self._inside(LOCKS, f"{check_run_name(run)}.lock")
+        path = self._lock_file(run)
         key = str(path.resolve())
         if key in _HELD:
             _HELD[key] += 1

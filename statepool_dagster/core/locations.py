@@ -1,0 +1,114 @@
+"""Where the runs folder and the store live: a local folder, or any fsspec filesystem.
+
+Plain paths and ``file://`` URLs become :class:`pathlib.Path` and keep the local fast
+path (``os.scandir``, renames, ``flock``). Any other URL (``s3://bucket/prefix``,
+``gs://…``, ``memory://…``, ``local://…``) becomes a :class:`upath.UPath` and goes
+through fsspec. ``local://`` is fsspec's own name for the local disk: it takes the
+fsspec path on purpose (object-store semantics on a local folder).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import posixpath
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from upath import UPath
+
+    AnyPath: TypeAlias = Path | UPath
+else:
+    AnyPath = Path  # only ever an annotation; upath is imported once a URL needs it
+
+_FILE_URL = "file://"
+
+
+def as_path(location: str | os.PathLike[str]) -> AnyPath:
+    """A local ``Path`` for a plain path or ``file://`` URL, a ``UPath`` for any other URL."""
+    if isinstance(location, Path):
+        return location
+    if _is_upath(location):
+        if location.protocol == "file":
+            return Path(location.path)
+        return location
+    text = os.fspath(location)
+    if text.startswith(_FILE_URL):
+        rest = text[len(_FILE_URL) :]
+        return Path(rest[len("localhost") :] if rest.startswith("localhost/") else rest)
+    if "://" not in text and "::" not in text:
+        return Path(text)
+    from upath import UPath
+
+    return UPath(text)
+
+
+def _is_upath(value: object) -> bool:
+    return type(value).__module__.startswith("upath.")
+
+
+def is_local(path: AnyPath) -> bool:
+    """True for a local ``Path`` (renames, ``flock``); false for an fsspec ``UPath``."""
+    return isinstance(path, Path)
+
+
+def shared_between_processes(path: AnyPath) -> bool:
+    """Whether a forked worker's writes under ``path`` reach its parent (not for ``memory://``)."""
+    return is_local(path) or path.protocol != "memory"
+
+
+def absolute(path: AnyPath) -> AnyPath:
+    """``path`` resolved on a local disk; a URL is already absolute."""
+    return path.resolve() if is_local(path) else path
+
+
+def entry_name(info: dict[str, Any]) -> str:
+    """The last part of an fsspec listing entry's name."""
+    return posixpath.basename(str(info["name"]).rstrip("/"))
+
+
+_MTIME_KEYS = ("mtime", "LastModified", "last_modified", "updated", "modified", "created")
+_TAG_KEYS = ("ETag", "etag", "md5Hash", "generation", "version_id", "VersionId")
+
+
+def _epoch(value: Any) -> float:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return value.timestamp()
+    if isinstance(value, str):
+        return _epoch(dt.datetime.fromisoformat(value.replace("Z", "+00:00")))
+    return float(value)
+
+
+def info_stamp(info: dict[str, Any]) -> tuple[int, float, str]:
+    """``(size, mtime, tag)`` of an fsspec ``info()`` entry; backends name these differently.
+
+    The tag (ETag, generation, …) changes with every rewrite where the mtime is too coarse.
+    """
+    size = int(info.get("size") or 0)
+    mtime = 0.0
+    for key in _MTIME_KEYS:
+        if info.get(key) is not None:
+            try:
+                mtime = _epoch(info[key])
+                break
+            except (TypeError, ValueError):
+                continue
+    tag = next((str(info[k]) for k in _TAG_KEYS if info.get(k) is not None), "")
+    return size, mtime, tag
+
+
+def upload_tree(local_dir: Path, target: AnyPath) -> int:
+    """Copy the files under ``local_dir`` to ``target``, same relative names; returns the count."""
+    count = 0
+    for path in sorted(p for p in local_dir.rglob("*") if p.is_file()):
+        dest = target.joinpath(*path.relative_to(local_dir).parts)
+        if is_local(dest):
+            dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(path.read_bytes())
+        count += 1
+    return count
