@@ -10,7 +10,6 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import pandas as pd
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckKey,
@@ -35,12 +34,12 @@ class _Run:
 
     def __init__(self, layout: StoreLayout, run: str):
         self.layout, self.run = layout, run
-        self._columns: dict[tuple[str, str], pd.Series] = {}
+        self._columns: dict[tuple[str, str], list[Any]] = {}
 
-    def column(self, asset: str, name: str) -> pd.Series:
+    def column(self, asset: str, name: str) -> list[Any]:
         if (asset, name) not in self._columns:
             table = read_parquet(self.layout.table(asset, self.run), columns=[name])
-            self._columns[(asset, name)] = table.column(name).to_pandas()
+            self._columns[(asset, name)] = table.column(name).to_pylist()
         return self._columns[(asset, name)]
 
 
@@ -68,11 +67,12 @@ def snapshots_paired(run: _Run) -> dict[str, Any]:
 def snapshot_versions_match(run: _Run) -> dict[str, Any]:
     version = run.column(SNAPSHOTS, "version")
     declared = run.column(SNAPSHOTS, "declared_version")
-    mismatched = run.column(SNAPSHOTS, "file")[(declared.isna() | (declared != version)).to_numpy()]
+    files = run.column(SNAPSHOTS, "file")
+    mismatched = [f for f, v, d in zip(files, version, declared, strict=True) if d != v]
     return dict(
-        passed=mismatched.empty,
+        passed=not mismatched,
         severity=AssetCheckSeverity.WARN,
-        metadata={"mismatched_files": MetadataValue.json(mismatched.tolist())},
+        metadata={"mismatched_files": MetadataValue.json(mismatched)},
     )
 
 
@@ -87,7 +87,8 @@ def states_exist(run: _Run) -> dict[str, Any]:
 
 def every_state_has_prompt(run: _Run) -> dict[str, Any]:
     chars = run.column(PROMPTS, "prompt_chars")
-    prompted = set(run.column(PROMPTS, "state_id")[(chars > 0).to_numpy()])
+    ids = run.column(PROMPTS, "state_id")
+    prompted = {sid for sid, n in zip(ids, chars, strict=True) if n > 0}
     missing = sorted(set(run.column(STATES, "state_id")) - prompted)
     return dict(
         passed=not missing,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import pyarrow as pa
 
 from .compat import load_state_pool as _load_pool_dir
@@ -19,6 +19,9 @@ from .core.run_files import natural_key
 from .core.settings import Settings
 from .core.store import STATE_POOL, StoreLayout, read_parquet
 from .core.tables import PROMPT_COLUMNS
+
+if TYPE_CHECKING:  # imported where a DataFrame is made: most callers never pay for pandas
+    import pandas as pd
 
 PROMPTS = "curator_prompts"
 StorePath = str | os.PathLike[str]
@@ -69,6 +72,8 @@ def load_prompts(store: StorePath | None = None, runs: Iterable[str] | None = No
         for run in _pick(layout.runs_with(PROMPTS), runs, "curator prompts")
     ]
     tables = [t for t in tables if t.num_rows]
+    import pandas as pd
+
     if not tables:
         ints = {"version", "prompt_chars"}
         return pd.DataFrame(

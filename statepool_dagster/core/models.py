@@ -10,7 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+_decode = msgspec.json.Decoder().decode
 
 
 class Episode(BaseModel):
@@ -94,3 +97,56 @@ class CheckpointState(BaseModel):
     def from_json(text: str | bytes) -> CheckpointState:
         """Read a state written by :meth:`to_json` or by the original script."""
         return CheckpointState(**json.loads(text))
+
+    @staticmethod
+    def trusted(text: str | bytes) -> CheckpointState:
+        """:meth:`from_json` for a text this package wrote itself: parsed fast, not validated."""
+        try:
+            fields = _decode(text)
+        except msgspec.MsgspecError:  # NaN or Infinity, which json writes and msgspec refuses
+            fields = json.loads(text)
+        return CheckpointState.model_construct(**fields)
+
+
+def dumps(value: Any) -> str:
+    """The original's JSON text for ``value`` (``json.dumps``, ``ensure_ascii=False``)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def state_json(
+    state_id: str,
+    dataset: str,
+    library_json: str,
+    episode_jsons: list[str],
+    analysis: dict[str, Any] | None,
+    last_receipt: str,
+    followup_qids: list[str],
+    gt_map: dict[str, Any],
+) -> str:
+    """:meth:`CheckpointState.to_json`, from a library and episodes already in :func:`dumps` form.
+
+    Without indentation ``json.dumps`` writes a nested value exactly as it writes it
+    alone, so the text is assembled from the stored parts instead of decoding them
+    and encoding the whole state again.
+    """
+    return "".join(
+        (
+            '{"state_id": ',
+            dumps(state_id),
+            ', "dataset": ',
+            dumps(dataset),
+            ', "lib_snapshot": ',
+            library_json,
+            ', "episodes": [',
+            ", ".join(episode_jsons),
+            '], "analysis": ',
+            dumps(analysis),
+            ', "last_receipt": ',
+            dumps(last_receipt),
+            ', "followup_qids": ',
+            dumps(followup_qids),
+            ', "gt_map": ',
+            dumps(gt_map),
+            "}",
+        )
+    )

@@ -25,17 +25,17 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import pandas as pd
 import pyarrow as pa
-import tabulate  # noqa: F401  (pandas' to_markdown imports it lazily; import it before workers fork)
+import pyarrow.compute as pc
 
 from .collect import run_notes
 from .episodes import parse_episodes
 from .errors import BadRecordError
-from .join import PlannedState, build_state, plan_states
+from .join import OFFLINE_RECEIPT, PlannedState, followup_fields, plan_states, state_id
 from .locations import AnyPath, as_path
-from .models import CheckpointState
+from .models import CheckpointState, state_json
 from .prompt_spec import PromptSpec
+from .reference_ops import ops_json, reference_ops
 from .rejects import Reject
 from .render import build_curator_prompt
 from .run_files import EPISODES_FILE, SNAPSHOTS_DIR, file_stamp, fingerprint_run
@@ -55,20 +55,25 @@ from .store import (
 )
 from .tables import (
     EPISODE_COLUMNS,
+    SNAPSHOT_COLUMNS,
     STATE_COLUMNS,
     SnapshotRow,
     StateRow,
+    episode_row,
     episodes_table,
+    markdown_preview,
     prompts_table,
     rejects_jsonl,
     snapshot_row,
-    snapshots_frame,
-    state_row,
-    states_frame,
+    snapshots_table,
+    states_table,
 )
 
 FINGERPRINT_META = b"statepool.source_fingerprint"
 EPISODES_SEEN = b"statepool.episodes_seen"  # how much of episodes.jsonl the table holds
+# What the tables' JSON columns hold; a table of another format is never reused.
+# 2: ``record`` and ``library`` in the state files' own JSON form (``models.dumps``).
+TABLE_FORMAT_META, TABLE_FORMAT = b"statepool.table_format", b"2"
 EPISODES, SNAPSHOTS, STATES, PROMPTS = (
     "run_episodes",
     "skill_snapshots",
@@ -82,7 +87,6 @@ RENDER_VERSION = "1"  # bump when render.py changes what a prompt looks like
 STATE_VERSION = "1"  # bump when join.py or models.py change what a state looks like
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
-SNAPSHOT_FIELDS = ("version", "file", "declared_version", "n_cards", "library", "file_stamp")
 
 
 @dataclass
@@ -117,9 +121,6 @@ class RunJob:
     def table_path(self, asset: str) -> AnyPath:
         return self.layout.table(asset, self.run)
 
-    def read_table(self, asset: str, columns: list[str] | None = None) -> pd.DataFrame:
-        return read_parquet(self.table_path(asset), columns=columns).to_pandas()
-
     def columns(self, asset: str, names: list[str]) -> dict[str, list[Any]]:
         """Columns of an upstream table as lists (iterating pandas strings is slow)."""
         table = read_parquet(self.table_path(asset), columns=names)
@@ -130,46 +131,42 @@ class RunJob:
         meta = read_parquet_schema(self.table_path(asset)).metadata or {}
         return meta.get(FINGERPRINT_META, b"").decode()
 
-    def previous(self, asset: str, columns: list[str]) -> pd.DataFrame | None:
+    def previous(self, asset: str, columns: list[str]) -> pa.Table | None:
         """This stage's last output for the run, if it has the columns reuse needs."""
         path = self.table_path(asset)
         if not path.exists():
             return None
         try:
-            if not set(columns) <= set(read_parquet_schema(path).names):
+            schema = read_parquet_schema(path)
+            if (schema.metadata or {}).get(TABLE_FORMAT_META) != TABLE_FORMAT:
                 return None
-            return read_parquet(path, columns=columns).to_pandas()
+            if not set(columns) <= set(schema.names):
+                return None
+            return read_parquet(path, columns=columns)
         except (OSError, pa.ArrowException):
             return None
 
     def write_table(
         self,
         asset: str,
-        frame: pd.DataFrame,
+        table: pa.Table,
         fingerprint: str,
         extra: dict[bytes, bytes] | None = None,
     ) -> None:
-        table = _large_strings(pa.Table.from_pandas(frame, preserve_index=False))
         table = table.replace_schema_metadata(
             {
                 **(table.schema.metadata or {}),
                 FINGERPRINT_META: fingerprint.encode(),
+                TABLE_FORMAT_META: TABLE_FORMAT,
                 **(extra or {}),
             }
         )
         write_parquet_atomic(self.table_path(asset), table)
 
 
-def _large_strings(table: pa.Table) -> pa.Table:
-    """One schema whether rows were built or reused (pandas gives either string type)."""
-    fields = [
-        f.with_type(pa.large_string()) if pa.types.is_string(f.type) else f for f in table.schema
-    ]
-    return table.cast(pa.schema(fields, table.schema.metadata))
-
-
-def _markdown_table(frame: pd.DataFrame, columns: list[str], rows: int = 10) -> str:
-    return frame[columns].head(rows).to_markdown(index=False) if not frame.empty else "_no rows_"
+def _rows(table: pa.Table) -> list[tuple]:
+    """A stored table's rows as tuples, in its column order."""
+    return list(zip(*(column.to_pylist() for column in table.columns), strict=True))
 
 
 def _reject_lines(rejects: list[Reject]) -> str:
@@ -197,7 +194,7 @@ def _read_episodes_file(job: RunJob) -> tuple[bytes, Reject | None]:
         return b"", reject
 
 
-def _episodes_seen(job: RunJob, data: bytes) -> tuple[dict[str, Any], pd.DataFrame] | None:
+def _episodes_seen(job: RunJob, data: bytes) -> tuple[dict[str, Any], pa.Table] | None:
     """What the last build read of a file that has only grown since: its mark and rows."""
     path = job.table_path(EPISODES)
     try:
@@ -209,7 +206,7 @@ def _episodes_seen(job: RunJob, data: bytes) -> tuple[dict[str, Any], pd.DataFra
     previous = job.previous(EPISODES, list(EPISODE_COLUMNS))
     if previous is None:
         return None
-    return seen, previous[previous["line"] <= seen["lines"]]
+    return seen, previous.filter(pc.less_equal(previous["line"], seen["lines"]))
 
 
 def _digest_bytes(data: bytes) -> str:
@@ -246,37 +243,42 @@ def build_episodes(job: RunJob) -> StageReport:
     }
     rejects += head.rejects + tail.rejects + ([unreadable] if unreadable else [])
     update_rejects(job.layout, job.run, "episodes", rejects_jsonl(rejects, "episodes"))
-    fresh = episodes_table(head.episodes + tail.episodes)
-    frame = fresh if kept is None else pd.concat([kept, fresh], ignore_index=True)
-    frame = frame.astype(fresh.dtypes.to_dict())
+    fresh = episodes_table([episode_row(e) for e in head.episodes + tail.episodes])
+    table = fresh if kept is None else pa.concat_tables([kept, fresh])
     extra = {} if unreadable else {EPISODES_SEEN: json.dumps(mark).encode()}
-    job.write_table(EPISODES, frame, fingerprint, extra)
-    scored = frame.dropna(subset=["correct"])
-    accuracy = scored.groupby("version")["correct"].mean().round(3).to_dict()
+    job.write_table(EPISODES, table, fingerprint, extra)
+    versions = table["version"].to_pylist()
+    scored: dict[int, list[bool]] = {}
+    for version, correct in zip(versions, table["correct"].to_pylist(), strict=True):
+        if correct is not None:
+            scored.setdefault(version, []).append(correct)
     report = StageReport(
         job.run,
         fingerprint,
-        len(frame),
+        table.num_rows,
         values={
-            "episodes": len(frame),
+            "episodes": table.num_rows,
             "rejects": len(rejects),
             "blank_lines": mark["blank"] + tail.blank_lines,
             "reused": len(kept) if kept is not None else 0,
         },
         json={
-            "versions": sorted(int(v) for v in frame["version"].unique()),
-            "accuracy_by_version": {str(k): float(v) for k, v in accuracy.items()},
+            "versions": sorted(set(versions)),
+            "accuracy_by_version": {
+                str(v): round(sum(c) / len(c), 3) for v, c in sorted(scored.items())
+            },
         },
         markdown={
-            "preview": _markdown_table(
-                frame, ["line", "version", "id", "task", "gt", "response", "correct"]
+            "preview": markdown_preview(
+                table, ["line", "version", "id", "task", "gt", "response", "correct"]
             )
         },
         notes=run_notes(job.run_dir),
         reused=len(kept) if kept is not None else 0,
     )
-    if len(scored):
-        report.values["accuracy"] = round(float(scored["correct"].mean()), 4)
+    if scored:
+        flags = [c for cs in scored.values() for c in cs]
+        report.values["accuracy"] = round(sum(flags) / len(flags), 4)
     if rejects:
         report.markdown["reject_details"] = _reject_lines(rejects)
     return report
@@ -286,19 +288,11 @@ def build_snapshots(job: RunJob) -> StageReport:
     """``skill_snapshots``: one row per snapshot, numeric order; unchanged files are not re-read."""
     fingerprint = fingerprint_run(job.run_dir).digest
     listing = list_snapshots(job.run_dir / SNAPSHOTS_DIR)
-    previous = job.previous(SNAPSHOTS, list(SNAPSHOT_FIELDS))
+    previous = job.previous(SNAPSHOTS, list(SNAPSHOT_COLUMNS))
     known: dict[tuple[str, str], SnapshotRow] = {}
     if previous is not None:
-        for row in previous.itertuples(index=False):
-            declared = None if pd.isna(row.declared_version) else int(row.declared_version)
-            known[(row.file, row.file_stamp)] = (
-                int(row.version),
-                row.file,
-                declared,
-                int(row.n_cards),
-                row.library,
-                row.file_stamp,
-            )
+        for row in _rows(previous):
+            known[(row[1], row[5])] = row
     rows: list[SnapshotRow] = []
     rejects: list[Reject] = []
     reused = 0
@@ -318,23 +312,21 @@ def build_snapshots(job: RunJob) -> StageReport:
         else:
             rows.append(snapshot_row(read, stamp))
     update_rejects(job.layout, job.run, "snapshots", rejects_jsonl(rejects, "snapshots"))
-    frame = snapshots_frame(rows)
-    job.write_table(SNAPSHOTS, frame, fingerprint)
+    table = snapshots_table(rows)
+    job.write_table(SNAPSHOTS, table, fingerprint)
     markdown = {
-        "preview": _markdown_table(frame, ["version", "file", "declared_version", "n_cards"])
+        "preview": markdown_preview(table, ["version", "file", "declared_version", "n_cards"])
     }
     if rejects:
         markdown["reject_details"] = _reject_lines(rejects)
     return StageReport(
         job.run,
         fingerprint,
-        len(frame),
-        values={"snapshots": len(frame), "rejects": len(rejects), "reused": reused},
+        len(rows),
+        values={"snapshots": len(rows), "rejects": len(rejects), "reused": reused},
         json={
-            "versions": [int(v) for v in frame["version"]],
-            "cards_by_version": {
-                str(int(v)): int(n) for v, n in zip(frame["version"], frame["n_cards"], strict=True)
-            },
+            "versions": [row[0] for row in rows],
+            "cards_by_version": {str(row[0]): row[3] for row in rows},
             "ignored_files": dict(listing.ignored),
         },
         markdown=markdown,
@@ -360,7 +352,7 @@ def build_states(job: RunJob) -> StageReport:
     fingerprint = _combined(job.fingerprint_of(EPISODES), job.fingerprint_of(SNAPSHOTS))
     sidecars = read_sidecars(job.run_dir, job.run, strict=settings.strict)
     update_rejects(job.layout, job.run, "sidecars", rejects_jsonl(sidecars.rejects, "sidecars"))
-    snapshots = job.columns(SNAPSHOTS, ["version", "library"])
+    snapshots = job.columns(SNAPSHOTS, ["version", "library", "n_cards"])
     episodes = job.columns(EPISODES, ["version", "record"])
     library_texts = dict(zip(snapshots["version"], snapshots["library"], strict=True))
     batch_texts: dict[int, list[str]] = {}
@@ -371,43 +363,65 @@ def build_states(job: RunJob) -> StageReport:
         list(library_texts), set(batch_texts), pairing=settings.pairing, followup=settings.followup
     )
     previous = job.previous(STATES, list(STATE_COLUMNS))
-    known = {} if previous is None else {row[-1]: row for row in previous.itertuples(index=False)}
+    known = {} if previous is None else {row[-1]: row for row in _rows(previous)}
     settings_key = _digest(STATE_VERSION, job.run, settings.dataset, settings.pairing)
-    libraries: dict[int, dict[str, Any]] = {}
-    batches: dict[int, list[dict[str, Any]]] = {}
+    n_cards = dict(zip(snapshots["version"], snapshots["n_cards"], strict=True))
+    libraries: dict[int, dict[str, Any]] = {}  # decoded only for the reference ops
     rows: list[StateRow] = []
     for plan in planned:
         key = _state_key(settings_key, plan, digests, sidecars)
         old = known.get(key)
         if old is not None:
-            rows.append(tuple(old))
+            rows.append(old)
             continue
+        k = plan.version
+        qids: list[str] = []
+        gt_map: dict[str, Any] = {}
+        if plan.followup_version is not None:
+            followup = [_decode(text) for text in batch_texts.get(plan.followup_version, [])]
+            qids, gt_map = followup_fields(followup)
+        batch = batch_texts[plan.batch_version]
+        text = state_json(
+            state_id(job.run, k),
+            settings.dataset,
+            library_texts[plan.library_version],
+            batch,
+            sidecars.analyses.get(k),
+            sidecars.receipts.get(k, OFFLINE_RECEIPT),
+            qids,
+            gt_map,
+        )
         for v in (plan.library_version, plan.next_version):
             if v is not None and v not in libraries:
                 libraries[v] = _decode(library_texts[v])
-        for v in (plan.batch_version, plan.followup_version):
-            if v is not None and v not in batches:
-                batches[v] = [_decode(text) for text in batch_texts.get(v, [])]
-        joined = build_state(
-            job.run,
-            plan,
-            libraries,
-            batches,
-            settings.dataset,
-            sidecars.analyses,
-            sidecars.receipts,
+        nxt = plan.next_version
+        ops = reference_ops(
+            libraries[plan.library_version], nxt, None if nxt is None else libraries[nxt]
         )
-        rows.append(state_row(joined, key))
-    frame = states_frame(rows)
-    job.write_table(STATES, frame, fingerprint)
-    write_state_pool(job.layout, job.run, zip(frame["state_id"], frame["state"], strict=True))
+        rows.append(
+            (
+                state_id(job.run, k),
+                job.run,
+                k,
+                plan.library_version,
+                plan.batch_version,
+                n_cards[plan.library_version],
+                len(batch),
+                text,
+                ops_json(ops),
+                key,
+            )
+        )
+    table = states_table(rows)
+    job.write_table(STATES, table, fingerprint)
+    write_state_pool(job.layout, job.run, ((row[0], row[7]) for row in rows))
     reused = sum(row[-1] in known for row in rows)
     report = StageReport(
         job.run,
         fingerprint,
-        len(frame),
+        len(rows),
         values={
-            "states": len(frame),
+            "states": len(rows),
             "reused": reused,
             "skipped_checkpoints": len(skipped),
             "pairing": settings.pairing,
@@ -421,8 +435,8 @@ def build_states(job: RunJob) -> StageReport:
             "ignored_sidecars": dict(sidecars.ignored),
         },
         markdown={
-            "preview": _markdown_table(
-                frame, ["state_id", "version", "batch_version", "n_cards", "n_episodes"]
+            "preview": markdown_preview(
+                table, ["state_id", "version", "batch_version", "n_cards", "n_episodes"]
             )
         },
         reused=reused,
@@ -505,13 +519,15 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
     known = (
         {}
         if previous is None
-        else dict(zip(previous["input_key"].tolist(), previous["prompt"].tolist(), strict=True))
+        else dict(
+            zip(previous["input_key"].to_pylist(), previous["prompt"].to_pylist(), strict=True)
+        )
     )
     keys = [_digest(spec_key, text) for text in states["state"]]
     prompts = [known.get(key) for key in keys]
     todo = [i for i, prompt in enumerate(prompts) if prompt is None]
     for i in todo:
-        prompts[i] = build_curator_prompt(CheckpointState.from_json(states["state"][i]), spec)
+        prompts[i] = build_curator_prompt(CheckpointState.trusted(states["state"][i]), spec)
     rows = zip(
         states["state_id"],
         [job.run] * len(keys),
@@ -521,23 +537,22 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
         keys,
         strict=True,
     )
-    frame = prompts_table(rows)
-    job.write_table(PROMPTS, frame, fingerprint)
-    lengths = frame["prompt_chars"].tolist()
-    first = frame["prompt"].iloc[0] if lengths else None
+    job.write_table(PROMPTS, prompts_table(rows), fingerprint)
+    lengths = [len(prompt) for prompt in prompts]
+    first = prompts[0] if prompts else None
     return StageReport(
         job.run,
         fingerprint,
-        len(frame),
+        len(prompts),
         values={
-            "prompts": len(frame),
-            "reused": len(frame) - len(todo),
+            "prompts": len(prompts),
+            "reused": len(prompts) - len(todo),
             "prompt_chars_min": min(lengths, default=0),
             "prompt_chars_median": float(statistics.median(lengths)) if lengths else 0.0,
             "prompt_chars_max": max(lengths, default=0),
         },
         markdown={"first_prompt": f"```\n{first}\n```" if first else "_no prompts_"},
-        reused=len(frame) - len(todo),
+        reused=len(prompts) - len(todo),
     )
 
 

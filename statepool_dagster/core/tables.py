@@ -10,16 +10,11 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-import msgspec
-import pandas as pd
+import pyarrow as pa
 
 from .episodes import EpisodeLine
-from .join import JoinedState, group_batches
-from .reference_ops import ops_json
+from .models import dumps
 from .snapshots import Snapshot
-
-_decode = msgspec.json.Decoder().decode
-_encode = msgspec.json.Encoder().encode
 
 
 def _text(value: Any) -> str | None:
@@ -45,44 +40,47 @@ EPISODE_COLUMNS = {
     "gt": "ground-truth answer",
     "response": "the agent's answer",
     "correct": "response matched gt",
-    "record": "the full episode as JSON, lossless",
+    "record": "the full episode as JSON, lossless (as the state files write it)",
 }
 
 
-def episodes_table(episodes: Iterable[EpisodeLine]) -> pd.DataFrame:
-    rows = []
-    for e in episodes:
-        r = e.record
-        rows.append(
-            (
-                e.line,
-                e.version,
-                _text(r.get("id")),
-                _text(r.get("task")),
-                _text(r.get("video")),
-                _number(r.get("realtime")),
-                _text(r.get("question")),
-                _text(r.get("gt")),
-                _text(r.get("response")),
-                _flag(r.get("correct")),
-                _encode(r).decode("utf-8"),
-            )
-        )
-    frame = pd.DataFrame.from_records(rows, columns=list(EPISODE_COLUMNS))
-    return frame.astype({"line": "int64", "version": "int64", "correct": "boolean"})
+EPISODE_TYPES = {
+    "line": pa.int64(),
+    "version": pa.int64(),
+    "realtime": pa.float64(),
+    "correct": pa.bool_(),
+}
 
 
-def episodes_from_table(frame: pd.DataFrame) -> list[EpisodeLine]:
-    return [
-        EpisodeLine(int(line), int(version), _decode(record))
-        for line, version, record in zip(
-            frame["line"], frame["version"], frame["record"], strict=True
-        )
-    ]
+def _table(columns: dict[str, str], types: dict[str, pa.DataType], rows: list[tuple]) -> pa.Table:
+    """An Arrow table from row tuples in ``columns``' order; strings are ``large_string``."""
+    values = list(zip(*rows, strict=True)) if rows else [()] * len(columns)
+    schema = pa.schema([(name, types.get(name, pa.large_string())) for name in columns])
+    return pa.Table.from_arrays(
+        [pa.array(column, type=f.type) for column, f in zip(values, schema, strict=True)],
+        schema=schema,
+    )
 
 
-def batches_from_table(frame: pd.DataFrame) -> dict[int, list[dict[str, Any]]]:
-    return group_batches(episodes_from_table(frame))
+def episode_row(e: EpisodeLine) -> tuple:
+    r = e.record
+    return (
+        e.line,
+        e.version,
+        _text(r.get("id")),
+        _text(r.get("task")),
+        _text(r.get("video")),
+        _number(r.get("realtime")),
+        _text(r.get("question")),
+        _text(r.get("gt")),
+        _text(r.get("response")),
+        _flag(r.get("correct")),
+        dumps(r),
+    )
+
+
+def episodes_table(rows: list[tuple]) -> pa.Table:
+    return _table(EPISODE_COLUMNS, EPISODE_TYPES, rows)
 
 
 SNAPSHOT_COLUMNS = {
@@ -90,7 +88,7 @@ SNAPSHOT_COLUMNS = {
     "file": "snapshot file, relative to the runs folder",
     "declared_version": "the version field inside the file",
     "n_cards": "cards in the library",
-    "library": "the library as JSON, embeddings removed",
+    "library": "the library as JSON, embeddings removed (as the state files write it)",
     "file_stamp": "size:mtime_ns of the file it was read from (unchanged files are reused)",
 }
 
@@ -104,21 +102,16 @@ def snapshot_row(snapshot: Snapshot, stamp: str = "") -> SnapshotRow:
         snapshot.file,
         declared if isinstance(declared, int) and not isinstance(declared, bool) else None,
         len(snapshot.library.get("cards", [])),
-        _encode(snapshot.library).decode("utf-8"),
+        dumps(snapshot.library),
         stamp,
     )
 
 
-def snapshots_frame(rows: Iterable[SnapshotRow]) -> pd.DataFrame:
-    frame = pd.DataFrame.from_records(list(rows), columns=list(SNAPSHOT_COLUMNS))
-    return frame.astype({"version": "int64", "declared_version": "Int64", "n_cards": "int64"})
+SNAPSHOT_TYPES = {"version": pa.int64(), "declared_version": pa.int64(), "n_cards": pa.int64()}
 
 
-def snapshots_from_table(frame: pd.DataFrame) -> list[Snapshot]:
-    return [
-        Snapshot(int(v), f, _decode(lib))
-        for v, f, lib in zip(frame["version"], frame["file"], frame["library"], strict=True)
-    ]
+def snapshots_table(rows: list[SnapshotRow]) -> pa.Table:
+    return _table(SNAPSHOT_COLUMNS, SNAPSHOT_TYPES, rows)
 
 
 STATE_COLUMNS = {
@@ -137,33 +130,14 @@ STATE_COLUMNS = {
 StateRow = tuple[str, str, int, int, int, int, int, str, str | None, str]
 
 
-def state_row(j: JoinedState, input_key: str) -> StateRow:
-    """One ``checkpoint_states`` row for a joined state (its JSON exactly as the seed writes)."""
-    return (
-        j.state.state_id,
-        j.run,
-        j.version,
-        j.version if j.library_version is None else j.library_version,
-        j.batch_version,
-        len(j.state.lib_snapshot.get("cards", [])),
-        len(j.state.episodes),
-        j.state.to_json(),
-        None if j.reference_ops is None else ops_json(j.reference_ops),
-        input_key,
-    )
+STATE_TYPES = {
+    name: pa.int64()
+    for name in ("version", "library_version", "batch_version", "n_cards", "n_episodes")
+}
 
 
-def states_frame(rows: Iterable[StateRow]) -> pd.DataFrame:
-    frame = pd.DataFrame.from_records(list(rows), columns=list(STATE_COLUMNS))
-    return frame.astype(
-        {
-            "version": "int64",
-            "library_version": "int64",
-            "batch_version": "int64",
-            "n_cards": "int64",
-            "n_episodes": "int64",
-        }
-    )
+def states_table(rows: list[StateRow]) -> pa.Table:
+    return _table(STATE_COLUMNS, STATE_TYPES, rows)
 
 
 PROMPT_COLUMNS = {
@@ -177,14 +151,31 @@ PROMPT_COLUMNS = {
 }
 
 
-def prompts_table(rows: Iterable[tuple[str, str, int, str, str | None, str]]) -> pd.DataFrame:
+PROMPT_TYPES = {"version": pa.int64(), "prompt_chars": pa.int64()}
+
+
+def prompts_table(rows: Iterable[tuple[str, str, int, str, str | None, str]]) -> pa.Table:
     """Rows of ``(state_id, run, version, prompt, reference_ops_json, input_key)``."""
     records = [
         (sid, run, version, prompt, len(prompt), ops, key)
         for sid, run, version, prompt, ops, key in rows
     ]
-    frame = pd.DataFrame.from_records(records, columns=list(PROMPT_COLUMNS))
-    return frame.astype({"version": "int64", "prompt_chars": "int64"})
+    return _table(PROMPT_COLUMNS, PROMPT_TYPES, records)
+
+
+def _cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_preview(table: pa.Table, columns: list[str], rows: int = 10) -> str:
+    """The first ``rows`` rows of ``columns`` as a Markdown table (asset metadata in the UI)."""
+    if not table.num_rows:
+        return "_no rows_"
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in table.select(columns).slice(0, rows).to_pylist():
+        lines.append("| " + " | ".join(_cell(row[c]) for c in columns) + " |")
+    return "\n".join(lines)
 
 
 def rejects_jsonl(rejects: Iterable[Any], source: str) -> list[str]:
