@@ -114,6 +114,46 @@ print(json.dumps(sorted(steps)[len(steps) // 2]))
 """
 
 
+DAGSTER_FLOOR = """
+import os, sys, warnings
+from dagster import (AssetExecutionContext, BackfillPolicy, BetaWarning, DagsterInstance,
+                     Definitions, DynamicPartitionsDefinition, asset, define_asset_job,
+                     in_process_executor)
+from dagster._core.storage.tags import (ASSET_PARTITION_RANGE_END_TAG,
+                                        ASSET_PARTITION_RANGE_START_TAG)
+warnings.simplefilter("ignore", BetaWarning)
+runs = DynamicPartitionsDefinition(name="runs")
+def stage(name, deps):
+    @asset(name=name, partitions_def=runs, backfill_policy=BackfillPolicy.single_run(), deps=deps)
+    def noop(context: AssetExecutionContext) -> None:
+        for key in context.partition_keys:
+            context.add_asset_metadata({"rows": 1}, partition_key=key)
+    return noop
+episodes, snapshots = stage("run_episodes", []), stage("skill_snapshots", [])
+states = stage("checkpoint_states", [episodes, snapshots])
+prompts = stage("curator_prompts", [states])
+job = define_asset_job("noop_batch", executor_def=in_process_executor)
+defs = Definitions(assets=[episodes, snapshots, states, prompts], jobs=[job])
+instance = DagsterInstance.get()  # a fresh DAGSTER_HOME, as statepool sync starts from
+keys = [f"run{i:03d}" for i in range(int(sys.argv[1]))]
+instance.add_dynamic_partitions("runs", keys)
+tags = {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
+result = defs.resolve_job_def("noop_batch").execute_in_process(instance=instance, tags=tags)
+sys.exit(0 if result.success else 1)
+"""
+
+
+def dagster_floor(out: Path, n_runs: int) -> Measure:
+    """Dagster alone, shaped like ``statepool sync``'s batch run, doing no work.
+
+    Import, a fresh SQLite instance, and one run of four partitioned assets over
+    ``n_runs`` partitions with per-partition metadata: what any sync pays first.
+    """
+    env, _ = fresh_env(out, "floor", out)
+    argv = [sys.executable, "-c", DAGSTER_FLOOR, str(n_runs)]
+    return run_measured("Dagster alone, same run, no work", argv, env)
+
+
 def noop_step_seconds() -> float:
     """Median recorded duration of a Dagster step that does nothing: the per-step floor."""
     done = subprocess.run([sys.executable, "-c", NOOP_STEPS], capture_output=True, text=True)
@@ -248,6 +288,7 @@ def main() -> int:
     grow_steps = step_seconds(Path(env["DAGSTER_HOME"]), extra.name)
     measures += [add, alone, grow]
     results["core_grow"] = core_grow(out, spec)
+    results["dagster_floor"] = asdict(dagster_floor(out, spec.n_runs))
     results["noop_step_s"] = noop_step_seconds()
 
     # Memory flat in the number of runs: the same sync over half the runs (hard links).
@@ -300,6 +341,8 @@ def render(results: dict) -> str:
             f"| {m['name']} | {m['seconds']:.2f} | {mb / m['seconds']:.0f} | {m['peak_rss_mb']:.0f} | {speed} |"
         )
     r, s, g = results["ratios"], results["sensor"], results["core_grow"]
+    floor = results["dagster_floor"]
+    budget = f" (10× the original allows {seed['seconds'] / 10:.2f} s)" if seed else ""
     lines += [
         "",
         "| incremental | figure |",
@@ -308,6 +351,7 @@ def render(results: dict) -> str:
         f"| +1 run on N synced / that run alone | {r['add_one_run_vs_alone']:.2f}× |",
         f"| grown run's step time / full step time | {r['grow_steps_vs_full_steps']:.0%} |",
         f"| a Dagster step that does nothing (5 per run: 4 assets, 1 checks) | {results['noop_step_s']:.3f} s |",
+        f"| Dagster alone: import, fresh instance, one batch run of {results['spec']['n_runs']} partitions doing nothing | {floor['seconds']:.2f} s{budget} |",
         f"| the same for the core alone (no Dagster) | {g['grown_s']:.3f} s / {g['full_s']:.3f} s = {g['grown_s'] / g['full_s']:.0%} |",
         f"| peak RSS of sync, all {results['spec']['n_runs']} runs / half of them | {results['measures'][2]['peak_rss_mb']:.0f} MB / {results['rss_half_runs_mb']:.0f} MB |",
         f"| sensor tick, {s['folders']} unchanged folders | {s['unchanged_s']:.2f} s ({s['unchanged_requests']} requests; first tick {s['unchanged_cold_s']:.2f} s) |",

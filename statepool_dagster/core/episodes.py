@@ -49,6 +49,9 @@ def parse_episode_line(raw: bytes) -> tuple[int, dict[str, Any]]:
         raise ValueError("not valid JSON: nested too deeply") from None
     if not isinstance(record, dict):
         raise ValueError(f"not a JSON object (got {type(record).__name__})")
+    version = record.get("skill_lib_version", 0)
+    if type(version) is int:  # what Episode's StrictInt accepts, without building the model
+        return version, record
     try:
         episode = Episode.model_validate(record)
     except ValidationError:
