@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statepool_dagster.core.fast_strip import blank_embeddings
+from statepool_dagster.core.models import CheckpointState, dumps, state_json
 from statepool_dagster.core.snapshots import _parse_exact, parse_library
+from statepool_dagster.core.tables import markdown_preview
 
 text = st.text(max_size=30)
 scalar = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), text)
@@ -60,3 +63,56 @@ def test_top_level_embedding_key_is_kept_as_the_original_keeps_it():
         "cards": [{"card_id": "a", "trigger": "t", "program": "p"}],
     }
     assert parse_library(json.dumps(lib).encode()) == lib
+
+
+json_value = st.recursive(
+    scalar | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+    max_leaves=8,
+)
+episode = st.dictionaries(text, json_value, max_size=4)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], database=None)
+@given(
+    library,
+    st.lists(episode, max_size=4),
+    st.none() | st.dictionaries(text, json_value, max_size=3),
+    text,
+    st.lists(text, max_size=3),
+    st.dictionaries(text, json_value, max_size=3),
+)
+def test_state_text_assembled_from_stored_parts_equals_the_whole_state_encoded(
+    lib, episodes, analysis, receipt, qids, gt_map
+):
+    """What build_states writes (parts stored as ``dumps`` text) is ``to_json`` exactly."""
+    fields = dict(state_id="r_ckpt3", dataset="ovo", analysis=analysis, last_receipt=receipt)
+    whole = CheckpointState(
+        **fields, lib_snapshot=lib, episodes=episodes, followup_qids=qids, gt_map=gt_map
+    ).to_json()
+    parts = state_json(
+        "r_ckpt3", "ovo", dumps(lib), [dumps(e) for e in episodes], analysis, receipt, qids, gt_map
+    )
+    assert parts == whole
+    assert CheckpointState.trusted(parts) == CheckpointState.from_json(parts)
+
+
+def test_trusted_read_takes_what_only_python_json_writes():
+    state = CheckpointState(
+        state_id="r_ckpt0",
+        dataset="ovo",
+        lib_snapshot={"cards": [], "score": float("nan"), "big": 10**30},
+        episodes=[{"realtime": float("inf")}],
+        analysis=None,
+        last_receipt="",
+    )
+    text = state.to_json()
+    assert "NaN" in text and "Infinity" in text  # msgspec refuses both; json reads them
+    assert CheckpointState.trusted(text).to_json() == text
+
+
+def test_markdown_preview_escapes_cells_and_stops_at_the_row_limit():
+    table = pa.table({"a": list(range(12)), "b": ["x|y", "two\nlines", None] + ["z"] * 9})
+    lines = markdown_preview(table, ["b", "a"], rows=3).splitlines()
+    assert lines == ["| b | a |", "|---|---|", "| x\\|y | 0 |", "| two lines | 1 |", "|  | 2 |"]
+    assert markdown_preview(table.slice(0, 0), ["a"]) == "_no rows_"

@@ -5,12 +5,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_run
 from statepool_dagster.core.settings import Settings
-from statepool_dagster.core.stages import EPISODES, PROMPTS, SNAPSHOTS, STAGES, STATES, build_run
+from statepool_dagster.core.stages import (
+    EPISODES,
+    PROMPTS,
+    SNAPSHOTS,
+    STAGES,
+    STATES,
+    TABLE_FORMAT_META,
+    build_run,
+)
 
 from helpers import store_pool
 
@@ -141,4 +151,21 @@ def test_line_still_being_written_is_read_again_once_complete(run, tmp_path):
     reused = build(run.parent, store)
     assert reused[EPISODES] > 0
     assert _rejects(store) == []
+    assert_same_as_fresh(run.parent, store, tmp_path)
+
+
+def test_tables_of_an_older_format_are_rebuilt_not_reused(run, tmp_path):
+    """A store written before the JSON columns took the state files' form is never mixed in."""
+    store = tmp_path / "store"
+    build(run.parent, store)
+    for asset, column in ((EPISODES, "record"), (SNAPSHOTS, "library")):
+        path = store / asset / f"{RUN}.parquet"
+        table = pq.read_table(path)
+        compact = [msgspec.json.encode(json.loads(t)).decode() for t in table[column].to_pylist()]
+        index = table.schema.get_field_index(column)
+        table = table.set_column(index, column, pa.array(compact, pa.large_string()))
+        meta = {k: v for k, v in table.schema.metadata.items() if k != TABLE_FORMAT_META}
+        pq.write_table(table.replace_schema_metadata(meta), path)  # as format 1 wrote it
+    reused = build(run.parent, store)
+    assert reused[EPISODES] == reused[SNAPSHOTS] == 0
     assert_same_as_fresh(run.parent, store, tmp_path)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import time
 
+import pytest
+
+from statepool_dagster.core.settings import Settings
+from statepool_dagster.core.stages import RunJob, StageReport, run_stage
 from statepool_dagster.core.store import StoreLayout
 
 HOLDER = """
@@ -47,3 +52,22 @@ def test_lock_is_reentrant_within_a_process(tmp_path):
         pass
     with layout.lock("run000"):  # released properly: can be taken again
         pass
+
+
+def _gc_state(job: RunJob) -> StageReport:
+    return StageReport(job.run, "", 0, values={"gc_enabled": int(gc.isenabled())})
+
+
+def _failing(job: RunJob) -> StageReport:
+    raise RuntimeError("stage failed")
+
+
+def test_stages_run_with_the_cycle_collector_paused_and_restore_it(tmp_path):
+    job = RunJob(Settings(runs_dir=str(tmp_path), store_dir=str(tmp_path / "store")), "run000")
+    assert gc.isenabled()
+    (report,) = run_stage(_gc_state, [job], workers=1)
+    assert report.values["gc_enabled"] == 0
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError, match="stage failed"):
+        run_stage(_failing, [job], workers=1)
+    assert gc.isenabled()
