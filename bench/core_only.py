@@ -15,6 +15,7 @@ from pathlib import Path
 from statepool_dagster.core.run_files import discover_runs
 from statepool_dagster.core.settings import Settings
 from statepool_dagster.core.stages import build_run
+from statepool_dagster.core.tables import load_arrow
 
 
 def main() -> int:
@@ -26,6 +27,7 @@ def main() -> int:
     settings = Settings(runs_dir=str(args.runs), store_dir=str(args.store))
     names = discover_runs(args.runs).names
     build = functools.partial(build_run, settings)
+    load_arrow()  # before the fork, as run_stage does
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(args.workers, mp_context=context) as pool:
         states = sum(reports[2].rows for reports in pool.map(build, names))

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -38,8 +39,36 @@ class Measure:
     peak_rss_mb: float
 
 
-def run_measured(name: str, argv: list[str], env: dict[str, str] | None = None) -> Measure:
-    """Run a command, return its wall time and peak RSS (of the process and its children)."""
+def median_of(repeat: int, measure: Callable[[], Measure]) -> Measure:
+    """The median wall time of ``repeat`` runs of ``measure``; peak RSS: the largest seen."""
+    runs = sorted((measure() for _ in range(max(1, repeat))), key=lambda m: m.seconds)
+    middle = runs[len(runs) // 2]
+    return Measure(middle.name, middle.seconds, max(m.peak_rss_mb for m in runs))
+
+
+def warm_page_cache(folder: Path) -> None:
+    """Read every input file once before a timed command, so each starts from a warm cache.
+
+    These machines reclaim idle page cache within minutes; a cold read of the reference
+    corpus costs seconds and would land on whichever measure came first.
+    """
+    for path in folder.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as f:
+                while f.read(1 << 22):
+                    pass
+
+
+def run_measured(
+    name: str, argv: list[str], env: dict[str, str] | None = None, inputs: Path | None = None
+) -> Measure:
+    """Run a command, return its wall time and peak RSS (of the process and its children).
+
+    ``inputs`` (default: the env's runs folder) is read first, untimed.
+    """
+    inputs = inputs or (Path(env["STATEPOOL_RUNS_DIR"]) if env else None)
+    if inputs is not None:
+        warm_page_cache(inputs)
     with tempfile.TemporaryFile() as errors:  # a file, not a pipe: it never fills up
         started = time.perf_counter()
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=errors)
@@ -237,6 +266,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size", choices=sorted(SIZES), default="reference")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of the three main measures (median)"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
     from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_run
@@ -255,25 +287,27 @@ def main() -> int:
 
     measures = []
     if SEED.is_file():
-        seed_out = out / "seed_pool"
+        seed = [sys.executable, str(SEED), str(runs), str(out / "seed_pool")]
         measures.append(
-            run_measured("original script", [sys.executable, str(SEED), str(runs), str(seed_out)])
+            median_of(args.repeat, lambda: run_measured("original script", seed, None, runs))
         )
-    measures.append(
-        run_measured(
-            "core alone (no Dagster)",
-            [
-                sys.executable,
-                str(REPO / "bench" / "core_only.py"),
-                str(runs),
-                str(out / "core_store"),
-            ],
-        )
-    )
-    env, _ = fresh_env(out, "sync", runs)
-    measures.append(
-        run_measured("statepool sync (fresh)", [str(BIN / "statepool"), "sync", "-q"], env)
-    )
+
+    def core_alone() -> Measure:
+        store = out / "core_store"
+        shutil.rmtree(store, ignore_errors=True)  # from nothing, every time
+        argv = [sys.executable, str(REPO / "bench" / "core_only.py"), str(runs), str(store)]
+        return run_measured("core alone (no Dagster)", argv, inputs=runs)
+
+    envs: list[dict[str, str]] = []
+
+    def sync_fresh() -> Measure:
+        env, _ = fresh_env(out, "sync", runs)
+        envs.append(env)
+        return run_measured("statepool sync (fresh)", [str(BIN / "statepool"), "sync", "-q"], env)
+
+    measures.append(median_of(args.repeat, core_alone))
+    measures.append(median_of(args.repeat, sync_fresh))
+    env = envs[-1]  # the last fresh sync's instance and store: the incremental cases build on it
 
     # Incremental cost: one more run on the synced folder vs that run alone.
     extra = generate_run(runs / "run_extra", spec, spec.n_runs)

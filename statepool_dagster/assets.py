@@ -10,7 +10,6 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-import pyarrow as pa
 from dagster import (
     AssetExecutionContext,
     BackfillPolicy,
@@ -35,7 +34,13 @@ from .core.stages import (
     build_states,
     run_stage,
 )
-from .core.tables import EPISODE_COLUMNS, PROMPT_COLUMNS, SNAPSHOT_COLUMNS, STATE_COLUMNS
+from .core.tables import (
+    EPISODE_COLUMNS,
+    PROMPT_COLUMNS,
+    SNAPSHOT_COLUMNS,
+    STATE_COLUMNS,
+    load_arrow,
+)
 from .fingerprints import FINGERPRINT_KEY
 from .partitions import runs_partitions
 from .resources import StatepoolSettings
@@ -43,9 +48,8 @@ from .resources import StatepoolSettings
 GROUP = "statepool"
 STORE = "statepool_store"
 
-# pyarrow imports pandas the first time it builds an array (~0.4 s): load it with the
-# code location, once per process, instead of inside the first step of every run.
-pa.array([])
+# Loaded with the code location, once per process, not inside the first step of every run.
+load_arrow()
 
 
 def _schema(columns: dict[str, str], types: dict[str, str]) -> TableSchema:

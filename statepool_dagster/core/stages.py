@@ -63,6 +63,7 @@ from .tables import (
     StateRow,
     episode_row,
     episodes_table,
+    load_arrow,
     markdown_preview,
     prompts_table,
     rejects_jsonl,
@@ -575,6 +576,7 @@ def run_stage(
     if workers <= 1:
         return [_locked(task) for task in tasks]
     # fork: workers inherit the loaded code, so starting them costs milliseconds.
+    load_arrow()
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(
         workers, mp_context=context, initializer=_start_worker, initargs=(os.getpid(),)
