@@ -60,7 +60,7 @@ def snapshots_paired(run: _Run) -> dict[str, Any]:
     return dict(
         passed=not skipped,
         severity=AssetCheckSeverity.WARN,
-        metadata={"skipped_versions": MetadataValue.json([int(v) for v in skipped])},
+        metadata={"skipped_versions": MetadataValue.json(skipped)},
     )
 
 

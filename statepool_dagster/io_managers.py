@@ -5,8 +5,9 @@ time, which is what lets one run persist many partitions. This IO manager reads
 them back, for ``defs.load_asset_value`` and any asset that takes one as an input.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 from dagster import ConfigurableIOManagerFactory, InputContext, OutputContext, UPathIOManager
 from pydantic import Field
@@ -16,9 +17,7 @@ from .core.locations import as_path
 from .core.run_names import check_run_name
 from .core.settings import Settings
 from .core.store import StoreLayout, read_parquet, write_parquet_atomic
-
-if TYPE_CHECKING:  # pandas is imported by the loads that need it, not by every process
-    import pandas as pd
+from .readers import to_frame
 
 
 class ParquetStore(UPathIOManager):
@@ -29,7 +28,7 @@ class ParquetStore(UPathIOManager):
     def make_safe_partition_path(self, base_path: UPath, partition: str) -> UPath:
         return base_path / check_run_name(partition)
 
-    def dump_to_path(self, context: OutputContext, obj: "pd.DataFrame", path: UPath) -> None:
+    def dump_to_path(self, context: OutputContext, obj: pd.DataFrame, path: UPath) -> None:
         table = pa.Table.from_pandas(obj, preserve_index=False)
         if not context.has_asset_partitions:
             write_parquet_atomic(path, table)
@@ -37,8 +36,8 @@ class ParquetStore(UPathIOManager):
         with StoreLayout(self._base_path).lock(context.asset_partition_key):
             write_parquet_atomic(path, table)
 
-    def load_from_path(self, context: InputContext, path: UPath) -> "pd.DataFrame":
-        return read_parquet(path).to_pandas()
+    def load_from_path(self, context: InputContext, path: UPath) -> pd.DataFrame:
+        return to_frame(read_parquet(path))
 
     def get_metadata(self, context: OutputContext, obj: Any) -> dict[str, Any]:
         return {}

@@ -24,6 +24,8 @@ if TYPE_CHECKING:  # imported where a DataFrame is made: most callers never pay 
     import pandas as pd
 
 PROMPTS = "curator_prompts"
+# Nullable columns whose pandas dtype the Arrow type alone does not give.
+PANDAS_DTYPES = {"correct": "boolean", "declared_version": "Int64"}
 StorePath = str | os.PathLike[str]
 
 
@@ -80,5 +82,10 @@ def load_prompts(store: StorePath | None = None, runs: Iterable[str] | None = No
             {n: pd.Series(dtype="int64" if n in ints else "object") for n in PROMPT_COLUMNS}
         )
     # Tables written before a column was added lack it: it comes back as nulls.
-    frame = pa.concat_tables(tables, promote_options="permissive").to_pandas()
-    return frame.reset_index(drop=True)
+    return to_frame(pa.concat_tables(tables, promote_options="permissive"))
+
+
+def to_frame(table: pa.Table) -> pd.DataFrame:
+    """A store table as a DataFrame, nullable flags and integers kept nullable."""
+    frame = table.to_pandas()
+    return frame.astype({c: t for c, t in PANDAS_DTYPES.items() if c in frame.columns})

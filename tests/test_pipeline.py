@@ -166,6 +166,11 @@ def test_load_asset_value_reads_a_partition_through_the_io_manager(workspace, in
     assert materialize_run(instance, "run001").success
     frame = defs.load_asset_value("curator_prompts", partition_key="run001", instance=instance)
     assert frame["state_id"].iloc[0] == "run001_ckpt0"
+    # Nullable columns come back nullable, as pandas wrote them before the tables were Arrow's.
+    episodes = defs.load_asset_value("run_episodes", partition_key="run001", instance=instance)
+    snapshots = defs.load_asset_value("skill_snapshots", partition_key="run001", instance=instance)
+    assert (episodes["correct"].dtype, snapshots["declared_version"].dtype) == ("boolean", "Int64")
+    assert (episodes["line"].dtype, snapshots["version"].dtype) == ("int64", "int64")
 
 
 @pytest.mark.parametrize("bad", ["../escape", "a/b", "c,d"])

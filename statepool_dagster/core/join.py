@@ -125,6 +125,38 @@ def plan_states(
     return planned, skipped
 
 
+@dataclass(frozen=True)
+class StateFields:
+    """A planned state's fields besides its library and batch (which may still be text)."""
+
+    state_id: str
+    analysis: dict[str, Any] | None
+    last_receipt: str
+    followup_qids: list[str]
+    gt_map: dict[str, Any]
+
+
+def state_fields(
+    run: str,
+    plan: PlannedState,
+    followup_batch: list[dict[str, Any]],
+    analyses: Mapping[int, dict[str, Any]] | None = None,
+    receipts: Mapping[int, str] | None = None,
+) -> StateFields:
+    """Id, sidecars and followup of ``plan``'s state (``followup_batch``: its followup batch)."""
+    k = plan.version
+    qids, gt_map = (
+        followup_fields(followup_batch) if plan.followup_version is not None else ([], {})
+    )
+    return StateFields(
+        state_id(run, k),
+        (analyses or {}).get(k),
+        (receipts or {}).get(k, OFFLINE_RECEIPT),
+        qids,
+        gt_map,
+    )
+
+
 def build_state(
     run: str,
     plan: PlannedState,
@@ -136,20 +168,18 @@ def build_state(
 ) -> JoinedState:
     """The state ``plan`` describes, from the decoded libraries and batches it names."""
     k = plan.version
-    qids: list[str] = []
-    gt_map: dict[str, Any] = {}
-    if plan.followup_version is not None:
-        qids, gt_map = followup_fields(batches.get(plan.followup_version, []))
+    followup = batches.get(plan.followup_version, []) if plan.followup_version is not None else []
+    fields = state_fields(run, plan, followup, analyses, receipts)
     library = libraries[plan.library_version]
     state = CheckpointState(
-        state_id=state_id(run, k),
+        state_id=fields.state_id,
         dataset=dataset,
         lib_snapshot=library,
         episodes=batches[plan.batch_version],
-        analysis=(analyses or {}).get(k),
-        last_receipt=(receipts or {}).get(k, OFFLINE_RECEIPT),
-        followup_qids=qids,
-        gt_map=gt_map,
+        analysis=fields.analysis,
+        last_receipt=fields.last_receipt,
+        followup_qids=fields.followup_qids,
+        gt_map=fields.gt_map,
     )
     nxt = plan.next_version
     ops = reference_ops(library, nxt, None if nxt is None else libraries[nxt])

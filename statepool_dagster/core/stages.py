@@ -33,9 +33,9 @@ import pyarrow.compute as pc
 from .collect import run_notes
 from .episodes import parse_episodes
 from .errors import BadRecordError
-from .join import OFFLINE_RECEIPT, PlannedState, followup_fields, plan_states, state_id
+from .join import PlannedState, plan_states, state_fields
 from .locations import AnyPath, as_path
-from .models import CheckpointState, state_json
+from .models import CheckpointState, dumps, state_json
 from .prompt_spec import PromptSpec
 from .reference_ops import ops_json, reference_ops
 from .rejects import Reject
@@ -74,8 +74,9 @@ from .tables import (
 
 FINGERPRINT_META = b"statepool.source_fingerprint"
 EPISODES_SEEN = b"statepool.episodes_seen"  # how much of episodes.jsonl the table holds
-# What the tables' JSON columns hold; a table of another format is never reused.
-# 2: ``record`` and ``library`` in the state files' own JSON form (``models.dumps``).
+# What the tables' JSON columns hold. 2: ``record`` and ``library`` in the state files' own
+# JSON form (``models.dumps``), which build_states joins into state texts as they are.
+# Older tables of those two assets are never reused, and their texts are re-encoded on read.
 TABLE_FORMAT_META, TABLE_FORMAT = b"statepool.table_format", b"2"
 EPISODES, SNAPSHOTS, STATES, PROMPTS = (
     "run_episodes",
@@ -83,6 +84,7 @@ EPISODES, SNAPSHOTS, STATES, PROMPTS = (
     "checkpoint_states",
     "curator_prompts",
 )
+JSON_COLUMNS = {EPISODES: "record", SNAPSHOTS: "library"}  # the texts states are joined from
 
 
 _PR_SET_PDEATHSIG = 1
@@ -125,9 +127,13 @@ class RunJob:
         return self.layout.table(asset, self.run)
 
     def columns(self, asset: str, names: list[str]) -> dict[str, list[Any]]:
-        """Columns of an upstream table as lists (iterating pandas strings is slow)."""
+        """Columns of an upstream table as lists; JSON text of an older format is re-encoded."""
         table = read_parquet(self.table_path(asset), columns=names)
-        return {name: table.column(name).to_pylist() for name in names}
+        values = {name: table.column(name).to_pylist() for name in names}
+        text = JSON_COLUMNS.get(asset)
+        if text in values and not _current_format(table.schema):
+            values[text] = [dumps(_decode(t)) for t in values[text]]
+        return values
 
     def fingerprint_of(self, asset: str) -> str:
         """The source fingerprint an upstream table was built from (kept in its Parquet footer)."""
@@ -141,7 +147,7 @@ class RunJob:
             return None
         try:
             schema = read_parquet_schema(path)
-            if (schema.metadata or {}).get(TABLE_FORMAT_META) != TABLE_FORMAT:
+            if asset in JSON_COLUMNS and not _current_format(schema):
                 return None
             if not set(columns) <= set(schema.names):
                 return None
@@ -165,6 +171,15 @@ class RunJob:
             }
         )
         write_parquet_atomic(self.table_path(asset), table)
+
+
+def _round3(x: float) -> float:
+    """Three decimals as numpy rounds them (``x * 1000`` to even), as the UI always showed."""
+    return round(x * 1000) / 1000
+
+
+def _current_format(schema: pa.Schema) -> bool:
+    return (schema.metadata or {}).get(TABLE_FORMAT_META) == TABLE_FORMAT
 
 
 def _rows(table: pa.Table) -> list[tuple]:
@@ -268,7 +283,7 @@ def build_episodes(job: RunJob) -> StageReport:
         json={
             "versions": sorted(set(versions)),
             "accuracy_by_version": {
-                str(v): round(sum(c) / len(c), 3) for v, c in sorted(scored.items())
+                str(v): _round3(sum(c) / len(c)) for v, c in sorted(scored.items())
             },
         },
         markdown={
@@ -377,22 +392,20 @@ def build_states(job: RunJob) -> StageReport:
         if old is not None:
             rows.append(old)
             continue
-        k = plan.version
-        qids: list[str] = []
-        gt_map: dict[str, Any] = {}
+        followup = []
         if plan.followup_version is not None:
             followup = [_decode(text) for text in batch_texts.get(plan.followup_version, [])]
-            qids, gt_map = followup_fields(followup)
+        fields = state_fields(job.run, plan, followup, sidecars.analyses, sidecars.receipts)
         batch = batch_texts[plan.batch_version]
         text = state_json(
-            state_id(job.run, k),
+            fields.state_id,
             settings.dataset,
             library_texts[plan.library_version],
             batch,
-            sidecars.analyses.get(k),
-            sidecars.receipts.get(k, OFFLINE_RECEIPT),
-            qids,
-            gt_map,
+            fields.analysis,
+            fields.last_receipt,
+            fields.followup_qids,
+            fields.gt_map,
         )
         for v in (plan.library_version, plan.next_version):
             if v is not None and v not in libraries:
@@ -403,9 +416,9 @@ def build_states(job: RunJob) -> StageReport:
         )
         rows.append(
             (
-                state_id(job.run, k),
+                fields.state_id,
                 job.run,
-                k,
+                plan.version,
                 plan.library_version,
                 plan.batch_version,
                 n_cards[plan.library_version],

@@ -173,7 +173,9 @@ def prompts_table(rows: Iterable[tuple[str, str, int, str, str | None, str]]) ->
 
 def _cell(value: Any) -> str:
     text = "" if value is None else str(value)
-    return text.replace("|", "\\|").replace("\n", " ")
+    for line_break in ("\r\n", "\r", "\n"):
+        text = text.replace(line_break, " ")
+    return text.replace("|", "\\|")
 
 
 def markdown_preview(table: pa.Table, columns: list[str], rows: int = 10) -> str:

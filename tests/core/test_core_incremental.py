@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import msgspec
@@ -19,6 +20,7 @@ from statepool_dagster.core.stages import (
     STAGES,
     STATES,
     TABLE_FORMAT_META,
+    RunJob,
     build_run,
 )
 
@@ -154,10 +156,8 @@ def test_line_still_being_written_is_read_again_once_complete(run, tmp_path):
     assert_same_as_fresh(run.parent, store, tmp_path)
 
 
-def test_tables_of_an_older_format_are_rebuilt_not_reused(run, tmp_path):
-    """A store written before the JSON columns took the state files' form is never mixed in."""
-    store = tmp_path / "store"
-    build(run.parent, store)
+def _rewrite_in_format_1(store: Path) -> None:
+    """The episodes and snapshots tables as format 1 wrote them: compact JSON, no marker."""
     for asset, column in ((EPISODES, "record"), (SNAPSHOTS, "library")):
         path = store / asset / f"{RUN}.parquet"
         table = pq.read_table(path)
@@ -165,7 +165,28 @@ def test_tables_of_an_older_format_are_rebuilt_not_reused(run, tmp_path):
         index = table.schema.get_field_index(column)
         table = table.set_column(index, column, pa.array(compact, pa.large_string()))
         meta = {k: v for k, v in table.schema.metadata.items() if k != TABLE_FORMAT_META}
-        pq.write_table(table.replace_schema_metadata(meta), path)  # as format 1 wrote it
+        pq.write_table(table.replace_schema_metadata(meta), path)
+
+
+def test_tables_of_an_older_format_are_rebuilt_not_reused(run, tmp_path):
+    """A store written before the JSON columns took the state files' form is never mixed in."""
+    store = tmp_path / "store"
+    build(run.parent, store)
+    _rewrite_in_format_1(store)
     reused = build(run.parent, store)
     assert reused[EPISODES] == reused[SNAPSHOTS] == 0
     assert_same_as_fresh(run.parent, store, tmp_path)
+
+
+def test_states_built_alone_from_older_upstream_tables_keep_the_originals_bytes(run, tmp_path):
+    """Materializing checkpoint_states on its own over format-1 tables (e.g. from the UI)."""
+    store = tmp_path / "store"
+    build(run.parent, store)
+    _rewrite_in_format_1(store)
+    shutil.rmtree(store / "state_pool")
+    (store / STATES / f"{RUN}.parquet").unlink()
+    job = RunJob(Settings(runs_dir=str(run.parent), store_dir=str(store)), RUN)
+    STAGES[STATES](job)
+    fresh = tmp_path / "fresh_store"
+    build(run.parent, fresh)
+    assert store_pool(store) == store_pool(fresh)
