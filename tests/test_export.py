@@ -38,6 +38,8 @@ from statepool_dagster.core.export import (
 )
 from statepool_dagster.core.models import CheckpointState
 from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_runs
+from statepool_dagster.core.settings import Settings
+from statepool_dagster.core.stages import PROMPTS, SNAPSHOTS, STAGES, STATES, RunJob, build_run
 from statepool_dagster.partitions import RUNS
 from statepool_dagster.sync import sync
 
@@ -374,3 +376,32 @@ def test_readme_trainer_script_loads_an_export_with_datasets(store, tmp_path):
         env={**os.environ, "HF_HOME": str(tmp_path / "hf_home")},
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_a_run_mid_rebuild_is_left_out_until_its_prompts_match_its_states(tmp_path, monkeypatch):
+    """New states with the previous prompts would pair a prompt with the wrong state."""
+    runs, store = tmp_path / "runs", tmp_path / "store"
+    generate_runs(runs, SampleSpec(n_runs=2, n_checkpoints=3, n_cards=4, emb_dim=4))
+    settings = Settings(runs_dir=str(runs), store_dir=str(store))
+    for run in ("run000", "run001"):
+        build_run(settings, run)
+    snapshot = runs / "run001" / "snapshots" / "skills_v1.json"
+    library = json.loads(snapshot.read_text(encoding="utf-8"))
+    library["cards"][0]["program"] = "A rewritten program"
+    snapshot.write_text(json.dumps(library), encoding="utf-8")
+    job = RunJob(settings, "run001")
+    for stage in (SNAPSHOTS, STATES):  # the rebuild has not reached curator_prompts yet
+        STAGES[stage](job)
+    monkeypatch.setattr("statepool_dagster.core.export.READ_RETRY_DELAYS", (0.01,))
+    midway = collect_export(store)
+    assert {row.run for row in midway.rows} == {"run000"}
+    assert [p for p in midway.problems if p.startswith("run001:")] == [
+        "run001: its prompts were not rendered from its current states (a rebuild in progress, "
+        "or one that failed before its prompts): run left out; materialize it again"
+    ]
+    STAGES[PROMPTS](job)
+    done = collect_export(store)
+    assert {row.run for row in done.rows} == {"run000", "run001"}
+    assert not [p for p in done.problems if p.startswith("run001:")]
+    row = next(r for r in done.rows if r.state_id == "run001_ckpt1")
+    assert "A rewritten program" in row.state and "A rewritten program" in row.prompt

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -23,7 +24,14 @@ from .errors import StatepoolError
 from .locations import AnyPath, absolute, as_path
 from .run_files import natural_key
 from .run_names import run_name_problem
-from .store import StoreLayout, parquet_bytes, read_parquet, replace_dir_atomic
+from .stages import RENDERED_FROM, states_digest
+from .store import (
+    READ_RETRY_DELAYS,
+    StoreLayout,
+    parquet_bytes,
+    read_parquet,
+    replace_dir_atomic,
+)
 
 Format = Literal["verl", "trl", "pool"]
 FORMATS: tuple[Format, ...] = ("verl", "trl", "pool")
@@ -134,6 +142,24 @@ def _read(path: AnyPath) -> list[dict[str, Any]]:
     return read_parquet(path).to_pylist()
 
 
+def _run_tables(layout: StoreLayout, run: str) -> tuple[list[dict], list[dict]] | None:
+    """A run's states and the prompts rendered from exactly them; ``None`` if they never agree.
+
+    Each stage replaces its table whole, but a run being rebuilt has new states before it
+    has their prompts: read both again (for up to about five seconds) until they match.
+    """
+    for delay in (*READ_RETRY_DELAYS, None):
+        prompts = read_parquet(layout.table("curator_prompts", run))
+        states = _read(layout.table("checkpoint_states", run))
+        rendered_from = (prompts.schema.metadata or {}).get(RENDERED_FROM)
+        keys = [row.get("input_key") or "" for row in states]
+        if rendered_from is None or rendered_from.decode() == states_digest(keys):
+            return states, prompts.to_pylist()  # (stores before the mark: taken as they are)
+        if delay is not None:
+            time.sleep(delay)
+    return None
+
+
 def _store_runs(layout: StoreLayout) -> list[str]:
     both = set(layout.runs_with("curator_prompts")) & set(layout.runs_with("checkpoint_states"))
     return sorted((r for r in both if run_name_problem(r) is None), key=natural_key)
@@ -150,9 +176,17 @@ def collect_export(
     index = dict.fromkeys(SPLITS, 0)
     for run in _store_runs(layout):
         split = split_of(run, options)
-        states = {r["state_id"]: r for r in _read(layout.table("checkpoint_states", run))}
+        tables = _run_tables(layout, run)
+        if tables is None:
+            result.problems.append(
+                f"{run}: its prompts were not rendered from its current states (a rebuild in "
+                "progress, or one that failed before its prompts): run left out; "
+                "materialize it again"
+            )
+            continue
+        states = {r["state_id"]: r for r in tables[0]}
         kept = 0
-        for prompt_row in _read(layout.table("curator_prompts", run)):
+        for prompt_row in tables[1]:
             sid = prompt_row["state_id"]
             state_row = states.get(sid)
             if state_row is None:

@@ -74,6 +74,7 @@ from .tables import (
 
 FINGERPRINT_META = b"statepool.source_fingerprint"
 EPISODES_SEEN = b"statepool.episodes_seen"  # how much of episodes.jsonl the table holds
+RENDERED_FROM = b"statepool.rendered_from"  # the states a prompts table was rendered from
 # What the tables' JSON columns hold. 2: ``record`` and ``library`` in the state files' own
 # JSON form (``models.dumps``), which build_states joins into state texts as they are.
 # Older tables of those two assets are never reused, and their texts are re-encoded on read.
@@ -171,6 +172,11 @@ class RunJob:
             }
         )
         write_parquet_atomic(self.table_path(asset), table)
+
+
+def states_digest(input_keys: list[str]) -> str:
+    """One digest of a states table's rows: what its prompts table records it rendered."""
+    return _digest(*input_keys)
 
 
 def _round3(x: float) -> float:
@@ -530,7 +536,7 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
     spec = spec or job.settings.prompt_spec()
     spec_key = _spec_digest(spec)
     fingerprint = job.fingerprint_of(STATES)
-    states = job.columns(STATES, ["state_id", "version", "state", "reference_ops"])
+    states = job.columns(STATES, ["state_id", "version", "state", "reference_ops", "input_key"])
     previous = job.previous(PROMPTS, ["state_id", "prompt", "input_key"])
     known = (
         {}
@@ -553,7 +559,8 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
         keys,
         strict=True,
     )
-    job.write_table(PROMPTS, prompts_table(rows), fingerprint)
+    rendered_from = {RENDERED_FROM: states_digest(states["input_key"]).encode()}
+    job.write_table(PROMPTS, prompts_table(rows), fingerprint, rendered_from)
     lengths = [len(prompt) for prompt in prompts]
     first = prompts[0] if prompts else None
     return StageReport(
