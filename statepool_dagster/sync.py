@@ -17,6 +17,7 @@ from dagster._core.storage.tags import (
 
 from .core.run_files import discover_runs
 from .core.settings import Settings
+from .core.stages import EPISODES, SNAPSHOTS, STATES
 from .core.store import StoreLayout
 from .core.sync_plan import RunStatus, SyncPlan, plan_sync
 from .fingerprints import recorded_fingerprints
@@ -166,13 +167,13 @@ def materialize_runs(
         run = target.run.name
         outcome = RunOutcome(run, target.status, result.success, seconds=share)
         if result.success:
-            outcome.states = _partition_metadata(result, "checkpoint_states", run, "states")
+            outcome.states = _partition_metadata(result, STATES, run, "states")
             outcome.rejects = sum(
                 _partition_metadata(result, asset, run, key)
                 for asset, key in (
-                    ("run_episodes", "rejects"),
-                    ("skill_snapshots", "rejects"),
-                    ("checkpoint_states", "sidecar_rejects"),
+                    (EPISODES, "rejects"),
+                    (SNAPSHOTS, "rejects"),
+                    (STATES, "sidecar_rejects"),
                 )
             )
         else:

@@ -24,7 +24,7 @@ from .errors import StatepoolError
 from .locations import AnyPath, absolute, as_path
 from .run_files import natural_key
 from .run_names import run_name_problem
-from .stages import RENDERED_FROM, states_digest
+from .stages import PROMPTS, RENDERED_FROM, STATES, states_digest
 from .store import (
     READ_RETRY_DELAYS,
     StoreLayout,
@@ -149,8 +149,8 @@ def _run_tables(layout: StoreLayout, run: str) -> tuple[list[dict], list[dict]] 
     has their prompts: read both again (for up to about five seconds) until they match.
     """
     for delay in (*READ_RETRY_DELAYS, None):
-        prompts = read_parquet(layout.table("curator_prompts", run))
-        states = _read(layout.table("checkpoint_states", run))
+        prompts = read_parquet(layout.table(PROMPTS, run))
+        states = _read(layout.table(STATES, run))
         rendered_from = (prompts.schema.metadata or {}).get(RENDERED_FROM)
         keys = [row.get("input_key") or "" for row in states]
         if rendered_from is None or rendered_from.decode() == states_digest(keys):
@@ -161,7 +161,7 @@ def _run_tables(layout: StoreLayout, run: str) -> tuple[list[dict], list[dict]] 
 
 
 def _store_runs(layout: StoreLayout) -> list[str]:
-    both = set(layout.runs_with("curator_prompts")) & set(layout.runs_with("checkpoint_states"))
+    both = set(layout.runs_with(PROMPTS)) & set(layout.runs_with(STATES))
     return sorted((r for r in both if run_name_problem(r) is None), key=natural_key)
 
 
