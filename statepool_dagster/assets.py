@@ -20,8 +20,7 @@ from dagster import (
 )
 from dagster import asset as _asset
 
-from .core.locations import as_path, shared_between_processes
-from .core.stages import (
+from .core.build.stages import (
     EPISODES,
     PROMPTS,
     SNAPSHOTS,
@@ -34,7 +33,8 @@ from .core.stages import (
     build_states,
     run_stage,
 )
-from .core.tables import (
+from .core.locations import as_path, shared_between_processes
+from .core.store.tables import (
     EPISODE_COLUMNS,
     PROMPT_COLUMNS,
     SNAPSHOT_COLUMNS,

@@ -22,9 +22,9 @@ from dagster import (
     multi_asset_check,
 )
 
+from .core.build.stages import PROMPTS, SNAPSHOTS, STATES
 from .core.rejects import Reject
-from .core.stages import PROMPTS, SNAPSHOTS, STATES
-from .core.store import StoreLayout, read_parquet
+from .core.store.files import StoreLayout, read_parquet
 from .partitions import runs_partitions
 from .resources import StatepoolSettings
 

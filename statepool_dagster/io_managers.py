@@ -13,10 +13,10 @@ from dagster import ConfigurableIOManagerFactory, InputContext, OutputContext, U
 from pydantic import Field
 from upath import UPath
 
+from .core.config import Settings
 from .core.locations import as_path
-from .core.run_names import check_run_name
-from .core.settings import Settings
-from .core.store import StoreLayout, read_parquet, write_parquet_atomic
+from .core.runs.names import check_run_name
+from .core.store.files import StoreLayout, read_parquet, write_parquet_atomic
 from .readers import to_frame
 
 

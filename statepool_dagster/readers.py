@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from .compat import load_state_pool as _load_pool_dir
+from .core.config import Settings
 from .core.errors import StatepoolError
-from .core.models import CheckpointState
-from .core.run_files import natural_key
-from .core.settings import Settings
-from .core.store import STATE_POOL, StoreLayout, read_parquet
-from .core.tables import PROMPT_COLUMNS
+from .core.runs.files import natural_key
+from .core.states.models import CheckpointState
+from .core.store.files import STATE_POOL, StoreLayout, read_parquet
+from .core.store.tables import PROMPT_COLUMNS
 
 if TYPE_CHECKING:  # imported where a DataFrame is made: most callers never pay for pandas
     import pandas as pd

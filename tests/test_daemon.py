@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from statepool_dagster.core.sample_runs import SampleSpec, generate_runs
+from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
 from helpers import REPO, cli_env
 

@@ -8,7 +8,7 @@ import os
 import pandas as pd
 from dagster import instance_for_test
 
-from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_runs
+from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 from statepool_dagster.sync import sync
 
 from helpers import latest_metadata, materialize_run, store_pool

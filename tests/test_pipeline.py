@@ -10,7 +10,7 @@ import pytest
 from dagster import AssetKey, DagsterInstance
 
 from statepool_dagster import defs
-from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_runs
+from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 from statepool_dagster.partitions import RUNS
 
 from helpers import seed_pool, store_pool

@@ -8,16 +8,16 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from statepool_dagster.core.join import join_states
-from statepool_dagster.core.prompt_spec import load_tool_specs
-from statepool_dagster.core.reference_ops import (
+from statepool_dagster.core.prompts.spec import load_tool_specs
+from statepool_dagster.core.runs.snapshots import Snapshot
+from statepool_dagster.core.states.join import join_states
+from statepool_dagster.core.states.reference_ops import (
     LAST_SNAPSHOT_NOTE,
     card_ops,
     next_version_after,
     reference_ops,
 )
-from statepool_dagster.core.sample_runs import SampleSpec, generate_runs
-from statepool_dagster.core.snapshots import Snapshot
+from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
 from helpers import materialize_run
 

@@ -11,13 +11,15 @@ import pytest
 from pydantic import ValidationError
 
 from statepool_dagster import load_state_pool
-from statepool_dagster.core.join import OFFLINE_RECEIPT
-from statepool_dagster.core.run_files import fingerprint_run
-from statepool_dagster.core.settings import Settings
+from statepool_dagster.core.config import Settings
+from statepool_dagster.core.runs.files import fingerprint_run
+from statepool_dagster.core.states.join import OFFLINE_RECEIPT
 
 from helpers import latest_metadata, materialize_run
 
-DEFAULTS = Path(__file__).resolve().parents[1] / "statepool_dagster" / "core" / "defaults"
+DEFAULTS = (
+    Path(__file__).resolve().parents[1] / "statepool_dagster" / "core" / "prompts" / "defaults"
+)
 
 LIBRARIES = {
     0: [("c1", "when one", "1. do one")],
@@ -207,7 +209,7 @@ def fake_infer(tmp_path, monkeypatch):
         f"CURATOR_PROMPT = {template!r}\nPARAM_RULE_ON = {rule!r}\n", "utf-8"
     )
     (root / "infer" / "curator" / "reflector.py").write_text(
-        "from statepool_dagster.core.formatting import format_episodes\n", "utf-8"
+        "from statepool_dagster.core.prompts.formatting import format_episodes\n", "utf-8"
     )
     (root / "infer" / "tools.py").write_text(f"TOOL_SPECS = {specs!r}\n", "utf-8")
     monkeypatch.syspath_prepend(str(root))

@@ -11,9 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_run
-from statepool_dagster.core.settings import Settings
-from statepool_dagster.core.stages import (
+from statepool_dagster.core.build.stages import (
     EPISODES,
     PROMPTS,
     SNAPSHOTS,
@@ -23,6 +21,8 @@ from statepool_dagster.core.stages import (
     RunJob,
     build_run,
 )
+from statepool_dagster.core.config import Settings
+from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 
 from helpers import store_pool
 

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from statepool_dagster import compat
-from statepool_dagster.core.collect import read_run
-from statepool_dagster.core.formatting import format_episodes
-from statepool_dagster.core.models import CheckpointState
-from statepool_dagster.core.prompt_spec import PromptLimits, PromptSpec
-from statepool_dagster.core.render import build_curator_prompt
-from statepool_dagster.core.settings import Settings
-from statepool_dagster.core.snapshots import list_snapshots
+from statepool_dagster.core.config import Settings
+from statepool_dagster.core.prompts.formatting import format_episodes
+from statepool_dagster.core.prompts.render import build_curator_prompt
+from statepool_dagster.core.prompts.spec import PromptLimits, PromptSpec
+from statepool_dagster.core.runs.read import read_run
+from statepool_dagster.core.runs.snapshots import list_snapshots
+from statepool_dagster.core.states.models import CheckpointState
 
 
 def card(card_id: str, trigger: str = "when t", program: str = "do p", **extra: Any) -> dict:

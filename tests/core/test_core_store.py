@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from statepool_dagster.core.store import (
+from statepool_dagster.core.store.files import (
     StoreLayout,
     replace_dir_atomic,
     write_bytes_atomic,

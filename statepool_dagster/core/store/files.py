@@ -29,10 +29,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import StatepoolError
-from .locations import AnyPath, as_path, is_local
-from .rejects import Reject
-from .run_names import check_run_name
+from ..errors import StatepoolError
+from ..locations import AnyPath, as_path, is_local
+from ..rejects import Reject
+from ..runs.names import check_run_name
 
 STATE_POOL = "state_pool"
 REJECTS = "rejects"

@@ -20,12 +20,12 @@ from typing import Any, Literal
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .errors import StatepoolError
-from .locations import AnyPath, absolute, as_path
-from .run_files import natural_key
-from .run_names import run_name_problem
-from .stages import PROMPTS, RENDERED_FROM, STATES, states_digest
-from .store import (
+from ..build.stages import PROMPTS, RENDERED_FROM, STATES, states_digest
+from ..errors import StatepoolError
+from ..locations import AnyPath, absolute, as_path
+from ..runs.files import natural_key
+from ..runs.names import run_name_problem
+from ..store.files import (
     READ_RETRY_DELAYS,
     StoreLayout,
     parquet_bytes,

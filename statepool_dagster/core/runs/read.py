@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..locations import AnyPath
+from ..rejects import Reject
+from ..states.join import JoinedState, SkippedCheckpoint, group_batches, join_states
 from .episodes import EpisodesRead, read_episodes
-from .join import JoinedState, SkippedCheckpoint, group_batches, join_states
-from .locations import AnyPath
-from .rejects import Reject
-from .run_files import EPISODES_FILE, SNAPSHOTS_DIR
+from .files import EPISODES_FILE, SNAPSHOTS_DIR
 from .snapshots import Snapshot, SnapshotListing, list_snapshots, read_snapshot
 
 

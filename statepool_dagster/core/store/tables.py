@@ -12,9 +12,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from .episodes import EpisodeLine
-from .models import dumps
-from .snapshots import Snapshot
+from ..runs.episodes import EpisodeLine
+from ..runs.snapshots import Snapshot
+from ..states.models import dumps
 
 
 def _text(value: Any) -> str | None:

@@ -30,22 +30,22 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .collect import run_notes
-from .episodes import parse_episodes
-from .errors import BadRecordError
-from .join import PlannedState, plan_states, state_fields
-from .locations import AnyPath, as_path
-from .models import CheckpointState, dumps, state_json
-from .prompt_spec import PromptSpec
-from .reference_ops import ops_json, reference_ops
-from .rejects import Reject
-from .render import build_curator_prompt
-from .run_files import EPISODES_FILE, SNAPSHOTS_DIR, file_stamp, fingerprint_run
-from .run_names import check_run_name
-from .settings import Settings
-from .sidecars import SidecarsRead, read_sidecars
-from .snapshots import list_snapshots, read_snapshot
-from .store import (
+from ..runs.read import run_notes
+from ..runs.episodes import parse_episodes
+from ..errors import BadRecordError
+from ..states.join import PlannedState, plan_states, state_fields
+from ..locations import AnyPath, as_path
+from ..states.models import CheckpointState, dumps, state_json
+from ..prompts.spec import PromptSpec
+from ..states.reference_ops import ops_json, reference_ops
+from ..rejects import Reject
+from ..prompts.render import build_curator_prompt
+from ..runs.files import EPISODES_FILE, SNAPSHOTS_DIR, file_stamp, fingerprint_run
+from ..runs.names import check_run_name
+from ..config import Settings
+from ..runs.sidecars import SidecarsRead, read_sidecars
+from ..runs.snapshots import list_snapshots, read_snapshot
+from ..store.files import (
     StoreLayout,
     libc_function,
     read_parquet,
@@ -55,7 +55,7 @@ from .store import (
     write_parquet_atomic,
     write_state_pool,
 )
-from .tables import (
+from ..store.tables import (
     EPISODE_COLUMNS,
     SNAPSHOT_COLUMNS,
     STATE_COLUMNS,

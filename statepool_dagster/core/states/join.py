@@ -11,10 +11,10 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .episodes import EpisodeLine
+from ..runs.episodes import EpisodeLine
+from ..runs.snapshots import Snapshot
 from .models import CheckpointState
 from .reference_ops import next_version_after, reference_ops
-from .snapshots import Snapshot
 
 OFFLINE_RECEIPT = "(collected offline)"
 
