@@ -207,7 +207,7 @@ import json, shutil, sys, time
 from pathlib import Path
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 from statepool_dagster.core.config import Settings
-from statepool_dagster.core.build.stages import build_run
+from statepool_dagster.core.build import build_run
 root = Path(sys.argv[1]); shutil.rmtree(root, ignore_errors=True)
 spec = SampleSpec(**{asdict(spec)!r})
 run = generate_run(root / "runs" / "run000", spec, 0)

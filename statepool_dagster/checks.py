@@ -22,7 +22,7 @@ from dagster import (
     multi_asset_check,
 )
 
-from .core.build.stages import PROMPTS, SNAPSHOTS, STATES
+from .core.names import PROMPTS, SNAPSHOTS, STATES
 from .core.rejects import Reject
 from .core.store.files import StoreLayout, read_parquet
 from .partitions import runs_partitions

@@ -7,9 +7,9 @@ from typing import Any
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from .core.build.stages import STATES
 from .core.config import Settings
 from .core.locations import as_path
+from .core.names import STATES
 from .core.runs.files import fingerprint_run
 from .fingerprints import FINAL_ASSET, recorded_fingerprints
 from .partitions import RUNS

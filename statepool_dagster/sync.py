@@ -15,8 +15,8 @@ from dagster._core.storage.tags import (
     PARTITION_NAME_TAG,
 )
 
-from .core.build.stages import EPISODES, SNAPSHOTS, STATES
 from .core.config import Settings
+from .core.names import EPISODES, SNAPSHOTS, STATES
 from .core.runs.changes import RunStatus, SyncPlan, plan_sync
 from .core.runs.files import discover_runs
 from .core.store.files import StoreLayout

@@ -25,14 +25,8 @@ from dagster import (
 )
 
 from statepool_dagster import defs, load_prompts, load_state_pool
-from statepool_dagster.core.build.stages import (
-    PROMPTS,
-    SNAPSHOTS,
-    STAGES,
-    STATES,
-    RunJob,
-    build_run,
-)
+from statepool_dagster.core.build import STAGES, RunJob, build_run
+from statepool_dagster.core.names import PROMPTS, SNAPSHOTS, STATES
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.errors import StatepoolError
 from statepool_dagster.core.export.build import (

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from statepool_dagster.core.build.stages import RunJob, StageReport, run_stage
+from statepool_dagster.core.build import RunJob, StageReport, run_stage
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.store.files import StoreLayout
 
