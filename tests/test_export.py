@@ -26,7 +26,6 @@ from dagster import (
 
 from statepool_dagster import defs, load_prompts, load_state_pool
 from statepool_dagster.core.build import STAGES, RunJob, build_run
-from statepool_dagster.core.names import PROMPTS, SNAPSHOTS, STATES
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.errors import StatepoolError
 from statepool_dagster.core.export.build import (
@@ -39,6 +38,7 @@ from statepool_dagster.core.export.build import (
     split_of,
     state_key,
 )
+from statepool_dagster.core.names import PROMPTS, SNAPSHOTS, STATES
 from statepool_dagster.core.states.models import CheckpointState
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 from statepool_dagster.partitions import RUNS

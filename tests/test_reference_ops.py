@@ -141,8 +141,8 @@ def test_each_joined_state_carries_the_diff_to_the_runs_next_library():
 def test_states_and_prompts_tables_carry_the_same_reference_ops(workspace, instance):
     generate_runs(workspace.runs, SampleSpec(n_runs=1, n_checkpoints=4, n_cards=5, emb_dim=4))
     assert materialize_run(instance, "run000").success
-    states = pd.read_parquet(workspace.store / "checkpoint_states" / "run000.parquet")
-    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "run000.parquet")
+    states = pd.read_parquet(workspace.store / "checkpoint_states" / "run000")
+    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "run000")
     assert states["reference_ops"].tolist() == prompts["reference_ops"].tolist()
     ops = [json.loads(text) for text in states["reference_ops"]]
     assert [o["next_version"] for o in ops] == [1, 2, 3, None]

@@ -113,7 +113,7 @@ def test_pre_curation_pairs_checkpoint_k_with_library_and_batch_k_minus_1(
     assert [e["id"] for e in states[2]["episodes"]] == ids(1)
     metadata = latest_metadata(instance, "checkpoint_states", "hand")
     assert metadata["skipped"] == {"0": "pre_curation: checkpoint 0 has no earlier library"}
-    table = pd.read_parquet(workspace.store / "checkpoint_states" / "hand.parquet")
+    table = pd.read_parquet(workspace.store / "checkpoint_states" / "hand")
     assert table["library_version"].tolist() == [0, 1]
     assert table["batch_version"].tolist() == [0, 1]
     # The ops are what the curator wrote after seeing that library and batch.
@@ -223,7 +223,7 @@ def test_prompt_shows_the_analysis_block_exactly_as_the_seed_renders_it(
 ):
     write_sidecars(write_run(workspace.runs))
     assert materialize_run(instance, "hand").success
-    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "hand.parquet")
+    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "hand")
     for state, prompt in zip(load_state_pool(), prompts["prompt"], strict=True):
         original = seed.CheckpointState.from_json(state.to_json())
         assert prompt == seed.build_curator_prompt(original, cfg=None)

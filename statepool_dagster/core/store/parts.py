@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from ..locations import AnyPath, info_stamp, is_local
 from ..names import TABLE_INDEX
-from .files import read_parquet, write_bytes_atomic, write_parquet_atomic
+from .files import StoreLayout, read_parquet, write_bytes_atomic, write_parquet_atomic
 
 PART_SUFFIX = ".parquet"
 KEY_META, INFO_META = b"statepool.key", b"statepool.info"
@@ -194,3 +194,12 @@ def read_table(
         return wanted.empty_table()
     tables = [read_parquet(folder / f"{n}{PART_SUFFIX}", columns=columns) for n in names]
     return pa.concat_tables([t.replace_schema_metadata(None).cast(wanted) for t in tables])
+
+
+def read_run_table(
+    layout: StoreLayout, asset: str, run: str, columns: list[str] | None = None
+) -> pa.Table:
+    """One run's table of ``asset`` from the store, as one Arrow table (empty if never built)."""
+    from .tables import SCHEMAS
+
+    return read_table(layout.table(asset, run), SCHEMAS[asset], columns)
