@@ -9,12 +9,12 @@ import os
 import re
 from pathlib import Path
 
+from .core.build.collect import read_run
 from .core.config import Settings
 from .core.locations import as_path
 from .core.prompts.render import build_curator_prompt as _render
 from .core.prompts.spec import PromptSpec
 from .core.runs.files import natural_key
-from .core.runs.read import read_run
 from .core.states.models import CheckpointState
 from .core.store.files import read_dir_files, write_bytes_atomic
 
@@ -29,8 +29,7 @@ def collect_from_run(run_dir: str | os.PathLike[str], out_dir: str, dataset: str
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for joined in read.states:
-        state = joined.state
-        write_bytes_atomic(out / f"{state.state_id}.json", state.to_json().encode("utf-8"))
+        write_bytes_atomic(out / f"{joined.state.state_id}.json", joined.text.encode("utf-8"))
     return len(read.states)
 
 

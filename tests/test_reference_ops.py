@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from statepool_dagster.core.prompts.spec import load_tool_specs
 from statepool_dagster.core.runs.snapshots import Snapshot
-from statepool_dagster.core.states.join import join_states
+from statepool_dagster.core.states.join import InMemoryCheckpoints, join_all
 from statepool_dagster.core.states.reference_ops import (
     LAST_SNAPSHOT_NOTE,
     card_ops,
@@ -127,7 +127,8 @@ def test_each_joined_state_carries_the_diff_to_the_runs_next_library():
         Snapshot(2, "s2", lib(2, card("c2"))),
     ]
     batches = {k: [{"id": f"q{k}", "skill_lib_version": k}] for k in range(3)}
-    joined, _ = join_states("r", snapshots, batches)
+    libraries = {s.version: s.library for s in snapshots}
+    joined, _ = join_all("r", InMemoryCheckpoints(libraries, batches))
     assert [j.reference_ops for j in joined] == [
         {
             "next_version": 1,
