@@ -22,6 +22,7 @@ import contextlib
 import json
 import os
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,39 @@ class Part:
     info: dict[str, Any] = field(default_factory=dict)
     file: str | None = None  # None: not yet written out
     group: int = -1
+
+
+class RecentParts:
+    """The checkpoints this process wrote last, up to a byte budget (a constant, not a run).
+
+    The next stage of the same run reads them back from here instead of from disk: a
+    states build right after its snapshots, prompts right after states. Entries are keyed
+    by the checkpoint's input key, so a changed checkpoint never matches an old entry.
+    """
+
+    def __init__(self, budget: int = 64 << 20):
+        self.budget = budget
+        self._tables: OrderedDict[tuple[str, str, str], pa.Table] = OrderedDict()
+        self._size = 0
+
+    def put(self, where: tuple[str, str, str], table: pa.Table) -> None:
+        if table.nbytes > self.budget:
+            return
+        self._tables[where] = table
+        self._size += table.nbytes
+        while self._size > self.budget:
+            _, old = self._tables.popitem(last=False)
+            self._size -= old.nbytes
+
+    def get(self, where: tuple[str, str, str]) -> pa.Table | None:
+        return self._tables.get(where)
+
+    def resize(self, budget: int) -> None:
+        self.budget = budget
+        self.put(("", "", ""), pa.table({}))  # evict down to the new budget
+
+
+RECENT = RecentParts()
 
 
 class RunTable:
@@ -152,6 +186,9 @@ class RunTable:
             table = self._held[1]
             return table.select(columns) if columns else table
         part = self.parts[name]
+        recent = RECENT.get((str(self.folder), name, part.key))
+        if recent is not None:
+            return recent.select(columns) if columns else recent
         if part.file is None or (self._writing and part.file == self._writing[0]):
             self._finish_writer()
             part = self.parts[name]
@@ -188,6 +225,7 @@ class RunTable:
             self._append(*self._held)
         self._held = (name, table)
         self.parts[name] = Part(key, info)
+        RECENT.put((str(self.folder), name, key), table)
         self._dirty = True
 
     def drop(self, name: str) -> None:
@@ -259,6 +297,8 @@ class RunTable:
             self._prune(file, groups)
         self._stale.clear()
         self._close_files()
+        # A store from before parts held a run's table as one file beside this folder.
+        (self.folder.parent / f"{self.folder.name}{SUFFIX}").unlink(missing_ok=True)
         if not self._dirty and (self.folder / TABLE_INDEX).exists():
             return
         listing = self._listing()

@@ -1,0 +1,234 @@
+"""``run_episodes``: every usable line of episodes.jsonl, one part per episode batch.
+
+A file that only grew is read from where the last build stopped (a digest of the bytes
+before proves them unchanged) and only the batches its new lines belong to are written
+again; otherwise the whole file is parsed and only the batches that changed are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import BadRecordError
+from ..names import EPISODES, EPISODES_FILE
+from ..rejects import Reject
+from ..runs.episodes import parse_episodes
+from ..runs.files import fingerprint_run
+from ..runs.notes import run_notes
+from ..store.files import read_rejects, update_rejects
+from ..store.parts import RunTable, part_name
+from ..store.tables import episode_row, episodes_table, markdown_preview, rejects_jsonl
+from .job import TABLE_FORMAT, RunJob, StageReport, digest, reject_lines, round3
+
+PREVIEW = ["line", "version", "id", "task", "gt", "response", "correct"]
+
+
+CHUNK = 1 << 18  # bytes read at a time; a batch is written before the next one is read
+
+
+def _open(job: RunJob) -> tuple[BinaryIO | None, Reject | None]:
+    """The run's episodes.jsonl opened for reading (none if absent), or the reject saying why."""
+    path = job.run_dir / EPISODES_FILE
+    try:
+        return (path.open("rb") if path.exists() else None), None
+    except OSError as exc:
+        error = f"unreadable: {exc.strerror or exc}"
+        reject = Reject(file=f"{job.run}/{EPISODES_FILE}", line=None, error=error, raw=None)
+        if job.settings.strict:
+            raise BadRecordError(reject.describe()) from None
+        return None, reject
+
+
+def _same_prefix(f: BinaryIO, seen: dict, hasher) -> bool:
+    """Whether the file still starts with the bytes the last build read (hashing them)."""
+    left = seen["bytes"]
+    while left:
+        block = f.read(min(CHUNK, left))
+        if not block:
+            return False
+        hasher.update(block)
+        left -= len(block)
+    return hasher.copy().hexdigest() == seen["digest"]
+
+
+def _chunks(f: BinaryIO) -> Iterator[tuple[bytes, bool]]:
+    """``(bytes, complete)``: runs of whole lines, then a last line still being written."""
+    carry = b""
+    while block := f.read(CHUNK):
+        block = carry + block
+        cut = block.rfind(b"\n") + 1
+        if cut == 0:
+            carry = block
+            continue
+        yield block[:cut], True
+        carry = block[cut:]
+    if carry:
+        yield carry, False
+
+
+def _write_batch(table: RunTable, version: int, batch: pa.Table) -> bool:
+    """Store one batch's part unless the stored one holds the same lines; True if written."""
+    lines = batch["line"].to_pylist()
+    records = batch["record"].to_pylist()
+    key = digest(TABLE_FORMAT, *(f"{n}:{r}" for n, r in zip(lines, records, strict=True)))
+    name = part_name(version)
+    if name in table.parts and table.parts[name].key == key:
+        return False
+    flags = [c for c in batch["correct"].to_pylist() if c is not None]
+    info = {
+        "version": version,
+        "rows": batch.num_rows,
+        "batch": digest(str(len(records)), *records),  # what states are keyed by
+        "max_line": max(lines, default=0),
+        "scored": len(flags),
+        "correct": sum(flags),
+    }
+    table.write(name, batch, key, info)
+    return True
+
+
+class _Batches:
+    """Rows grouped by version, each batch written out once the file moves past it."""
+
+    def __init__(self, table: RunTable, keep_lines: int | None):
+        self.table = table
+        self.keep_lines = keep_lines  # a grown file: stored rows up to this line stay
+        self.pending: dict[int, list[tuple]] = {}
+        self.done: set[int] = set()
+        self.written = 0
+
+    def add(self, version: int, row: tuple) -> None:
+        if version not in self.pending:
+            self.flush()  # the file moved on to another batch: write the one before
+        self.pending.setdefault(version, []).append(row)
+
+    def flush(self) -> None:
+        for version, rows in self.pending.items():
+            self._store(version, episodes_table(rows))
+        self.pending.clear()
+
+    def _store(self, version: int, fresh: pa.Table) -> None:
+        name = part_name(version)
+        parts = [fresh]
+        if name in self.table.parts and (version in self.done or self.keep_lines is not None):
+            old = self.table.read_part(name).cast(fresh.schema)
+            if version not in self.done:  # a grown file: the stored rows before the mark stay
+                old = old.filter(pc.less_equal(old["line"], self.keep_lines))
+            parts.insert(0, old)
+        batch = pa.concat_tables(parts)
+        self.done.add(version)
+        if batch.num_rows:
+            self.written += _write_batch(self.table, version, batch)
+        else:
+            self.table.drop(name)
+
+    def finish(self) -> None:
+        """Write the last batch; drop (or, for a grown file, trim) batches no line came for."""
+        self.flush()
+        for name, part in list(self.table.parts.items()):
+            version = part.info["version"]
+            if version in self.done:
+                continue
+            if self.keep_lines is None or part.info["max_line"] > self.keep_lines:
+                self._store(version, episodes_table([]))
+
+
+def build_episodes(job: RunJob) -> StageReport:
+    """``run_episodes``: every usable line of episodes.jsonl; bad lines set aside."""
+    fingerprint = fingerprint_run(job.run_dir).digest  # before reading: never newer than the data
+    display = f"{job.run}/{EPISODES_FILE}"
+    strict = job.settings.strict
+    table = job.table(EPISODES)
+    f, unreadable = _open(job)
+    seen = table.marks.get("seen")
+    hasher = hashlib.blake2b(digest_size=16)
+    with f if f is not None else contextlib.nullcontext():
+        grown = (
+            f is not None
+            and isinstance(seen, dict)
+            and seen.get("format") == TABLE_FORMAT
+            and _same_prefix(f, seen, hasher)
+        )
+        if not grown:
+            hasher = hashlib.blake2b(digest_size=16)
+            if f is not None:
+                f.seek(0)
+        marked, lines, blank = (seen["bytes"], seen["lines"], seen["blank"]) if grown else (0, 0, 0)
+        rejects: list[Reject] = []
+        if grown:
+            old = read_rejects(job.layout, job.run, "episodes")
+            rejects = [r for r in old if (r.line or 0) <= lines]
+        batches = _Batches(table, lines if grown else None)
+        tail_blank = 0
+        for chunk, complete in _chunks(f) if f is not None else ():
+            read = parse_episodes(chunk, display, lines + 1, strict)
+            for episode in read.episodes:
+                batches.add(episode.version, episode_row(episode))
+            rejects += read.rejects
+            if complete:  # a last line still being written is read, not marked
+                hasher.update(chunk)
+                marked += len(chunk)
+                lines += read.lines
+                blank += read.blank_lines
+            else:
+                tail_blank = read.blank_lines
+        batches.finish()
+    rejects += [unreadable] if unreadable else []
+    update_rejects(job.layout, job.run, "episodes", rejects_jsonl(rejects, "episodes"))
+    mark = {
+        "bytes": marked,
+        "lines": lines,
+        "blank": blank,
+        "digest": hasher.hexdigest(),
+        "format": TABLE_FORMAT,
+    }
+    table.mark(seen=None if unreadable else mark, fingerprint=fingerprint)
+    table.save()
+    return _report(job, table, fingerprint, rejects, blank + tail_blank, batches.written)
+
+
+def _report(
+    job: RunJob,
+    table: RunTable,
+    fingerprint: str,
+    rejects: list[Reject],
+    blank_lines: int,
+    written: int,
+) -> StageReport:
+    infos = sorted((p.info for p in table.parts.values()), key=lambda i: i["version"])
+    total = sum(i["rows"] for i in infos)
+    reused = len(infos) - written
+    scored = [i for i in infos if i["scored"]]
+    report = StageReport(
+        job.run,
+        fingerprint,
+        total,
+        values={
+            "episodes": total,
+            "rejects": len(rejects),
+            "blank_lines": blank_lines,
+            "batches": len(infos),
+            "batches_written": written,
+        },
+        json={
+            "versions": [i["version"] for i in infos],
+            "accuracy_by_version": {
+                str(i["version"]): round3(i["correct"] / i["scored"]) for i in scored
+            },
+        },
+        markdown={"preview": markdown_preview(table.head(PREVIEW), PREVIEW)},
+        notes=run_notes(job.run_dir),
+        reused=reused,
+    )
+    if scored:
+        flags = sum(i["scored"] for i in scored)
+        report.values["accuracy"] = round(sum(i["correct"] for i in scored) / flags, 4)
+    if rejects:
+        report.markdown["reject_details"] = reject_lines(rejects)
+    return report

@@ -1,0 +1,81 @@
+"""What every build stage shares: the run it works on, its tables, its report."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import Settings
+from ..locations import AnyPath, as_path
+from ..rejects import Reject
+from ..runs.names import check_run_name
+from ..store.files import StoreLayout
+from ..store.parts import RunTable
+from ..store.tables import SCHEMAS
+
+# Bump when what a stage writes for the same inputs changes: its parts are rebuilt.
+TABLE_FORMAT = "3"  # 3: per-checkpoint parts
+STATE_VERSION = "1"  # join.py / models.py: what a state looks like
+RENDER_VERSION = "1"  # render.py: what a prompt looks like
+
+
+@dataclass
+class StageReport:
+    """What a stage did for one run: plain numbers, JSON values, Markdown, notes."""
+
+    run: str
+    fingerprint: str
+    rows: int
+    values: dict[str, int | float | str] = field(default_factory=dict)
+    json: dict[str, Any] = field(default_factory=dict)
+    markdown: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    reused: int = 0
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """Everything a stage needs for one run."""
+
+    settings: Settings
+    run: str
+
+    @property
+    def layout(self) -> StoreLayout:
+        return StoreLayout(self.settings.store_dir)
+
+    @property
+    def run_dir(self) -> AnyPath:
+        return as_path(self.settings.runs_dir) / check_run_name(self.run)
+
+    def table(self, asset: str) -> RunTable:
+        return RunTable(self.layout.table(asset, self.run), SCHEMAS[asset])
+
+
+def digest(*parts: str) -> str:
+    """A short, stable digest of text parts (keys of the parts a stage can reuse)."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def digest_bytes(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def combined(*fingerprints: str) -> str:
+    """One fingerprint if the inputs agree; otherwise a value no run's files can match."""
+    unique = set(fingerprints)
+    return unique.pop() if len(unique) == 1 else "mixed:" + "+".join(fingerprints)
+
+
+def reject_lines(rejects: list[Reject]) -> str:
+    return "\n".join(f"- {r.describe()}" for r in rejects[:50])
+
+
+def round3(x: float) -> float:
+    """Three decimals as numpy rounds them (``x * 1000`` to even), as the UI always showed."""
+    return round(x * 1000) / 1000

@@ -1,0 +1,114 @@
+"""``curator_prompts``: one prompt per state, rendered only when its state or spec changed."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..names import PROMPTS, STATES
+from ..prompts.render import build_curator_prompt
+from ..prompts.spec import PromptSpec
+from ..rejects import Reject
+from ..states.models import CheckpointState
+from ..store.files import update_rejects
+from ..store.tables import prompts_table, rejects_jsonl
+from .job import RENDER_VERSION, RunJob, StageReport, digest, reject_lines
+
+COLUMNS = ["state_id", "version", "state", "reference_ops", "input_key"]
+
+
+def _formatter_identity(formatter: Callable[..., Any]) -> str:
+    """Name plus the bytes of the file defining it: an edit anywhere in it renders again."""
+    name = f"{getattr(formatter, '__module__', '')}.{getattr(formatter, '__qualname__', '')}"
+    try:
+        source = Path(inspect.getsourcefile(formatter) or "").read_bytes()
+    except (OSError, TypeError):
+        code = getattr(formatter, "__code__", None)
+        source = repr((code.co_code, code.co_consts)).encode() if code else b""
+    return f"{name}:{hashlib.blake2b(source, digest_size=16).hexdigest()}:{RENDER_VERSION}"
+
+
+def spec_digest(spec: PromptSpec) -> str:
+    """Digest of everything a prompt is rendered with besides its state."""
+    return digest(
+        spec.template,
+        spec.param_rule,
+        repr(sorted(spec.tool_specs.items())),
+        _formatter_identity(spec.episode_formatter),
+        spec.limits.model_dump_json(),
+    )
+
+
+def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
+    """``curator_prompts``: one prompt per state; a state that cannot be rendered is a reject."""
+    spec = spec or job.settings.prompt_spec()
+    spec_key = spec_digest(spec)
+    states, table = job.table(STATES), job.table(PROMPTS)
+    fingerprint = states.marks.get("fingerprint", "")
+    kept: set[str] = set()
+    rejects: list[Reject] = []
+    rendered = 0
+    for name in states.names():
+        state_part = states.parts[name]
+        # A prompt shows the state, never its reference ops: a new key with the same
+        # rendering (e.g. the last state once a next library exists) keeps its text.
+        render_key = digest(spec_key, state_part.info.get("text", state_part.key))
+        key = digest(render_key, state_part.key)
+        part = table.parts.get(name)
+        if part is not None and part.key == key:
+            kept.add(name)
+            continue
+        row = states.read_part(name, COLUMNS).to_pylist()[0]
+        if part is not None and part.info.get("render") == render_key:
+            prompt = table.read_part(name, ["prompt"])["prompt"][0].as_py()
+        else:
+            try:
+                prompt = build_curator_prompt(CheckpointState.trusted(row["state"]), spec)
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+                error = f"prompt not rendered: {type(exc).__name__}: {exc}"
+                where = f"{job.run}/{row['state_id']}"
+                rejects.append(Reject(file=where, line=None, error=error, raw=None))
+                table.drop(name)
+                continue
+            rendered += 1
+        record = (
+            row["state_id"],
+            job.run,
+            row["version"],
+            prompt,
+            row["reference_ops"],
+            key,
+            row["input_key"],
+        )
+        info = {"chars": len(prompt), "rows": 1, "render": render_key}
+        table.write(name, prompts_table([record]), key, info)
+        kept.add(name)
+    for name in set(table.parts) - kept:
+        table.drop(name)
+    table.mark(fingerprint=fingerprint)
+    table.save()
+    update_rejects(job.layout, job.run, "prompts", rejects_jsonl(rejects, "prompts"))
+    lengths = [table.parts[name].info["chars"] for name in table.names()]
+    first = table.head(["prompt"], 1)["prompt"].to_pylist()
+    report = StageReport(
+        job.run,
+        fingerprint,
+        len(lengths),
+        values={
+            "prompts": len(lengths),
+            "reused": len(lengths) - rendered,
+            "rejects": len(rejects),
+            "prompt_chars_min": min(lengths, default=0),
+            "prompt_chars_median": float(statistics.median(lengths)) if lengths else 0.0,
+            "prompt_chars_max": max(lengths, default=0),
+        },
+        markdown={"first_prompt": f"```\n{first[0]}\n```" if first else "_no prompts_"},
+        reused=len(lengths) - rendered,
+    )
+    if rejects:
+        report.markdown["reject_details"] = reject_lines(rejects)
+    return report

@@ -1,0 +1,109 @@
+"""Run the build stages for runs: in order, under each run's store lock, on a fork pool."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+
+from ..config import Settings
+from ..names import EPISODES, PROMPTS, RUN_ASSETS, SNAPSHOTS, STATES
+from ..store.files import libc_function
+from ..store.tables import load_arrow
+from .episodes import build_episodes
+from .job import RunJob, StageReport
+from .prompts import build_prompts
+from .snapshots import build_snapshots
+from .states import build_states
+
+Stage = Callable[[RunJob], StageReport]
+STAGES: dict[str, Stage] = {
+    EPISODES: build_episodes,
+    SNAPSHOTS: build_snapshots,
+    STATES: build_states,
+    PROMPTS: build_prompts,
+}
+_PR_SET_PDEATHSIG = 1
+
+
+def build_run(
+    settings: Settings, run: str, assets: Iterable[str] = RUN_ASSETS
+) -> dict[str, StageReport]:
+    """The selected stages of one run, in the data's order (the core path, without Dagster)."""
+    job = RunJob(settings, run)
+    wanted = set(assets)
+    with job.layout.lock(run), without_cyclic_gc():
+        return {asset: STAGES[asset](job) for asset in RUN_ASSETS if asset in wanted}
+
+
+def build_runs(
+    settings: Settings, runs: list[str], assets: Iterable[str] = RUN_ASSETS, workers: int = 0
+) -> list[dict[str, StageReport]]:
+    """``build_run`` for every run, on up to ``workers`` processes (0: one per core)."""
+    assets = tuple(assets)
+    return _pool_map(_build_task, [(settings, run, assets) for run in runs], workers)
+
+
+def _build_task(task: tuple[Settings, str, tuple[str, ...]]) -> dict[str, StageReport]:
+    return build_run(*task)
+
+
+def run_stage(stage: Stage, jobs: list[RunJob], workers: int = 0) -> list[StageReport]:
+    """Run one ``stage`` for every job, on up to ``workers`` processes (0: one per core)."""
+    return _pool_map(_locked, [(stage, job) for job in jobs], workers)
+
+
+def _pool_map(fn, tasks: list, workers: int) -> list:
+    workers = min(workers or os.cpu_count() or 1, len(tasks))
+    if workers <= 1:
+        return [fn(task) for task in tasks]
+    # fork: workers inherit the loaded code, so starting them costs milliseconds.
+    load_arrow()
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_start_worker, initargs=(os.getpid(),)
+    ) as pool:
+        return list(pool.map(fn, tasks))
+
+
+def _locked(task: tuple[Stage, RunJob]) -> StageReport:
+    """One stage of one run under the run's store lock: two writers never interleave."""
+    stage, job = task
+    with job.layout.lock(job.run), without_cyclic_gc():
+        return stage(job)
+
+
+@contextlib.contextmanager
+def without_cyclic_gc() -> Iterator[None]:
+    """Pause Python's cycle collector while a stage allocates its (acyclic) records.
+
+    In a process that has Dagster loaded, each full collection walks hundreds of
+    thousands of objects; a stage's allocations set off several. Reference counting
+    still frees everything a stage drops; any cycle waits for the next collection.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _start_worker(parent: int) -> None:
+    """Set up a forked worker: die with the parent, and leave the inherited heap alone.
+
+    ``gc.freeze`` keeps the collector from walking (and so copying, page by page) the
+    objects the worker inherited. A worker must not outlive a killed parent: it would
+    hold the parent's store locks.
+    """
+    gc.freeze()
+    prctl = libc_function("prctl")
+    if prctl is not None:  # elsewhere the check below still catches a parent already gone
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)

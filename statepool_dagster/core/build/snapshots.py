@@ -1,0 +1,76 @@
+"""``skill_snapshots``: one part per snapshot file; a file with the same stamp is not read."""
+
+from __future__ import annotations
+
+from ..names import SNAPSHOTS, SNAPSHOTS_DIR
+from ..rejects import Reject
+from ..runs.files import file_stamp, fingerprint_run
+from ..runs.notes import run_notes
+from ..runs.snapshots import list_snapshots, read_snapshot
+from ..store.files import update_rejects
+from ..store.parts import part_name
+from ..store.tables import markdown_preview, rejects_jsonl, snapshot_row, snapshots_table
+from .job import TABLE_FORMAT, RunJob, StageReport, digest, reject_lines
+
+PREVIEW = ["version", "file", "declared_version", "n_cards"]
+
+
+def build_snapshots(job: RunJob) -> StageReport:
+    """``skill_snapshots``: one row per snapshot, numeric order, embeddings stripped."""
+    fingerprint = fingerprint_run(job.run_dir).digest
+    listing = list_snapshots(job.run_dir / SNAPSHOTS_DIR)
+    table = job.table(SNAPSHOTS)
+    rejects: list[Reject] = []
+    kept: set[str] = set()
+    reused = 0
+    for snapshot_file in listing.snapshots:
+        display = f"{job.run}/{SNAPSHOTS_DIR}/{snapshot_file.path.name}"
+        name = part_name(snapshot_file.version)
+        try:
+            stamp = file_stamp(snapshot_file.path)
+        except OSError:
+            stamp = ""
+        key = digest(TABLE_FORMAT, display, stamp)
+        part = table.parts.get(name)
+        if stamp and part is not None and part.key == key:
+            kept.add(name)
+            reused += 1
+            continue
+        read = read_snapshot(snapshot_file, display, strict=job.settings.strict)
+        if isinstance(read, Reject):
+            rejects.append(read)
+            continue
+        row = snapshot_row(read, stamp if stamp else "")
+        info = {
+            "version": row[0],
+            "file": row[1],
+            "declared": row[2],
+            "n_cards": row[3],
+            "library": digest(row[4]),  # what states are keyed by
+            "rows": 1,
+        }
+        table.write(name, snapshots_table([row]), key if stamp else digest(key, row[4]), info)
+        kept.add(name)
+    for name in set(table.parts) - kept:
+        table.drop(name)
+    table.mark(fingerprint=fingerprint)
+    table.save()
+    update_rejects(job.layout, job.run, "snapshots", rejects_jsonl(rejects, "snapshots"))
+    infos = [table.parts[name].info for name in table.names()]
+    markdown = {"preview": markdown_preview(table.head(PREVIEW), PREVIEW)}
+    if rejects:
+        markdown["reject_details"] = reject_lines(rejects)
+    return StageReport(
+        job.run,
+        fingerprint,
+        len(infos),
+        values={"snapshots": len(infos), "rejects": len(rejects), "reused": reused},
+        json={
+            "versions": [i["version"] for i in infos],
+            "cards_by_version": {str(i["version"]): i["n_cards"] for i in infos},
+            "ignored_files": dict(listing.ignored),
+        },
+        markdown=markdown,
+        notes=run_notes(job.run_dir),
+        reused=reused,
+    )

@@ -1,0 +1,186 @@
+"""``checkpoint_states``: the join, one checkpoint at a time, also written as state files.
+
+Each state is keyed by a digest of everything it is built from (its library, the next
+library, its batch, its sidecars, the settings), computed from the digests the upstream
+parts record, so a state whose key is stored is neither read nor written again. Only
+the libraries and batches of the states being built are read, one checkpoint at a time:
+memory holds a few libraries, never the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from typing import Any
+
+import msgspec
+
+from ..names import EPISODES, SNAPSHOTS, STATES
+from ..runs.sidecars import SidecarsRead, read_sidecars
+from ..states.join import PlannedState, join_checkpoint, plan_states
+from ..states.reference_ops import ops_json
+from ..store.files import (
+    state_pool_names,
+    update_rejects,
+    update_state_pool,
+    write_state_file,
+)
+from ..store.parts import RunTable, part_name
+from ..store.tables import markdown_preview, rejects_jsonl, states_table
+from .job import STATE_VERSION, TABLE_FORMAT, RunJob, StageReport, combined, digest, reject_lines
+
+PREVIEW = ["state_id", "version", "batch_version", "n_cards", "n_episodes"]
+_decode = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
+
+
+class CheckpointInputs:
+    """A stored run's libraries and batches, read part by part when a state needs them.
+
+    The join's ``CheckpointSource`` over the store; the part digests key the states.
+    """
+
+    def __init__(self, snapshots: RunTable, episodes: RunTable, keep: int = 3):
+        self.snapshots, self.episodes = snapshots, episodes
+        self._decoded: OrderedDict[int, dict[str, Any]] = OrderedDict()
+        self._keep = keep
+
+    def library_versions(self) -> list[int]:
+        return [p.info["version"] for _, p in sorted(self.snapshots.parts.items())]
+
+    def batch_versions(self) -> set[int]:
+        return {p.info["version"] for p in self.episodes.parts.values() if p.info["rows"]}
+
+    def library_digest(self, version: int | None) -> str:
+        if version is None:
+            return digest("0")
+        return self.snapshots.parts[part_name(version)].info["library"]
+
+    def batch_digest(self, version: int | None) -> str:
+        part = None if version is None else self.episodes.parts.get(part_name(version))
+        return digest("0") if part is None else part.info["batch"]
+
+    def n_cards(self, version: int) -> int:
+        return self.snapshots.parts[part_name(version)].info["n_cards"]
+
+    def library_text(self, version: int) -> str:
+        return self.snapshots.read_part(part_name(version), ["library"])["library"][0].as_py()
+
+    def batch_texts(self, version: int | None) -> list[str]:
+        if version is None or part_name(version) not in self.episodes.parts:
+            return []
+        return self.episodes.read_part(part_name(version), ["record"])["record"].to_pylist()
+
+    def library(self, version: int) -> dict[str, Any]:
+        """A decoded library (the last few are kept: consecutive states share them)."""
+        if version not in self._decoded:
+            self._decoded[version] = _decode(self.library_text(version))
+            while len(self._decoded) > self._keep:
+                self._decoded.popitem(last=False)
+        self._decoded.move_to_end(version)
+        return self._decoded[version]
+
+
+def state_key(settings_key: str, plan: PlannedState, inputs: CheckpointInputs, sidecars) -> str:
+    """Digest of every input of one state, by the digests its upstream parts record."""
+    k = plan.version
+    analysis = sidecars.analyses.get(k)
+    return digest(
+        settings_key,
+        repr(dataclasses.astuple(plan)),
+        inputs.library_digest(plan.library_version),
+        inputs.library_digest(plan.next_version),
+        inputs.batch_digest(plan.batch_version),
+        inputs.batch_digest(plan.followup_version),
+        "" if analysis is None else _encode(analysis).decode("utf-8"),
+        repr(sidecars.receipts.get(k)),
+    )
+
+
+def build_states(job: RunJob) -> StageReport:
+    """``checkpoint_states``: snapshot k joined with the batch run under k-1 (else k)."""
+    settings = job.settings
+    snapshots, episodes = job.table(SNAPSHOTS), job.table(EPISODES)
+    fingerprint = combined(
+        episodes.marks.get("fingerprint", ""), snapshots.marks.get("fingerprint", "")
+    )
+    sidecars = read_sidecars(job.run_dir, job.run, strict=settings.strict)
+    update_rejects(job.layout, job.run, "sidecars", rejects_jsonl(sidecars.rejects, "sidecars"))
+    inputs = CheckpointInputs(snapshots, episodes)
+    planned, skipped = plan_states(
+        inputs.library_versions(),
+        inputs.batch_versions(),
+        pairing=settings.pairing,
+        followup=settings.followup,
+    )
+    table = job.table(STATES)
+    settings_key = digest(STATE_VERSION, TABLE_FORMAT, job.run, settings.dataset, settings.pairing)
+    on_disk = state_pool_names(job.layout, job.run)
+    writes: dict[str, str] = {}
+    kept: set[str] = set()
+    reused = 0
+    for plan in planned:
+        name = part_name(plan.version)
+        key = state_key(settings_key, plan, inputs, sidecars)
+        part = table.parts.get(name)
+        if part is not None and part.key == key:
+            kept.add(name)
+            reused += 1
+            if part.info["state_id"] not in on_disk:  # a state file deleted by hand
+                writes[part.info["state_id"]] = table.read_part(name, ["state"])["state"][0].as_py()
+            continue
+        joined = join_checkpoint(
+            job.run, settings.dataset, plan, inputs, sidecars.analyses, sidecars.receipts
+        )
+        sid, text = joined.state_id, joined.text
+        row = (
+            sid,
+            job.run,
+            plan.version,
+            plan.library_version,
+            plan.batch_version,
+            inputs.n_cards(plan.library_version),
+            joined.n_episodes,
+            text,
+            ops_json(joined.reference_ops),
+            key,
+        )
+        info = {"state_id": sid, "rows": 1, "text": digest(text)}
+        table.write(name, states_table([row]), key, info)
+        write_state_file(job.layout, job.run, sid, text)
+        kept.add(name)
+    for name in set(table.parts) - kept:
+        table.drop(name)
+    table.mark(fingerprint=fingerprint)
+    table.save()
+    state_ids = {table.parts[name].info["state_id"] for name in kept}
+    update_state_pool(job.layout, job.run, writes, state_ids)
+    return _report(job, table, fingerprint, len(kept), reused, skipped, sidecars)
+
+
+def _report(job, table, fingerprint, states, reused, skipped, sidecars) -> StageReport:
+    settings = job.settings
+    report = StageReport(
+        job.run,
+        fingerprint,
+        states,
+        values={
+            "states": states,
+            "reused": reused,
+            "skipped_checkpoints": len(skipped),
+            "pairing": settings.pairing,
+            "followup": settings.followup,
+            "analyses": len(sidecars.analyses),
+            "receipts": len(sidecars.receipts),
+            "sidecar_rejects": len(sidecars.rejects),
+        },
+        json={
+            "skipped": {str(s.version): s.reason for s in skipped},
+            "ignored_sidecars": dict(sidecars.ignored),
+        },
+        markdown={"preview": markdown_preview(table.head(PREVIEW), PREVIEW)},
+        reused=reused,
+    )
+    if sidecars.rejects:
+        report.markdown["sidecar_reject_details"] = reject_lines(sidecars.rejects)
+    return report
