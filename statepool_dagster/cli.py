@@ -126,7 +126,7 @@ def _summary_json(summary) -> dict[str, Any]:
     }
 
 
-def cmd_sync(args: argparse.Namespace) -> int:
+def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
     import gc
 
     from . import preflight
@@ -150,12 +150,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
     )
     report = None
     if summary.outcomes or not _report_path(settings).exists():
-        report = _write_report(settings)
+        report = _write_report(settings, collect=False)  # splits: the last export's
     if args.json:
         print(json.dumps({**_summary_json(summary), "report": report}, indent=1))
     elif not args.quiet:
         print(_summary_table(summary))
-        if report:
+        if report and announce_report:
             print(f"report: {report}")
     return 1 if summary.failed else 0
 
@@ -184,7 +184,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 generate_runs(local, spec)
                 upload_tree(Path(local), runs)
         print(f"generated sample runs in {runs}/")
-    code = cmd_sync(args)
+    code = cmd_sync(args, announce_report=False)
     dataset = _materialize_training_dataset(args.verbose)
     if dataset:
         print(f"statepool demo: training_dataset failed: {dataset}", file=sys.stderr)
@@ -226,10 +226,11 @@ def _report_path(settings: Settings):
     return report_path(StoreLayout(settings.store_dir))
 
 
-def _write_report(settings: Settings) -> str:
+def _write_report(settings: Settings, collect: bool = True) -> str:
     from .core.report import write_report
 
-    return str(write_report(settings.store_dir, settings.export_options(), settings.runs_dir))
+    options = settings.export_options()
+    return str(write_report(settings.store_dir, options, settings.runs_dir, collect=collect))
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..export import ExportOptions, ExportSet, collect_export
+from ..export import FORMATS, MANIFEST, ExportOptions, ExportSet, collect_export
 from ..locations import AnyPath, as_path
 from ..run_files import natural_key
 from ..run_names import run_name_problem
@@ -42,6 +42,7 @@ class PoolNumbers:
     split_rows: dict[str, int]
     split_runs: dict[str, int]
     problems: list[str]
+    splits_from: str  # where the split figures come from, said under the plot
     length_limit: int | None = None  # the export's prompt limit, when one is set
 
 
@@ -91,20 +92,44 @@ def _run_numbers(layout: StoreLayout, run: str, runs_root: AnyPath | None) -> Ru
     return numbers
 
 
+def _last_export(layout: StoreLayout) -> dict | None:
+    """The summary the last export of the store wrote in its manifest, if any."""
+    for fmt in FORMATS:
+        manifest = layout.exports() / fmt / MANIFEST
+        if manifest.is_file():
+            try:
+                return json.loads(manifest.read_bytes())
+            except ValueError:
+                return None
+    return None
+
+
 def pool_numbers(
     store: str | AnyPath,
     options: ExportOptions | None = None,
     runs_dir: str | AnyPath | None = None,
     export: ExportSet | None = None,
     length_limit: int | None = None,
+    collect: bool = True,
 ) -> PoolNumbers:
-    """Every figure of the report; ``export`` if already collected (else it is collected)."""
+    """Every figure of the report.
+
+    The splits are ``export``'s when given; else the store is collected as an export would
+    be (``collect``), or, to stay cheap after a sync, taken from the last export's manifest.
+    """
     layout = StoreLayout(store)
-    export = export if export is not None else collect_export(store, options)
+    if export is not None:
+        summary, splits_from = export.summary(), "this export"
+    elif collect:
+        summary, splits_from = collect_export(store, options).summary(), "the store as it is now"
+    else:
+        summary, splits_from = _last_export(layout), "the last export (training_dataset)"
+        if summary is None:
+            summary, splits_from = {"rows": {}, "runs": {}, "problems": []}, "no export yet"
     runs_root = as_path(runs_dir) if runs_dir is not None else None
     if runs_root is not None and not runs_root.is_dir():
         runs_root = None
-    split_of_run = {run: split for split, runs in export.runs.items() for run in runs}
+    split_of_run = {run: split for split, runs in summary["runs"].items() for run in runs}
     runs = []
     prompt_chars: list[int] = []
     for run in _store_runs(layout):
@@ -115,8 +140,9 @@ def pool_numbers(
     return PoolNumbers(
         runs=runs,
         prompt_chars=prompt_chars,
-        split_rows=export.counts(),
-        split_runs={s: len(export.runs.get(s, [])) for s in export.options.splits},
-        problems=list(export.problems),
+        split_rows=dict(summary["rows"]),
+        split_runs={s: len(r) for s, r in summary["runs"].items()},
+        problems=list(summary["problems"]),
+        splits_from=splits_from,
         length_limit=length_limit,
     )

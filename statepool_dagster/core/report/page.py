@@ -126,11 +126,14 @@ def render_page(numbers: PoolNumbers, store: str, now: dt.datetime | None = None
         '<div class="row">',
         _figure(f"prompt length distribution{limit_text}", lengths),
         _figure("states per run", states),
-        _figure(f"export splits: {split_text}", splits),
+        _figure(f"export splits, from {numbers.splits_from}: {split_text}", splits),
         "</div>",
     ]
     if problems:
-        body.append(f'<h2>Export problems</h2><ul class="problems">{problems}</ul>')
+        body.append(
+            f"<h2>Export problems ({escape(numbers.splits_from)})</h2>"
+            f'<ul class="problems">{problems}</ul>'
+        )
     body.append("<h2>Runs</h2>")
     body += [_run_card(run) for run in numbers.runs]
     body.append("</body></html>")

@@ -25,10 +25,11 @@ def write_report(
     runs_dir: str | os.PathLike[str] | None = None,
     export: ExportSet | None = None,
     length_limit: int | None = None,
+    collect: bool = True,
 ) -> AnyPath:
-    """Write the pool report from the store's files; returns its path."""
+    """Write the pool report from the store's files; returns its path (see ``pool_numbers``)."""
     layout = StoreLayout(store)
-    numbers = pool_numbers(layout.root, options, runs_dir, export, length_limit)
+    numbers = pool_numbers(layout.root, options, runs_dir, export, length_limit, collect)
     path = report_path(layout)
     write_bytes_atomic(path, render_page(numbers, str(layout.root)).encode("utf-8"))
     return path
