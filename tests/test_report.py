@@ -15,7 +15,7 @@ from dagster import AssetKey, instance_for_test
 from test_ui import CHROMIUM, CHROMIUM_ARGS, require
 
 from statepool_dagster import defs, load_prompts
-from statepool_dagster.core.export import ExportOptions, collect_export
+from statepool_dagster.core.export import ExportOptions, collect_export, split_of
 from statepool_dagster.core.sample_runs import SampleSpec, generate_runs
 from statepool_dagster.core.stages import STATES
 from statepool_dagster.core.store import StoreLayout, read_parquet
@@ -179,3 +179,26 @@ def test_report_plots_render_and_match_the_store(synced, tmp_path):
         finally:
             browser.close()
     assert requested == [page_path.as_uri()]  # the page alone: nothing else is fetched
+
+
+def test_training_dataset_fails_when_its_fractions_leave_train_without_a_run(synced, tmp_path):
+    runs = sorted(p.name for p in synced.runs.iterdir())
+    fraction = next(
+        f / 100
+        for f in range(1, 100)
+        if all(split_of(r, ExportOptions(val_fraction=f / 100)) == "val" for r in runs)
+    )
+    exports = synced.store / "exports"
+    before = {p: p.stat().st_mtime_ns for p in exports.rglob("*") if p.is_file()}
+    (tmp_path / "home").mkdir()
+    with pytest.MonkeyPatch.context() as env, instance_for_test(temp_dir=str(tmp_path)) as i:
+        env.setenv("STATEPOOL_RUNS_DIR", str(synced.runs))
+        env.setenv("STATEPOOL_STORE_DIR", str(synced.store))
+        env.setenv("STATEPOOL_EXPORT_VAL_FRACTION", str(fraction))
+        result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+            instance=i, asset_selection=[AssetKey("training_dataset")], raise_on_error=False
+        )
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert "no run fell in train" in str(failure.step_failure_data.error.message)
+    assert {p: p.stat().st_mtime_ns for p in exports.rglob("*") if p.is_file()} == before
