@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .core.settings import Settings
+from .core.config import Settings
 
 DEFAULT_HOME = ".dagster_home"
 
@@ -170,7 +170,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from . import preflight
     from .core.locations import is_local, upload_tree
-    from .core.sample_runs import SampleSpec, generate_runs
+    from .demo.sample_runs import SampleSpec, generate_runs
 
     settings = Settings.from_env()
     runs = preflight.runs_folder(settings, create=True)
@@ -221,7 +221,7 @@ def _materialize_training_dataset(verbose: bool = False) -> str | None:
 
 def _report_path(settings: Settings):
     from .core.report import report_path
-    from .core.store import StoreLayout
+    from .core.store.files import StoreLayout
 
     return report_path(StoreLayout(settings.store_dir))
 
@@ -299,7 +299,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Write one trainer-ready export of the store; reads files only, never Dagster."""
     from . import preflight
     from .core.errors import StatepoolError
-    from .core.export import collect_export, empty_train_problem, write_export
+    from .core.export.build import collect_export, empty_train_problem, write_export
     from .core.locations import absolute, as_path
 
     settings = _export_settings(args)

@@ -15,9 +15,9 @@ from dagster import (
 )
 
 from .assets import GROUP, checkpoint_states, curator_prompts
-from .core.export import FORMATS, collect_export, empty_train_problem, write_export
+from .core.export.build import FORMATS, collect_export, empty_train_problem, write_export
 from .core.report import write_report
-from .core.store import StoreLayout
+from .core.store.files import StoreLayout
 from .resources import StatepoolSettings
 
 # eager() waits until no upstream partition is missing: one failed or never-built run

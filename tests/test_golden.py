@@ -24,7 +24,7 @@ from golden.make_golden import (
 )
 
 from statepool_dagster import compat, load_prompts
-from statepool_dagster.core.settings import Settings
+from statepool_dagster.core.config import Settings
 from statepool_dagster.sync import sync
 
 from helpers import store_pool

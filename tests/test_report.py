@@ -15,10 +15,11 @@ from dagster import AssetKey, instance_for_test
 from test_ui import CHROMIUM, CHROMIUM_ARGS, require
 
 from statepool_dagster import defs, load_prompts
-from statepool_dagster.core.export import ExportOptions, collect_export, split_of
-from statepool_dagster.core.sample_runs import SampleSpec, generate_runs
-from statepool_dagster.core.stages import STATES
-from statepool_dagster.core.store import StoreLayout, read_parquet
+from statepool_dagster.core.export.build import ExportOptions, collect_export, split_of
+from statepool_dagster.core.names import STATES
+from statepool_dagster.core.store.files import StoreLayout
+from statepool_dagster.core.store.parts import read_run_table
+from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 from statepool_dagster.sync import sync
 
 from helpers import cli_env, latest_metadata
@@ -73,7 +74,7 @@ def expected_numbers(runs: Path, store: Path) -> dict:
             for p in (run_dir / "snapshots").glob("skills_v*.json")
         }
         ops = {}
-        for row in read_parquet(layout.table(STATES, run)).to_pylist():
+        for row in read_run_table(layout, STATES, run).to_pylist():
             counts = dict.fromkeys(KINDS.values(), 0)
             for op in json.loads(row["reference_ops"])["ops"]:
                 counts[KINDS[op["op"]]] += 1

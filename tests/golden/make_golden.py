@@ -36,7 +36,7 @@ REPO = GOLDEN.parents[1]
 RUNS = GOLDEN / "runs"
 EXPECTED = GOLDEN / "expected"
 STANDIN = GOLDEN / "standin"
-DEFAULTS = REPO / "statepool_dagster" / "core" / "defaults"
+DEFAULTS = REPO / "statepool_dagster" / "core" / "prompts" / "defaults"
 SEED_PATH = REPO.parent / "shared" / "reference" / "statepool_seed.py"
 TEMPLATES = ("bundled", "standin")
 # What the pipeline's settings name to render with the stand-in (the original's imports).
@@ -143,7 +143,7 @@ def _unicode_run(run: Path) -> None:
 
 def write_runs(root: Path) -> None:
     """The golden runs: two small generated runs and the hand-written one."""
-    from statepool_dagster.core.sample_runs import SampleSpec, generate_runs
+    from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
     spec = SampleSpec(
         n_runs=2,
@@ -186,7 +186,7 @@ def write_bundled_infer(root: Path) -> Path:
         f"CURATOR_PROMPT = {template!r}\nPARAM_RULE_ON = {rule!r}\n", encoding="utf-8"
     )
     (curator / "reflector.py").write_text(
-        "from statepool_dagster.core.formatting import format_episodes  # noqa: F401\n",
+        "from statepool_dagster.core.prompts.formatting import format_episodes  # noqa: F401\n",
         encoding="utf-8",
     )
     (root / "infer" / "tools.py").write_text(f"TOOL_SPECS = {tools!r}\n", encoding="utf-8")

@@ -6,13 +6,14 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..export import FORMATS, MANIFEST, ExportOptions, ExportSet, collect_export
+from ..export.build import FORMATS, MANIFEST, ExportOptions, ExportSet, collect_export
 from ..locations import AnyPath, as_path
-from ..run_files import natural_key
-from ..run_names import run_name_problem
-from ..snapshots import list_snapshots
-from ..stages import EPISODES, PROMPTS, SNAPSHOTS, STATES
-from ..store import StoreLayout, read_parquet, read_rejects
+from ..names import EPISODES, PROMPTS, SNAPSHOTS, SNAPSHOTS_DIR, STATES
+from ..runs.files import natural_key
+from ..runs.names import run_name_problem
+from ..runs.snapshots import list_snapshots
+from ..store.files import StoreLayout, read_rejects
+from ..store.parts import read_run_table
 
 OP_KINDS = {"add_card": "add", "update_card": "update", "delete_card": "delete"}
 REJECT_SOURCES = ("episodes", "snapshots", "sidecars")
@@ -47,10 +48,7 @@ class PoolNumbers:
 
 
 def _table(layout: StoreLayout, asset: str, run: str, columns: list[str]) -> list[dict]:
-    path = layout.table(asset, run)
-    if not path.exists():
-        return []
-    return read_parquet(path, columns=columns).to_pylist()
+    return read_run_table(layout, asset, run, columns).to_pylist()
 
 
 def _store_runs(layout: StoreLayout) -> list[str]:
@@ -85,9 +83,10 @@ def _run_numbers(layout: StoreLayout, run: str, runs_root: AnyPath | None) -> Ru
     for source in REJECT_SOURCES:
         numbers.rejects += [f"{source}: {r.describe()}" for r in read_rejects(layout, run, source)]
     if runs_root is not None:
-        snapshots = runs_root / run / "snapshots"
+        snapshots = runs_root / run / SNAPSHOTS_DIR
         numbers.ignored = {
-            f"snapshots/{name}": why for name, why in list_snapshots(snapshots).ignored.items()
+            f"{SNAPSHOTS_DIR}/{name}": why
+            for name, why in list_snapshots(snapshots).ignored.items()
         }
     return numbers
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 
-from ..export import ExportOptions, ExportSet
+from ..export.build import ExportOptions, ExportSet
 from ..locations import AnyPath
-from ..store import StoreLayout, write_bytes_atomic
+from ..names import REPORT
+from ..store.files import StoreLayout, write_bytes_atomic
 from .numbers import pool_numbers
 from .page import render_page
 
-REPORT_FOLDER = "report"
+REPORT_FOLDER = REPORT
 REPORT_PAGE = "index.html"
 
 
