@@ -19,8 +19,9 @@ $(HOME_DIR)/dagster.yaml: dagster.yaml
 
 install: $(BIN)/.installed $(HOME_DIR)/dagster.yaml
 
-demo: install  ## generate sample runs (if ./runs is empty) and sync them into ./store
+demo: install  ## generate sample runs (if ./runs is empty), sync them into ./store, build the exports
 	$(BIN)/statepool demo
+	@echo "statepool is in $(BIN)/: run 'source $(BIN)/activate' to have it on the PATH"
 
 test: install  ## lint, then the whole test suite
 	$(BIN)/ruff check .
@@ -38,8 +39,9 @@ fmt: install
 validate: install  ## check that the code location loads
 	$(BIN)/dagster definitions validate -w workspace.yaml
 
+# `dagster dev`, less its two warnings that do not apply here (see statepool_dagster/dev.py).
 dev: install  ## the Dagster UI and daemon on http://127.0.0.1:3000, sensor live
-	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	$(BIN)/python -m statepool_dagster.dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 # A throwaway PostgreSQL on 127.0.0.1:$(PG_PORT) for tests/test_postgres.py (as .ci/run does):
 #   make pg-up && STATEPOOL_TEST_PG_URL=postgresql://postgres@127.0.0.1:54329/postgres make test

@@ -1,4 +1,4 @@
-"""The ``statepool`` command: sync, demo, status, export."""
+"""The ``statepool`` command: sync, demo, status, export, report."""
 
 from __future__ import annotations
 
@@ -16,10 +16,20 @@ DEFAULT_HOME = ".dagster_home"
 
 
 def ensure_dagster_home() -> Path:
-    """``DAGSTER_HOME``, by default ``./.dagster_home`` (using ``./dagster.yaml`` if present)."""
+    """``DAGSTER_HOME``, by default ``./.dagster_home`` (using ``./dagster.yaml`` if present).
+
+    Creating a new home is said once on stderr: run from the wrong folder, a command would
+    otherwise quietly show an empty instance.
+    """
     home = os.environ.get("DAGSTER_HOME")
     path = Path(home) if home else Path.cwd() / DEFAULT_HOME
     path = path.resolve()
+    if not path.exists():
+        print(
+            f"statepool: no Dagster instance in {path}: creating a new one there "
+            "(set DAGSTER_HOME to use another)",
+            file=sys.stderr,
+        )
     path.mkdir(parents=True, exist_ok=True)
     config = path / "dagster.yaml"
     repo_config = Path.cwd() / "dagster.yaml"
@@ -116,12 +126,16 @@ def _summary_json(summary) -> dict[str, Any]:
     }
 
 
-def cmd_sync(args: argparse.Namespace) -> int:
+def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
     import gc
 
+    from . import preflight
     from .definitions import defs  # noqa: F401  (loaded before the heap is frozen)
     from .sync import BATCH_SIZE, sync
 
+    settings = Settings.from_env()
+    preflight.runs_folder(settings)
+    preflight.store_folder(settings.store_dir)
     instance = _instance()
     # Everything loaded so far lives as long as the command: the collector need not walk it.
     gc.freeze()
@@ -134,44 +148,111 @@ def cmd_sync(args: argparse.Namespace) -> int:
         log_level="DEBUG" if args.verbose else "ERROR",
         batch_size=1 if args.checks else BATCH_SIZE,
     )
+    report = None
+    if summary.outcomes or not _report_path(settings).exists():
+        report = _write_report(settings, collect=False)  # splits: the last export's
     if args.json:
-        print(json.dumps(_summary_json(summary), indent=1))
+        print(json.dumps({**_summary_json(summary), "report": report}, indent=1))
     elif not args.quiet:
         print(_summary_table(summary))
+        if report and announce_report:
+            print(f"report: {report}")
     return 1 if summary.failed else 0
+
+
+# Enough runs that the default export (val 10 %, seed 0) puts one in every split; the
+# prefix is what makes that so with four: split_of hashes the run's name.
+DEMO_SPEC_FIELDS = {"n_runs": 4, "run_prefix": "demo_run"}
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     import tempfile
 
-    from .core.locations import as_path, is_local, upload_tree
+    from . import preflight
+    from .core.locations import is_local, upload_tree
     from .demo.sample_runs import SampleSpec, generate_runs
 
     settings = Settings.from_env()
-    runs = as_path(settings.runs_dir)
+    runs = preflight.runs_folder(settings, create=True)
+    preflight.store_folder(settings.store_dir)
     if not runs.is_dir() or not any(p for p in runs.iterdir() if not p.name.startswith(".")):
+        spec = SampleSpec(**DEMO_SPEC_FIELDS)
         if is_local(runs):
-            generate_runs(runs, SampleSpec())
+            generate_runs(runs, spec)
         else:
             with tempfile.TemporaryDirectory() as local:
-                generate_runs(local, SampleSpec())
+                generate_runs(local, spec)
                 upload_tree(Path(local), runs)
         print(f"generated sample runs in {runs}/")
-    code = cmd_sync(args)
+    code = cmd_sync(args, announce_report=False)
+    dataset = _materialize_training_dataset(args.verbose)
+    if dataset:
+        print(f"statepool demo: training_dataset failed: {dataset}", file=sys.stderr)
+        code = code or 1
     if args.json or args.quiet:
         return code
     print(
         f"\nstates: {settings.store_dir}/state_pool/<run>/   prompts: "
         f"{settings.store_dir}/curator_prompts/<run>.parquet\n"
+        f"exports: {settings.store_dir}/exports/{{verl,trl,pool}}/ (training_dataset)\n"
+        f"report: {_report_path(settings)}\n"
         "open the UI:  make dev   (dagster dev on http://127.0.0.1:3000)"
     )
     return code
 
 
+def _materialize_training_dataset(verbose: bool = False) -> str | None:
+    """``training_dataset`` through Dagster, as the UI would; the error's first line if it fails."""
+    from dagster import AssetKey
+
+    from .definitions import defs
+    from .sync import _first_error as first_error
+
+    job = defs.resolve_implicit_global_asset_job_def()
+    level = "DEBUG" if verbose else "ERROR"
+    result = job.execute_in_process(
+        instance=_instance(),
+        asset_selection=[AssetKey("training_dataset")],
+        raise_on_error=False,
+        run_config={"loggers": {"console": {"config": {"log_level": level}}}},
+    )
+    return None if result.success else first_error(result)
+
+
+def _report_path(settings: Settings):
+    from .core.report import report_path
+    from .core.store.files import StoreLayout
+
+    return report_path(StoreLayout(settings.store_dir))
+
+
+def _write_report(settings: Settings, collect: bool = True) -> str:
+    from .core.report import write_report
+
+    options = settings.export_options()
+    return str(write_report(settings.store_dir, options, settings.runs_dir, collect=collect))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write the pool report (store/report/index.html) from the store's files."""
+    from . import preflight
+
+    settings = Settings.from_env(store_dir=args.store)
+    preflight.store_folder(
+        settings.store_dir, "--store" if args.store else preflight.STORE_SETTING, must_exist=True
+    )
+    print(_write_report(settings))
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
+    from . import preflight
     from .status import run_statuses
 
-    rows = run_statuses(_instance(), Settings.from_env())
+    settings = Settings.from_env()
+    preflight.runs_folder(settings)
+    preflight.store_folder(settings.store_dir, must_exist=True)
+    rows = run_statuses(_instance(), settings)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -182,29 +263,74 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+# Settings an export takes from its flags: a bad value is reported under the flag's name.
+EXPORT_FLAGS = {
+    "store_dir": ("--store", "store"),
+    "export_val_fraction": ("--val-fraction", "val_fraction"),
+    "export_test_fraction": ("--test-fraction", "test_fraction"),
+    "export_seed": ("--seed", "seed"),
+}
+
+
+def _export_settings(args: argparse.Namespace) -> Settings:
+    """The export's settings; a bad value raises one line naming its flag (or variable)."""
+    from pydantic import ValidationError
+
+    from .core.errors import StatepoolError
+
+    given = {field: getattr(args, attr) for field, (_, attr) in EXPORT_FLAGS.items()}
+    try:
+        settings = Settings.from_env(**given)
+        settings.export_options()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else None
+        if field in EXPORT_FLAGS and given[field] is not None:
+            name = EXPORT_FLAGS[field][0]
+        elif field:
+            name = Settings.env_name(field)
+        else:
+            name = "--val-fraction + --test-fraction"
+        raise StatepoolError(f"{name}: {first['msg'].removeprefix('Value error, ')}") from None
+    return settings
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     """Write one trainer-ready export of the store; reads files only, never Dagster."""
+    from . import preflight
     from .core.errors import StatepoolError
-    from .core.export.build import collect_export, write_export
+    from .core.export.build import collect_export, empty_train_problem, write_export
     from .core.locations import absolute, as_path
 
-    try:
-        settings = Settings.from_env(
-            store_dir=args.store,
-            export_val_fraction=args.val_fraction,
-            export_test_fraction=args.test_fraction,
-            export_seed=args.seed,
-        )
-        options = settings.export_options()
-    except ValueError as exc:
-        print(f"statepool export: {exc}", file=sys.stderr)
-        return 2
+    settings = _export_settings(args)
+    store_name = "--store" if args.store else preflight.STORE_SETTING
+    preflight.store_folder(settings.store_dir, store_name, must_exist=True)
+    options = settings.export_options()
     export = collect_export(settings.store_dir, options)
-    try:
-        write_export(export, args.format, args.out)
-    except StatepoolError as exc:
-        print(f"statepool export: {exc}", file=sys.stderr)
+    if not export.rows:
+        for problem in export.problems:
+            print(problem, file=sys.stderr)
+        print(
+            f"statepool export: {store_name}: store {settings.store_dir} holds no materialized "
+            "run: nothing to export (`statepool sync` first)",
+            file=sys.stderr,
+        )
         return 1
+    problem = empty_train_problem(export)
+    if problem:
+        flags = ", ".join(
+            f"{flag} {value}"
+            for flag, value in (
+                ("--val-fraction", args.val_fraction),
+                ("--test-fraction", args.test_fraction),
+            )
+            if value is not None
+        )
+        raise StatepoolError(f"{flags or 'the split settings'}: {problem}")
+    try:
+        write_export(export, args.format, args.out, force=args.force)
+    except StatepoolError as exc:
+        raise StatepoolError(f"--out: {exc}") from None
     for problem in export.problems:
         print(problem, file=sys.stderr)
     out = str(absolute(as_path(args.out)))
@@ -216,7 +342,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         runs = ", ".join(f"{split} {len(r)}" for split, r in summary["runs"].items())
         print(f"{args.format} export in {summary['out']}: rows {rows}; runs {runs}")
         if export.duplicates:
-            print(f"{len(export.duplicates)} duplicate states left out")
+            print(f"{len(export.duplicates)} duplicate states left out (see above)")
     return 0
 
 
@@ -249,7 +375,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="seed of the run-level split")
     p.add_argument("--store", default=None, help="store root (default STATEPOOL_STORE_DIR)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument(
+        "--force", action="store_true", help="replace an earlier export of another format"
+    )
     p.set_defaults(func=cmd_export)
+    p = sub.add_parser("report", help="write the pool report, store/report/index.html")
+    p.add_argument("--store", default=None, help="store root (default STATEPOOL_STORE_DIR)")
+    p.set_defaults(func=cmd_report)
     return parser
 
 

@@ -1,18 +1,22 @@
 """The trainer's dataset: every run's states as verl and TRL Parquet and as a flat state pool."""
 
+from pathlib import Path
+
 from dagster import (
     AssetExecutionContext,
     AssetSelection,
     AutomationCondition,
     AutomationConditionSensorDefinition,
     DefaultSensorStatus,
+    Failure,
     MaterializeResult,
     MetadataValue,
     asset,
 )
 
 from .assets import GROUP, checkpoint_states, curator_prompts
-from .core.export.build import FORMATS, collect_export, write_export
+from .core.export.build import FORMATS, collect_export, empty_train_problem, write_export
+from .core.report import write_report
 from .core.store.files import StoreLayout
 from .resources import StatepoolSettings
 
@@ -39,15 +43,20 @@ def training_dataset(
     verl and TRL Parquet per split (train, val, optional test; split by run, never
     dividing one), each row with the rendered prompt, the state and its reference ops;
     pool/ holds one <state_id>.json per state, as the original script writes them.
-    Identical states appear once. Rebuilt whenever a run's states or prompts change.
+    Identical states appear once: the earliest run by name keeps them. Rebuilt whenever a
+    run's states or prompts change; also writes the pool report, report/index.html.
     """
     settings = statepool.settings()
     layout = StoreLayout(settings.store_dir)
     export = collect_export(layout.root, settings.export_options())
+    empty_train = empty_train_problem(export)
+    if empty_train:
+        raise Failure(description=f"{empty_train} (STATEPOOL_EXPORT_VAL/TEST_FRACTION)")
     for fmt in FORMATS:
         write_export(export, fmt, layout.exports() / fmt)
     for problem in export.problems:
         context.log.warning(problem)
+    report = write_report(layout.root, export=export, runs_dir=settings.runs_dir)
     counts = export.counts()
     summary = export.summary()
     metadata = {
@@ -56,9 +65,24 @@ def training_dataset(
         "runs_by_split": MetadataValue.json(summary["runs"]),
         "duplicates_dropped": len(export.duplicates),
         "problems": len(export.problems),
+        "problem_details": MetadataValue.md(problems_markdown(export.problems)),
         "exports": MetadataValue.path(str(layout.exports())),
+        "report": MetadataValue.path(str(report)),
     }
+    if report_url := _file_url(report):
+        metadata["report_link"] = MetadataValue.url(report_url)
     return MaterializeResult(metadata=metadata)
+
+
+def problems_markdown(problems: list[str]) -> str:
+    """The export's problems as a Markdown list the UI shows as text."""
+    if not problems:
+        return "_none_"
+    return "\n".join("- " + p.replace("\n", " ").replace("*", "\\*") for p in problems)
+
+
+def _file_url(path: object) -> str | None:
+    return path.resolve().as_uri() if isinstance(path, Path) else None
 
 
 # Dagster's implicit default_automation_condition_sensor starts stopped; this one is on.

@@ -103,6 +103,19 @@ def test_demo_generates_sample_runs_and_syncs_them(cli, workspace):
     assert "generated sample runs" in done.stdout
     assert any((workspace.store / "state_pool").iterdir())
     assert "failed                 0" in done.stdout
+    report = workspace.store / "report" / "index.html"
+    assert done.stdout.count("report: ") == 1 and f"report: {report}" in done.stdout
+    assert "from this export" in report.read_text(encoding="utf-8")  # training_dataset's
+    for fmt in ("verl", "trl", "pool"):
+        assert (workspace.store / "exports" / fmt / ".statepool_export").is_file()
+
+
+def test_sync_writes_the_report_with_the_last_exports_splits(cli, workspace):
+    generate_runs(workspace.runs, SPEC)
+    done = cli("sync")
+    report = workspace.store / "report" / "index.html"
+    assert f"report: {report}" in done.stdout
+    assert "from no export yet" in report.read_text(encoding="utf-8")
 
 
 def test_quick_start_commands_exist_in_the_makefile():
@@ -111,7 +124,7 @@ def test_quick_start_commands_exist_in_the_makefile():
     for target in ("demo", "test"):
         assert f"make {target}" in readme
         assert f"\n{target}:" in makefile
-    assert "dagster dev -w workspace.yaml -h 127.0.0.1" in makefile  # loopback unless told
+    assert "statepool_dagster.dev -w workspace.yaml -h 127.0.0.1" in makefile  # loopback
 
 
 def test_sync_on_a_tty_shows_a_progress_bar_and_a_summary_table(workspace, tmp_path):

@@ -23,9 +23,9 @@ from dagster import (
     evaluate_automation_conditions,
     instance_for_test,
 )
+from statepool_dagster.core.build import STAGES, RunJob, build_run
 
 from statepool_dagster import defs, load_prompts, load_state_pool
-from statepool_dagster.core.build import STAGES, RunJob, build_run
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.errors import StatepoolError
 from statepool_dagster.core.export.build import (
@@ -153,8 +153,10 @@ def test_split_follows_the_fractions_and_the_seed_deterministically():
 
 
 def test_fractions_that_do_not_fit_are_refused():
-    with pytest.raises(ValueError, match="must not exceed 1"):
+    with pytest.raises(ValueError, match="train would get no run"):
         ExportOptions(val_fraction=0.7, test_fraction=0.5)
+    with pytest.raises(ValueError, match="train would get no run"):
+        ExportOptions(val_fraction=0.5, test_fraction=0.5)
 
 
 def test_a_split_without_runs_writes_no_file_and_says_so(store, tmp_path):
@@ -173,6 +175,11 @@ def test_identical_states_appear_once(workspace, instance):
     assert export.duplicates == {f"run000-copy_ckpt{k}": f"run000_ckpt{k}" for k in range(3)}
     keys = [state_key(json.loads(r.state)) for r in export.rows]
     assert len(set(keys)) == len(keys)
+    dropped = [p for p in export.problems if p.startswith("run000-copy:")]
+    assert dropped == [
+        "run000-copy: 3 states identical to run000's left out (the earliest run by name keeps "
+        "them): run000-copy_ckpt0, run000-copy_ckpt1, run000-copy_ckpt2"
+    ]
 
 
 def test_pool_export_is_read_by_the_original_loader(store, tmp_path, seed):
@@ -335,12 +342,13 @@ def test_cli_export_writes_the_requested_format(store, tmp_path):
 def test_cli_export_refuses_bad_fractions_and_foreign_folders(store, tmp_path):
     bad = run_cli(store, tmp_path, "--format", "trl", "--out", "o", "--val-fraction", "1.5")
     assert bad.returncode == 2
-    assert "export_val_fraction" in bad.stderr
+    assert bad.stderr.startswith("statepool: --val-fraction: ")
+    assert len(bad.stderr.splitlines()) == 1
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "x.txt").write_text("x", "utf-8")
     refused = run_cli(store, tmp_path, "--format", "trl", "--out", "taken")
-    assert refused.returncode == 1
-    assert "not empty" in refused.stderr
+    assert refused.returncode == 2
+    assert "--out: " in refused.stderr and "not empty" in refused.stderr
 
 
 def test_cli_export_never_imports_dagster(store, tmp_path):

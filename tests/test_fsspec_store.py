@@ -99,7 +99,8 @@ def point_at(monkeypatch, runs, store) -> None:
 def store_files(root) -> dict[str, bytes]:
     """Every visible file under a store root, local or not: ``{relative path: bytes}``.
 
-    Hidden names (locks, temp files, manifests) are left out, as every reader leaves them.
+    Hidden names (locks, temp files, manifests) are left out, as every reader leaves them,
+    and so is the pool report (report/index.html: a page naming its store and time).
     """
     root = as_path(root)
     if is_local(root):
@@ -114,6 +115,7 @@ def store_files(root) -> dict[str, bytes]:
         rel: path.read_bytes()
         for rel, path in sorted(paths.items())
         if not any(part.startswith(".") for part in rel.split("/"))
+        and not rel.startswith("report/")
     }
 
 

@@ -3,8 +3,9 @@
 Rows are read from the store's files (``checkpoint_states`` and ``curator_prompts``
 tables, one per run), never through Dagster. Splits are drawn per run from a hash
 of its name, so a run is never on both sides and adding runs moves no other run.
-Identical states (same library and batch) are kept once, at their first place in
-run then checkpoint order.
+Identical states (same library and batch) are kept once: the earliest run by name
+(natural order, ``run2`` before ``run10``) keeps them, and each run that lost states
+is named in the export's problems.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ class ExportOptions(BaseModel):
 
     @model_validator(mode="after")
     def _fractions_fit(self) -> ExportOptions:
-        if self.val_fraction + self.test_fraction > 1:
-            raise ValueError("val_fraction + test_fraction must not exceed 1")
+        if self.val_fraction + self.test_fraction >= 1:
+            raise ValueError("val and test fractions add up to 1 or more: train would get no run")
         return self
 
     @property
@@ -217,10 +218,38 @@ def collect_export(
             kept += 1
         if kept:
             result.runs.setdefault(split, []).append(run)
+    result.problems.extend(_duplicate_problems(result.duplicates))
     for split in options.splits:
         if result.rows and split not in result.runs:
             result.problems.append(f"no run fell in split {split!r}: it has no file")
     return result
+
+
+def _run_of(state_id: str) -> str:
+    return state_id.rsplit("_ckpt", 1)[0]
+
+
+def _duplicate_problems(duplicates: dict[str, str], shown: int = 5) -> list[str]:
+    """One line per run that lost states to an earlier run's identical ones."""
+    by_pair: dict[tuple[str, str], list[str]] = {}
+    for dropped, kept in duplicates.items():
+        by_pair.setdefault((_run_of(dropped), _run_of(kept)), []).append(dropped)
+    lines = []
+    for (dropped_run, kept_run), ids in by_pair.items():
+        listed = ", ".join(ids[:shown]) + (f", … ({len(ids)} in all)" if len(ids) > shown else "")
+        lines.append(
+            f"{dropped_run}: {len(ids)} states identical to {kept_run}'s left out "
+            f"(the earliest run by name keeps them): {listed}"
+        )
+    return lines
+
+
+def empty_train_problem(export: ExportSet) -> str | None:
+    """Why ``train`` would be empty although the store has states, or ``None``."""
+    if not export.rows or export.runs.get("train"):
+        return None
+    elsewhere = ", ".join(f"{s} {len(r)}" for s, r in export.runs.items())
+    return f"no run fell in train (runs: {elsewhere}): lower the val/test fractions"
 
 
 _MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
@@ -324,28 +353,44 @@ def export_files(export: ExportSet, fmt: Format) -> Iterator[tuple[str, bytes]]:
     yield MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1).encode("utf-8")
 
 
-def _check_replaceable(out: AnyPath) -> None:
-    """Only an empty folder or an earlier export is replaced: never a folder of the user's."""
+def _check_replaceable(out: AnyPath, fmt: Format, force: bool = False) -> None:
+    """Only an empty folder or an earlier export of ``fmt`` is replaced (another format's
+    only with ``force``): never a folder of the user's."""
     if not out.exists():
         return
     if not out.is_dir():
         raise StatepoolError(f"export target {out} exists and is not a folder")
-    if any(out.iterdir()) and not (out / MANIFEST).is_file():
+    manifest = out / MANIFEST
+    if any(out.iterdir()) and not manifest.is_file():
         raise StatepoolError(
             f"export target {out} is not empty and holds no earlier export ({MANIFEST}): "
             "choose a new or empty folder"
         )
+    if force or not manifest.is_file():
+        return
+    try:
+        earlier = json.loads(manifest.read_bytes()).get("format")
+    except (ValueError, AttributeError):
+        earlier = None
+    if earlier != fmt:
+        raise StatepoolError(
+            f"export target {out} holds a {earlier or 'unknown'} export, not {fmt}: "
+            "choose another folder, or --force to replace it"
+        )
 
 
-def write_export(export: ExportSet, fmt: Format, out: str | os.PathLike[str]) -> int:
+def write_export(
+    export: ExportSet, fmt: Format, out: str | os.PathLike[str], force: bool = False
+) -> int:
     """Make ``out`` hold exactly this export in ``fmt``, swapped in whole; returns files written.
 
-    ``out`` is a local folder or an fsspec URL, like the store.
+    ``out`` is a local folder or an fsspec URL, like the store. An earlier export of
+    another format there is replaced only with ``force``.
     """
     if fmt not in FORMATS:
         raise StatepoolError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")
     target = absolute(as_path(out))
-    _check_replaceable(target)
+    _check_replaceable(target, fmt, force)
     return replace_dir_atomic(target, export_files(export, fmt))
 
 

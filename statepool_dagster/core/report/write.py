@@ -1,0 +1,36 @@
+"""Where the report lives in the store, and writing it there atomically."""
+
+from __future__ import annotations
+
+import os
+
+from ..export.build import ExportOptions, ExportSet
+from ..locations import AnyPath
+from ..names import REPORT
+from ..store.files import StoreLayout, write_bytes_atomic
+from .numbers import pool_numbers
+from .page import render_page
+
+REPORT_FOLDER = REPORT
+REPORT_PAGE = "index.html"
+
+
+def report_path(layout: StoreLayout) -> AnyPath:
+    """``store/report/index.html``."""
+    return layout.root / REPORT_FOLDER / REPORT_PAGE
+
+
+def write_report(
+    store: str | os.PathLike[str],
+    options: ExportOptions | None = None,
+    runs_dir: str | os.PathLike[str] | None = None,
+    export: ExportSet | None = None,
+    length_limit: int | None = None,
+    collect: bool = True,
+) -> AnyPath:
+    """Write the pool report from the store's files; returns its path (see ``pool_numbers``)."""
+    layout = StoreLayout(store)
+    numbers = pool_numbers(layout.root, options, runs_dir, export, length_limit, collect)
+    path = report_path(layout)
+    write_bytes_atomic(path, render_page(numbers, str(layout.root)).encode("utf-8"))
+    return path

@@ -1,0 +1,205 @@
+"""The pool report, store/report/index.html: written by the CLI and by training_dataset,
+self-contained, and its plots show the store's numbers (checked in Debian's Chromium)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from dagster import AssetKey, instance_for_test
+from test_ui import CHROMIUM, CHROMIUM_ARGS, require
+
+from statepool_dagster import defs, load_prompts
+from statepool_dagster.core.export.build import ExportOptions, collect_export, split_of
+from statepool_dagster.core.names import STATES
+from statepool_dagster.core.store.files import StoreLayout
+from statepool_dagster.core.store.parts import read_run_table
+from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
+from statepool_dagster.sync import sync
+
+from helpers import cli_env, latest_metadata
+
+SPEC = SampleSpec(n_runs=3, n_checkpoints=4, n_cards=5, emb_dim=4, episodes_per_batch=4)
+STATEPOOL = Path(sys.executable).with_name("statepool")
+KINDS = {"add_card": "add", "update_card": "update", "delete_card": "delete"}
+
+
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory) -> SimpleNamespace:
+    """Sample runs (one with a bad episode line and a misnamed snapshot, one copied) synced
+    into a temp instance, with training_dataset materialized through the real Definitions."""
+    root = tmp_path_factory.mktemp("report")
+    runs, store, home = root / "runs", root / "store", root / "home"
+    generate_runs(runs, SPEC)
+    with (runs / "run001" / "episodes.jsonl").open("a", encoding="utf-8") as f:
+        f.write("{not json\n")
+    shutil.copy(runs / "run001/snapshots/skills_v1.json", runs / "run001/snapshots/skills_v1.bak")
+    shutil.copytree(runs / "run000", runs / "run000-copy")
+    home.mkdir()
+    with pytest.MonkeyPatch.context() as env, instance_for_test(temp_dir=str(home)) as instance:
+        env.setenv("STATEPOOL_RUNS_DIR", str(runs))
+        env.setenv("STATEPOOL_STORE_DIR", str(store))
+        assert not sync(instance).failed
+        result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+            instance=instance, asset_selection=[AssetKey("training_dataset")]
+        )
+        assert result.success
+        metadata = latest_metadata(instance, "training_dataset")
+    return SimpleNamespace(runs=runs, store=store, metadata=metadata, root=root)
+
+
+def expected_numbers(runs: Path, store: Path) -> dict:
+    """The report's figures, recomputed from the run files and the store's tables."""
+    layout = StoreLayout(store)
+    expected: dict = {"accuracy": {}, "cards": {}, "ops": {}, "states": {}}
+    for run_dir in sorted(p for p in runs.iterdir() if p.is_dir()):
+        run = run_dir.name
+        by_version: dict[int, list[bool]] = {}
+        for line in (run_dir / "episodes.jsonl").read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            by_version.setdefault(record["skill_lib_version"], []).append(bool(record["correct"]))
+        expected["accuracy"][run] = {v: sum(c) / len(c) for v, c in sorted(by_version.items())}
+        expected["cards"][run] = {
+            int(p.name[len("skills_v") : -len(".json")]): len(
+                json.loads(p.read_text(encoding="utf-8"))["cards"]
+            )
+            for p in (run_dir / "snapshots").glob("skills_v*.json")
+        }
+        ops = {}
+        for row in read_run_table(layout, STATES, run).to_pylist():
+            counts = dict.fromkeys(KINDS.values(), 0)
+            for op in json.loads(row["reference_ops"])["ops"]:
+                counts[KINDS[op["op"]]] += 1
+            ops[row["version"]] = counts
+        expected["ops"][run] = ops
+        expected["states"][run] = len(list((store / "state_pool" / run).glob("*.json")))
+    expected["prompt_chars"] = sorted(len(p) for p in load_prompts(store)["prompt"])
+    expected["splits"] = collect_export(store, ExportOptions()).counts()
+    return expected
+
+
+def test_training_dataset_writes_the_report_and_links_it(synced):
+    report = synced.store / "report" / "index.html"
+    assert report.is_file()
+    assert synced.metadata["report"] == str(report.resolve())
+    assert synced.metadata["report_link"] == report.resolve().as_uri()
+
+
+def test_training_dataset_shows_its_problems_as_text(synced):
+    details = synced.metadata["problem_details"]
+    assert synced.metadata["problems"] == len(details.splitlines())
+    assert (
+        f"- run000-copy: {SPEC.n_checkpoints} states identical to run000's left out "
+        "(the earliest run by name keeps them)" in details
+    )
+
+
+def test_statepool_report_writes_a_page_that_fetches_nothing(synced, tmp_path):
+    (synced.store / "report" / "index.html").unlink()
+    env = cli_env(SimpleNamespace(runs=synced.runs, store=synced.store), tmp_path / "home")
+    done = subprocess.run(
+        [str(STATEPOOL), "report"], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    page = Path(done.stdout.strip())
+    assert page == synced.store / "report" / "index.html"
+    html = page.read_text(encoding="utf-8")
+    assert "<script" not in html and "http://" not in html.replace(
+        'xmlns="http://www.w3.org/2000/svg"', ""
+    )
+    assert "https://" not in html
+
+
+def test_report_plots_render_and_match_the_store(synced, tmp_path):
+    require(CHROMIUM.is_file(), f"{CHROMIUM} not found (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        require(False, "the playwright package is not installed (pip install -e '.[dev]')")
+    expected = expected_numbers(synced.runs, synced.store)
+    page_path = synced.store / "report" / "index.html"
+    requested: list[str] = []
+
+    def marks(page, selector: str) -> list[dict]:
+        return page.eval_on_selector_all(
+            f"{selector} .mark",
+            "els => els.map(e => ({...e.dataset, w: e.getBoundingClientRect().width,"
+            " h: e.getBoundingClientRect().height}))",
+        )
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 900}, offline=True)
+            page = context.new_page()
+            page.on("request", lambda r: requested.append(r.url))
+            page.goto(page_path.as_uri())
+            page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+            charts = page.locator("svg[data-chart]")
+            assert charts.count() == 3 + 3 * len(expected["states"])
+            for i in range(charts.count()):
+                box = charts.nth(i).bounding_box()
+                assert box and box["width"] > 100 and box["height"] > 50
+            for run in expected["states"]:
+                accuracy = marks(page, f'svg[data-chart="accuracy"][data-run="{run}"]')
+                assert {int(m["x"]): float(m["y"]) for m in accuracy} == expected["accuracy"][run]
+                assert all(m["w"] > 0 for m in accuracy)
+                cards = marks(page, f'svg[data-chart="cards"][data-run="{run}"]')
+                assert {int(m["x"]): int(float(m["y"])) for m in cards} == expected["cards"][run]
+                ops: dict[int, dict[str, int]] = {}
+                for m in marks(page, f'svg[data-chart="ops"][data-run="{run}"]'):
+                    ops.setdefault(int(m["x"]), {})[m["kind"]] = int(m["y"])
+                    assert m["h"] >= 0 and (m["h"] > 0) == (int(m["y"]) > 0)
+                assert ops == expected["ops"][run]
+            states = marks(page, 'svg[data-chart="states"]')
+            assert {m["x"]: int(float(m["y"])) for m in states} == expected["states"]
+            assert all(m["h"] > 0 for m in states)
+            splits = marks(page, 'svg[data-chart="splits"]')
+            assert {m["x"]: int(float(m["y"])) for m in splits} == expected["splits"]
+            lengths = marks(page, 'svg[data-chart="prompt_chars"]')
+            assert sum(int(m["y"]) for m in lengths) == len(expected["prompt_chars"])
+            assert int(lengths[0]["from"]) == expected["prompt_chars"][0]
+            assert int(lengths[-1]["to"]) >= expected["prompt_chars"][-1]
+            for value in expected["prompt_chars"]:
+                hits = [m for m in lengths if int(m["from"]) <= value <= int(m["to"])]
+                assert len(hits) == 1 and int(hits[0]["y"]) > 0
+            run001 = page.locator('section[data-run="run001"]')
+            assert "1 rejects" in run001.inner_text()
+            assert "skills_v1.bak" in run001.locator("ul.ignored").text_content()
+            assert "episodes.jsonl" in run001.locator("ul.rejects").text_content()
+        finally:
+            browser.close()
+    assert requested == [page_path.as_uri()]  # the page alone: nothing else is fetched
+
+
+def test_training_dataset_fails_when_its_fractions_leave_train_without_a_run(synced, tmp_path):
+    runs = sorted(p.name for p in synced.runs.iterdir())
+    fraction = next(
+        f / 100
+        for f in range(1, 100)
+        if all(split_of(r, ExportOptions(val_fraction=f / 100)) == "val" for r in runs)
+    )
+    exports = synced.store / "exports"
+    before = {p: p.stat().st_mtime_ns for p in exports.rglob("*") if p.is_file()}
+    (tmp_path / "home").mkdir()
+    with pytest.MonkeyPatch.context() as env, instance_for_test(temp_dir=str(tmp_path)) as i:
+        env.setenv("STATEPOOL_RUNS_DIR", str(synced.runs))
+        env.setenv("STATEPOOL_STORE_DIR", str(synced.store))
+        env.setenv("STATEPOOL_EXPORT_VAL_FRACTION", str(fraction))
+        result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+            instance=i, asset_selection=[AssetKey("training_dataset")], raise_on_error=False
+        )
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert "no run fell in train" in str(failure.step_failure_data.error.message)
+    assert {p: p.stat().st_mtime_ns for p in exports.rglob("*") if p.is_file()} == before
