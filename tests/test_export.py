@@ -23,9 +23,9 @@ from dagster import (
     evaluate_automation_conditions,
     instance_for_test,
 )
-from statepool_dagster.core.build import STAGES, RunJob, build_run
 
 from statepool_dagster import defs, load_prompts, load_state_pool
+from statepool_dagster.core.build import STAGES, RunJob, build_run
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.errors import StatepoolError
 from statepool_dagster.core.export.build import (

@@ -21,16 +21,17 @@ import pytest
 from dagster import AssetCheckKey, AssetKey, build_sensor_context, instance_for_test
 
 from statepool_dagster import defs, load_prompts, load_state_pool
-from statepool_dagster.core import store as store_module
 from statepool_dagster.core.errors import StatepoolError
 from statepool_dagster.core.export.build import FORMATS, export_store
 from statepool_dagster.core.locations import as_path, is_local, upload_tree
+from statepool_dagster.core.store import files as store_module
 from statepool_dagster.core.store.files import (
     DIR_MANIFEST,
     StoreLayout,
     read_parquet,
     write_state_pool,
 )
+from statepool_dagster.core.store.parts import read_run_table
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 from statepool_dagster.partitions import RUNS
 from statepool_dagster.sensors import runs_sensor
@@ -170,7 +171,7 @@ def test_rematerializing_on_a_memory_store_deletes_the_states_it_no_longer_has(
     kept = [f"run000_ckpt{k}.json" for k in range(SPEC.n_checkpoints - 1)]
     assert names == sorted([*kept, DIR_MANIFEST])
     assert [s.state_id for s in load_state_pool()] == [n.removesuffix(".json") for n in kept]
-    assert len(read_parquet(layout.table("checkpoint_states", "run000"))) == len(kept)
+    assert len(read_run_table(layout, "checkpoint_states", "run000")) == len(kept)
 
 
 def test_asset_checks_and_the_io_manager_read_a_memory_store(
@@ -195,7 +196,7 @@ def test_asset_checks_and_the_io_manager_read_a_memory_store(
     frame = defs.load_asset_value(
         "curator_prompts", partition_key="run001", instance=fresh_instance
     )
-    expected = read_parquet(StoreLayout(f"{memory_url}/store").table("curator_prompts", "run001"))
+    expected = read_run_table(StoreLayout(f"{memory_url}/store"), "curator_prompts", "run001")
     pd.testing.assert_frame_equal(frame, expected.to_pandas())
 
 

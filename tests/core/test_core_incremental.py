@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from statepool_dagster.core.build import STAGES, RunJob, build_run
 
+from statepool_dagster.core.build import STAGES, RunJob, build_run
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES, TABLE_INDEX
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run

@@ -8,8 +8,8 @@ import sys
 import time
 
 import pytest
-from statepool_dagster.core.build import RunJob, StageReport, run_stage
 
+from statepool_dagster.core.build import RunJob, StageReport, run_stage
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.store.files import StoreLayout
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from statepool_dagster.core.build.collect import read_run
 
+from statepool_dagster.core.build.collect import read_run
 from statepool_dagster.core.errors import BadRecordError, StatepoolError
 from statepool_dagster.core.rejects import Reject
 from statepool_dagster.core.runs.episodes import read_episodes

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from statepool_dagster.core.build.collect import read_run
 
 from statepool_dagster import compat
+from statepool_dagster.core.build.collect import read_run
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.prompts.formatting import format_episodes
 from statepool_dagster.core.prompts.render import build_curator_prompt

@@ -3,4 +3,12 @@
 from .job import RunJob, StageReport
 from .run import STAGES, build_run, build_runs, run_stage, without_cyclic_gc
 
-__all__ = ["STAGES", "RunJob", "StageReport", "build_run", "build_runs", "run_stage", "without_cyclic_gc"]
+__all__ = [
+    "STAGES",
+    "RunJob",
+    "StageReport",
+    "build_run",
+    "build_runs",
+    "run_stage",
+    "without_cyclic_gc",
+]

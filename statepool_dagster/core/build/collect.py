@@ -93,7 +93,6 @@ def read_run(
         for row in rows
     ]
     skipped = [
-        SkippedCheckpoint(int(k), reason)
-        for k, reason in reports[STATES].json["skipped"].items()
+        SkippedCheckpoint(int(k), reason) for k, reason in reports[STATES].json["skipped"].items()
     ]
     return RunRead(run, states, skipped, rejects, dict(reports[SNAPSHOTS].json["ignored_files"]))

@@ -131,7 +131,7 @@ class _Batches:
     def finish(self) -> None:
         """Write the last batch; drop (or, for a grown file, trim) batches no line came for."""
         self.flush()
-        for name, part in list(self.table.parts.items()):
+        for part in list(self.table.parts.values()):
             version = part.info["version"]
             if version in self.done:
                 continue

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from ..names import EPISODES, SNAPSHOTS, STATES
-from ..runs.sidecars import SidecarsRead, read_sidecars
+from ..runs.sidecars import read_sidecars
 from ..states.join import PlannedState, join_checkpoint, plan_states
 from ..states.reference_ops import ops_json
 from ..store.files import (
