@@ -16,7 +16,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
 from dagster import AssetCheckKey, AssetKey, build_sensor_context, instance_for_test
 
@@ -127,7 +126,7 @@ def assert_same_store(store, expected: Path) -> None:
     for rel, data in ours.items():
         if rel.endswith(".parquet"):
             table = read_parquet(as_path(store).joinpath(*rel.split("/")))
-            assert table.equals(pq.read_table(expected / rel), check_metadata=True), rel
+            assert table.equals(read_parquet(expected / rel), check_metadata=True), rel
         else:
             assert data == theirs[rel], rel
 

@@ -94,8 +94,8 @@ def read_parquet(path: AnyPath, columns: list[str] | None = None) -> pa.Table:
     if is_local(path):  # one file: skip the dataset machinery of read_table
         with pq.ParquetFile(path) as parquet:
             return parquet.read(columns=columns)
-    with path.open("rb") as f:
-        return pq.read_table(f, columns=columns)
+    with path.open("rb") as f, pq.ParquetFile(f) as parquet:
+        return parquet.read(columns=columns)
 
 
 def read_parquet_schema(path: AnyPath) -> pa.Schema:
