@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from .episodes import EpisodesRead, read_episodes
 from .join import JoinedState, SkippedCheckpoint, group_batches, join_states
-from .locations import AnyPath
+from .locations import AnyPath, is_local
 from .rejects import Reject
-from .run_files import EPISODES_FILE, SNAPSHOTS_DIR
+from .run_files import EPISODES_FILE, SNAPSHOTS_DIR, run_file_problem
 from .snapshots import Snapshot, SnapshotListing, list_snapshots, read_snapshot
 
 
@@ -42,8 +43,11 @@ def run_notes(run_dir: AnyPath) -> list[str]:
     if run_dir.is_symlink():
         notes.append(f"run folder is a symlink to {run_dir.resolve()} (followed)")
     episodes = run_dir / EPISODES_FILE
-    if not episodes.exists():
+    problem = run_file_problem(episodes, run_dir) if _present(episodes) else None
+    if not _present(episodes):
         notes.append(f"no {EPISODES_FILE}: the run has no episodes yet")
+    elif problem:
+        notes.append(f"{EPISODES_FILE} is not read: {problem}")
     elif episodes.is_file() and episodes.stat().st_size == 0:
         notes.append(f"{EPISODES_FILE} is empty")
     if not (run_dir / SNAPSHOTS_DIR).is_dir():
@@ -51,10 +55,15 @@ def run_notes(run_dir: AnyPath) -> list[str]:
     return notes
 
 
+def _present(path: AnyPath) -> bool:
+    """Whether the run has an entry at ``path`` at all (a dangling link or a loop counts)."""
+    return os.path.lexists(path) if is_local(path) else path.exists()
+
+
 def read_run_episodes(run_dir: AnyPath, run: str, strict: bool = False) -> EpisodesRead:
     """The run's episodes; a run without ``episodes.jsonl`` simply has none."""
     path = run_dir / EPISODES_FILE
-    if not path.exists():
+    if not _present(path):
         return EpisodesRead()
     return read_episodes(path, f"{run}/{EPISODES_FILE}", strict=strict)
 

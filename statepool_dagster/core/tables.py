@@ -22,7 +22,23 @@ def _text(value: Any) -> str | None:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A float column's cell; an integer too large for a float leaves it empty (record kept)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _int64(value: Any) -> int | None:
+    """An int64 column's cell: an integer in range, else empty (the record keeps the value)."""
+    if type(value) is int and INT64_MIN <= value <= INT64_MAX:
+        return value
+    return None
 
 
 def _flag(value: Any) -> bool | None:
@@ -108,7 +124,7 @@ def snapshot_row(snapshot: Snapshot, stamp: str = "") -> SnapshotRow:
     return (
         snapshot.version,
         snapshot.file,
-        declared if isinstance(declared, int) and not isinstance(declared, bool) else None,
+        _int64(declared),
         len(snapshot.library.get("cards", [])),
         dumps(snapshot.library),
         stamp,
@@ -171,8 +187,13 @@ def prompts_table(rows: Iterable[tuple[str, str, int, str, str | None, str]]) ->
     return _table(PROMPT_COLUMNS, PROMPT_TYPES, records)
 
 
+PREVIEW_CELL_CHARS = 200  # a preview cell's text at most: the event log never gets a whole field
+
+
 def _cell(value: Any) -> str:
     text = "" if value is None else str(value)
+    if len(text) > PREVIEW_CELL_CHARS:
+        text = f"{text[:PREVIEW_CELL_CHARS]}… (+{len(text) - PREVIEW_CELL_CHARS} chars)"
     for line_break in ("\r\n", "\r", "\n"):
         text = text.replace(line_break, " ")
     return text.replace("|", "\\|")
