@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import BadRecordError
-from .locations import AnyPath
 from .json_read import loads
+from .locations import AnyPath
 from .rejects import RAW_LIMIT, Reject, escape_bytes
 from .run_files import read_run_file
 

@@ -71,7 +71,9 @@ def test_json_line_that_is_not_an_object_becomes_a_reject(tmp_path, line):
     assert "object" in reject.error
 
 
-@pytest.mark.parametrize("value", ['"3"', "3.5", "true", "false", "null", "[3]", "NaN", "1e300", str(2**63)])
+@pytest.mark.parametrize(
+    "value", ['"3"', "3.5", "true", "false", "null", "[3]", "NaN", "1e300", str(2**63)]
+)
 def test_non_integer_skill_lib_version_becomes_a_reject(tmp_path, value):
     line = f'{{"id": "e", "skill_lib_version": {value}}}'.encode()
     got = read(tmp_path, b'{"id": "ok", "skill_lib_version": 1}\n' + line + b"\n")
