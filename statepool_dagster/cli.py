@@ -60,6 +60,7 @@ class Reporter:
         self.states += outcome.states
         if outcome.success:
             extra = f", {outcome.rejects} rejects" if outcome.rejects else ""
+            extra += f", {outcome.ignored} ignored files" if outcome.ignored else ""
             text = f"{outcome.run}: {outcome.states} states{extra} ({outcome.seconds:.1f}s)"
         else:
             text = f"{outcome.run}: FAILED: {outcome.error}"
@@ -92,6 +93,9 @@ def _summary_table(summary) -> str:
     rejected = [o for o in summary.outcomes if o.rejects]
     if rejected:
         lines.append("rejects per run: " + ", ".join(f"{o.run}={o.rejects}" for o in rejected))
+    ignored = [o for o in summary.outcomes if o.ignored]
+    if ignored:
+        lines.append("ignored files per run: " + ", ".join(f"{o.run}={o.ignored}" for o in ignored))
     for o in summary.failed:
         lines.append(f"failed: {o.run}: {o.error}")
     return "\n".join(lines)
@@ -107,6 +111,7 @@ def _summary_json(summary) -> dict[str, Any]:
                 "success": o.success,
                 "states": o.states,
                 "rejects": o.rejects,
+                "ignored": o.ignored,
                 "seconds": round(o.seconds, 3),
                 "error": o.error,
             }
@@ -120,20 +125,32 @@ def cmd_sync(args: argparse.Namespace) -> int:
     import gc
 
     from .definitions import defs  # noqa: F401  (loaded before the heap is frozen)
+    from .interrupts import Interrupted, watch_signals
     from .sync import BATCH_SIZE, sync
 
     instance = _instance()
     # Everything loaded so far lives as long as the command: the collector need not walk it.
     gc.freeze()
     reporter = Reporter(args.quiet, args.json)
-    summary = sync(
-        instance,
-        settle_seconds=args.settle or 0.0,
-        on_plan=reporter.plan,
-        on_outcome=reporter.outcome,
-        log_level="DEBUG" if args.verbose else "ERROR",
-        batch_size=1 if args.checks else BATCH_SIZE,
-    )
+    try:
+        with watch_signals():
+            summary = sync(
+                instance,
+                settle_seconds=args.settle or 0.0,
+                on_plan=reporter.plan,
+                on_outcome=reporter.outcome,
+                log_level="DEBUG" if args.verbose else "ERROR",
+                batch_size=1 if args.checks else BATCH_SIZE,
+            )
+    except Interrupted as stop:
+        # Store files are written whole or not at all; the runs built so far are kept.
+        print(
+            f"statepool sync: {stop}; {reporter.done} of {reporter.total} runs done, "
+            "the rest left for the next sync",
+            file=sys.stderr,
+            flush=True,
+        )
+        return stop.exit_code
     if args.json:
         print(json.dumps(_summary_json(summary), indent=1))
     elif not args.quiet:
@@ -175,10 +192,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{'run':<32}{'status':<14}{'states':>8}  last materialized")
+    print(f"{'run':<32}{'status':<14}{'states':>8}{'ignored':>9}  last materialized")
     for row in rows:
         when = row["last_materialized"] or "-"
-        print(f"{row['run']:<32}{row['status']:<14}{row['states']:>8}  {when}")
+        ignored = row["ignored_files"]
+        print(f"{row['run']:<32}{row['status']:<14}{row['states']:>8}{ignored:>9}  {when}")
     return 0
 
 
