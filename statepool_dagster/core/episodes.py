@@ -22,7 +22,7 @@ from .run_files import open_run_file
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _JSON_WS = b" \t\r\n"
-_LINE_ENDS = re.compile(rb"\r\n|\r|\n")
+_LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")  # one line and its universal end
 
 
 @dataclass(frozen=True)
@@ -92,16 +92,31 @@ def column_notes(record: dict[str, Any], where: str) -> list[str]:
     return []
 
 
+def lines_with_ends(data: bytes) -> Iterator[bytes]:
+    """Each line of ``data`` with its own line end (``\\n``, ``\\r\\n`` or ``\\r``).
+
+    The ends stay on: both parsers take them as trailing whitespace, and a file of one
+    huge line is then parsed without a copy of it (a slice of all of ``bytes`` is itself).
+    """
+    if b"\r" in data:
+        for match in _LINE.finditer(data):
+            yield match.group()
+        return
+    start, size = 0, len(data)
+    while start < size:
+        end = data.find(b"\n", start)
+        end = size if end < 0 else end + 1
+        yield data[start:end]
+        start = end
+
+
 def split_lines(data: bytes) -> list[bytes]:
     """``data`` cut at universal line ends, without them (the last line end ends no line)."""
-    lines = _LINE_ENDS.split(data) if b"\r" in data else data.split(b"\n")
-    if lines and not lines[-1]:
-        lines.pop()
-    return lines
+    return [line.rstrip(b"\r\n") for line in lines_with_ends(data)]
 
 
 def iter_lines(path: AnyPath, run_dir: AnyPath | None = None) -> Iterator[tuple[int, bytes]]:
-    """Yield ``(line_number, raw_bytes)`` without the line ending, streaming the file.
+    """Yield ``(line_number, raw_bytes)`` (with its line end), streaming the file.
 
     Locally the file is opened through ``run_files.open_run_file`` (never a FIFO, never
     out of ``run_dir``, by default the file's folder).
@@ -113,7 +128,7 @@ def iter_lines(path: AnyPath, run_dir: AnyPath | None = None) -> Iterator[tuple[
     number = 0
     with f:
         for chunk in f:
-            for raw in split_lines(chunk) if b"\r" in chunk else [chunk.rstrip(b"\n")]:
+            for raw in lines_with_ends(chunk):
                 number += 1
                 yield number, raw
 
@@ -142,21 +157,23 @@ def parse_episodes(
     What an append-aware reader parses: the part of a file after what it has seen.
     """
     result = EpisodesRead()
-    _parse_lines(result, enumerate(split_lines(data), first_line), display, strict)
+    _parse_lines(result, enumerate(lines_with_ends(data), first_line), display, strict)
     return result
 
 
 def _parse_lines(
     result: EpisodesRead, numbered: Iterable[tuple[int, bytes]], display: str, strict: bool
 ) -> None:
+    """Classify each numbered line (line ends still on) into episodes, rejects and blanks."""
     for number, raw in numbered:
-        if not raw.strip(_JSON_WS):
+        if raw[:1] in (b"", b" ", b"\t", b"\r", b"\n") and not raw.strip(_JSON_WS):
             result.blank_lines += 1
             continue
         try:
             version, record = parse_episode_line(raw)
         except ValueError as exc:
-            reject = Reject(file=display, line=number, error=str(exc), raw=escape_bytes(raw))
+            text = escape_bytes(raw.rstrip(b"\r\n"))
+            reject = Reject(file=display, line=number, error=str(exc), raw=text)
             _reject(result, reject, strict)
             continue
         result.episodes.append(EpisodeLine(number, version, record))
