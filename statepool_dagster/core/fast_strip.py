@@ -3,9 +3,11 @@
 Embedding arrays are nearly all of a snapshot's bytes. Finding them with
 ``bytes.find`` and checking their characters with ``bytes.translate`` runs at
 memory speed, so the parser only ever sees the small rest. Each array becomes
-``0``: the key stays, so the caller can check that every blanked member was a
-card's own (and fall back to the exact path otherwise). Anything unusual (a
-non-numeric array, odd syntax) makes :func:`blank_embeddings` return ``None``.
+``[]``: the key stays, so the caller can check that every blanked member was a
+card's own (and fall back to the exact path otherwise), and the text nests exactly
+as deep as the file (the arrays hold numbers only), so the depth limit is checked on
+it. Anything unusual (a non-numeric array, odd syntax) makes :func:`blank_embeddings`
+return ``None``.
 
 Only the literal spelling is blanked, and only where it is a whole key: text that
 merely ends in it (``"a\\"_trigger_emb"``, an escaped quote before it) is left alone.
@@ -39,7 +41,7 @@ def _skip_ws(data: bytes, i: int) -> int:
 
 
 def blank_embeddings(data: bytes) -> tuple[bytes, int] | None:
-    """``(data with each embedding array replaced by 0, how many)``, or ``None`` to fall back."""
+    """``(data with each embedding array replaced by [], how many)``, or ``None`` to fall back."""
     parts: list[bytes] = []
     search = copied = 0
     count = 0
@@ -60,7 +62,7 @@ def blank_embeddings(data: bytes) -> tuple[bytes, int] | None:
         if not number_array_valid(data[bracket : close + 1]):
             return None  # the exact path names what is wrong
         parts.append(data[copied:bracket])
-        parts.append(b"0")
+        parts.append(b"[]")
         search = copied = close + 1
         count += 1
     parts.append(data[copied:])

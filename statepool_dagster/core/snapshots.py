@@ -10,7 +10,7 @@ import msgspec
 
 from .errors import BadRecordError
 from .fast_strip import blank_embeddings
-from .json_read import check_depth, long_digit_run, python_loads
+from .json_read import check_depth, python_loads
 from .locations import AnyPath
 from .rejects import RAW_LIMIT, Reject, escape_bytes
 from .run_files import read_run_file
@@ -19,6 +19,8 @@ EMBEDDING_KEY = "_trigger_emb"
 SNAPSHOT_NAME = re.compile(r"skills_v([0-9]+)\.json")  # ASCII digits only
 SNAPSHOT_TEMPLATE = "skills_v<ASCII digits>.json"
 INT64_MAX = 2**63 - 1
+# Below this size the exact reader is as fast: blanking pays off on long embedding arrays.
+FAST_PATH_BYTES = 512 * 1024
 
 # Values stay raw JSON until we know they are wanted: the embedding arrays are
 # scanned past, never turned into Python floats (the original's main cost).
@@ -107,15 +109,14 @@ def parse_library(data: bytes) -> dict[str, Any]:
     ``ValueError`` saying what is wrong. Card fields are not checked here: the
     original keeps such a library, and only its prompt fails (see ``render``).
     """
+    blanked = blank_embeddings(data) if len(data) >= FAST_PATH_BYTES else None
     try:
-        check_depth(data)
+        check_depth(data if blanked is None else blanked[0])  # the same depth, fewer bytes
     except ValueError as exc:
         raise ValueError(f"not a JSON object: {exc}") from None
-    library = None
-    if not long_digit_run(data):
-        library = _parse_fast(data)
-        if library is None:
-            library = _parse_exact(data)
+    library = None if blanked is None else _parse_blanked(*blanked)
+    if library is None:
+        library = _parse_exact(data)
     if library is None:
         library = _parse_python(data)
     _validate(library)
@@ -135,12 +136,8 @@ def _embedding_keys(value: Any) -> int:
     return count
 
 
-def _parse_fast(data: bytes) -> dict[str, Any] | None:
-    """Blank the embeddings as bytes, parse the rest; ``None`` when anything is unusual."""
-    blanked = blank_embeddings(data)
-    if blanked is None:
-        return None
-    text, count = blanked
+def _parse_blanked(text: bytes, count: int) -> dict[str, Any] | None:
+    """The library from its text with ``count`` embeddings blanked (``None``: anything odd)."""
     try:
         library = _value.decode(text)
     except (msgspec.MsgspecError, RecursionError):
