@@ -50,8 +50,13 @@ def run_notes(run_dir: AnyPath) -> list[str]:
         notes.append(f"{EPISODES_FILE} is not read: {problem}")
     elif episodes.is_file() and episodes.stat().st_size == 0:
         notes.append(f"{EPISODES_FILE} is empty")
-    if not (run_dir / SNAPSHOTS_DIR).is_dir():
-        notes.append(f"no {SNAPSHOTS_DIR}/ folder: the run has no checkpoints yet")
+    snapshots = run_dir / SNAPSHOTS_DIR
+    if not snapshots.is_dir():
+        if _present(snapshots):  # a loop, a FIFO, a file: said so, not "no checkpoints yet"
+            problem = run_file_problem(snapshots, run_dir) or "not a folder"
+            notes.append(f"{SNAPSHOTS_DIR}/ is not read: {problem}")
+        else:
+            notes.append(f"no {SNAPSHOTS_DIR}/ folder: the run has no checkpoints yet")
     return notes
 
 

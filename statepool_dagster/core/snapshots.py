@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,9 +12,9 @@ import msgspec
 from .errors import BadRecordError
 from .fast_strip import blank_embeddings
 from .json_read import check_depth, python_loads
-from .locations import AnyPath
+from .locations import AnyPath, is_local
 from .rejects import RAW_LIMIT, Reject, escape_bytes
-from .run_files import read_run_file
+from .run_files import read_run_file, run_file_problem
 
 EMBEDDING_KEY = "_trigger_emb"
 SNAPSHOT_NAME = re.compile(r"skills_v([0-9]+)\.json")  # ASCII digits only
@@ -67,6 +68,9 @@ def list_snapshots(snapshots_dir: AnyPath) -> SnapshotListing:
     """
     listing = SnapshotListing()
     if not snapshots_dir.is_dir():
+        if is_local(snapshots_dir) and os.path.lexists(snapshots_dir):
+            problem = run_file_problem(snapshots_dir, snapshots_dir.parent) or "not a folder"
+            listing.ignored[snapshots_dir.name + "/"] = problem  # a loop, a FIFO, a file
         return listing
     try:
         entries = sorted(snapshots_dir.iterdir(), key=lambda p: p.name)

@@ -173,6 +173,16 @@ def test_open_run_file_gives_a_blocking_descriptor_of_a_regular_file(tmp_path):
         os.close(fd)
 
 
+def test_a_snapshots_entry_that_is_no_folder_is_named_not_taken_for_no_checkpoints(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "snapshots").symlink_to(run / "snapshots")
+    assert list_snapshots(run / "snapshots").ignored == {
+        "snapshots/": "a symlink loop (not followed)"
+    }
+    assert "snapshots/ is not read: a symlink loop (not followed)" in run_notes(run)
+
+
 # --------------------------------------------------------------------------- snapshot names
 
 
