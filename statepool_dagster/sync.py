@@ -17,7 +17,7 @@ from dagster._core.storage.tags import (
 
 from .core.run_files import discover_runs
 from .core.settings import Settings
-from .core.stages import EPISODES, SNAPSHOTS, STATES
+from .core.stages import EPISODES, PROMPTS, SNAPSHOTS, STATES
 from .core.store import StoreLayout
 from .core.sync_plan import RunStatus, SyncPlan, plan_sync
 from .fingerprints import recorded_fingerprints
@@ -195,6 +195,7 @@ def materialize_runs(
                     (EPISODES, "rejects"),
                     (SNAPSHOTS, "rejects"),
                     (STATES, "sidecar_rejects"),
+                    (PROMPTS, "rejects"),  # prompts set aside (core.errors.PromptInputError)
                 )
             )
             outcome.ignored = _ignored_files(result, run)

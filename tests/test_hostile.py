@@ -189,3 +189,33 @@ def test_fifo_episodes_file_never_blocks_the_sync(workspace, tmp_path):
     assert "FIFO" in fifo[("fifo/episodes.jsonl", None)]
     loop = _rejects(workspace.store, "loop")
     assert "symlink loop" in loop[("loop/episodes.jsonl", None)]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core/stages.py build_prompts must catch core.errors.PromptInputError per state "
+    "and write a 'prompts' reject (the lead's, with the pipeline rewrite)",
+)
+def test_card_fields_keep_the_state_and_set_only_its_prompt_aside(workspace, tmp_path, seed):
+    run = workspace.runs / "cards"
+    generate_run(run, SPEC, 9)
+    path = run / "snapshots" / "skills_v1.json"
+    library = json.loads(path.read_bytes())
+    library["cards"][0]["trigger"] = 5  # the original writes the state, fails on its prompt
+    path.write_text(json.dumps(library), encoding="utf-8")
+    done = _run(workspace, tmp_path, "sync", "--json")
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "seed"
+    seed.collect_from_run(str(run), str(out))
+    assert store_pool(workspace.store)["cards"] == {
+        p.name: p.read_bytes() for p in out.glob("*.json")
+    }
+    rejects = [
+        json.loads(line)
+        for line in (workspace.store / "rejects" / "cards.jsonl").read_text("utf-8").splitlines()
+    ]
+    prompt_rejects = [r for r in rejects if r["source"] == "prompts"]
+    assert prompt_rejects and all(
+        "trigger is not a string (got int)" in r["error"] for r in prompt_rejects
+    )
+    assert json.loads(done.stdout)["runs"][0]["rejects"] == len(prompt_rejects)
