@@ -238,10 +238,17 @@ def build_hostile_corpus(runs: Path, outside: Path) -> HostileCorpus:
     (run / "kept").mkdir()
     (snaps / "skills_v0.json").rename(run / "kept" / "v0.json")
     (snaps / "skills_v0.json").symlink_to(Path("..") / "kept" / "v0.json")
+    # sidecars: a link into another run (outside this one), a dangling link
+    (run / "receipts").mkdir()
+    (run / "receipts" / "receipt_v1.txt").symlink_to(runs / "py_json" / "episodes.jsonl")
+    (run / "analyses").mkdir()
+    (run / "analyses" / "analysis_v2.json").symlink_to(run / "analyses" / "gone.json")
     corpus.rejects["links"] = {
         ("links/snapshots/skills_v1.json", None): "outside the run folder",
         ("links/snapshots/skills_v2.json", None): "symlink loop",
         ("links/snapshots/skills_v3.json", None): "outside the run folder",
+        ("links/receipts/receipt_v1.txt", None): "outside the run folder",
+        ("links/analyses/analysis_v2.json", None): "No such file",
     }
 
     run = runs / "odd_names"
