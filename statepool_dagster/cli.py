@@ -70,6 +70,7 @@ class Reporter:
         self.states += outcome.states
         if outcome.success:
             extra = f", {outcome.rejects} rejects" if outcome.rejects else ""
+            extra += f", {outcome.ignored} ignored files" if outcome.ignored else ""
             text = f"{outcome.run}: {outcome.states} states{extra} ({outcome.seconds:.1f}s)"
         else:
             text = f"{outcome.run}: FAILED: {outcome.error}"
@@ -102,6 +103,9 @@ def _summary_table(summary) -> str:
     rejected = [o for o in summary.outcomes if o.rejects]
     if rejected:
         lines.append("rejects per run: " + ", ".join(f"{o.run}={o.rejects}" for o in rejected))
+    ignored = [o for o in summary.outcomes if o.ignored]
+    if ignored:
+        lines.append("ignored files per run: " + ", ".join(f"{o.run}={o.ignored}" for o in ignored))
     for o in summary.failed:
         lines.append(f"failed: {o.run}: {o.error}")
     return "\n".join(lines)
@@ -117,6 +121,7 @@ def _summary_json(summary) -> dict[str, Any]:
                 "success": o.success,
                 "states": o.states,
                 "rejects": o.rejects,
+                "ignored": o.ignored,
                 "seconds": round(o.seconds, 3),
                 "error": o.error,
             }
@@ -131,6 +136,7 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
 
     from . import preflight
     from .definitions import defs  # noqa: F401  (loaded before the heap is frozen)
+    from .interrupts import Interrupted, watch_signals
     from .sync import BATCH_SIZE, sync
 
     settings = Settings.from_env()
@@ -140,14 +146,25 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
     # Everything loaded so far lives as long as the command: the collector need not walk it.
     gc.freeze()
     reporter = Reporter(args.quiet, args.json)
-    summary = sync(
-        instance,
-        settle_seconds=args.settle or 0.0,
-        on_plan=reporter.plan,
-        on_outcome=reporter.outcome,
-        log_level="DEBUG" if args.verbose else "ERROR",
-        batch_size=1 if args.checks else BATCH_SIZE,
-    )
+    try:
+        with watch_signals():
+            summary = sync(
+                instance,
+                settle_seconds=args.settle or 0.0,
+                on_plan=reporter.plan,
+                on_outcome=reporter.outcome,
+                log_level="DEBUG" if args.verbose else "ERROR",
+                batch_size=1 if args.checks else BATCH_SIZE,
+            )
+    except Interrupted as stop:
+        # Store files are written whole or not at all; the runs built so far are kept.
+        print(
+            f"statepool sync: {stop}; {reporter.done} of {reporter.total} runs done, "
+            "the rest left for the next sync",
+            file=sys.stderr,
+            flush=True,
+        )
+        return stop.exit_code
     report = None
     if summary.outcomes or not _report_path(settings).exists():
         report = _write_report(settings, collect=False)  # splits: the last export's
@@ -256,10 +273,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{'run':<32}{'status':<14}{'states':>8}  last materialized")
+    print(f"{'run':<32}{'status':<14}{'states':>8}{'ignored':>9}  last materialized")
     for row in rows:
         when = row["last_materialized"] or "-"
-        print(f"{row['run']:<32}{row['status']:<14}{row['states']:>8}  {when}")
+        ignored = row["ignored_files"]
+        print(f"{row['run']:<32}{row['status']:<14}{row['states']:>8}{ignored:>9}  {when}")
     return 0
 
 

@@ -9,12 +9,26 @@ from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, DagsterRunSta
 
 from .core.config import Settings
 from .core.locations import as_path
-from .core.names import STATES
+from .core.names import SNAPSHOTS, STATES
 from .core.runs.files import fingerprint_run
 from .fingerprints import FINAL_ASSET, recorded_fingerprints
 from .partitions import RUNS
 
 STATES_ASSET = AssetKey(STATES)
+IGNORED_METADATA = ((SNAPSHOTS, "ignored_files"), (STATES, "ignored_sidecars"))
+
+
+def ignored_files(instance: DagsterInstance, run: str) -> int:
+    """Files the run's latest materializations passed over, each listed with its reason."""
+    total = 0
+    for asset, key in IGNORED_METADATA:
+        records = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[run]), limit=1
+        ).records
+        if records:
+            meta = records[0].asset_materialization.metadata
+            total += len(meta[key].value or {}) if key in meta else 0
+    return total
 
 
 def run_statuses(instance: DagsterInstance, settings: Settings) -> list[dict[str, Any]]:
@@ -52,5 +66,13 @@ def run_statuses(instance: DagsterInstance, settings: Settings) -> list[dict[str
         when = None
         if records:
             when = dt.datetime.fromtimestamp(records[0].timestamp).isoformat(timespec="seconds")
-        rows.append({"run": run, "status": status, "states": states, "last_materialized": when})
+        rows.append(
+            {
+                "run": run,
+                "status": status,
+                "states": states,
+                "ignored_files": ignored_files(instance, run),
+                "last_materialized": when,
+            }
+        )
     return rows

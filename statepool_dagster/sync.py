@@ -16,11 +16,12 @@ from dagster._core.storage.tags import (
 )
 
 from .core.config import Settings
-from .core.names import EPISODES, SNAPSHOTS, STATES
+from .core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES
 from .core.runs.changes import RunStatus, SyncPlan, plan_sync
 from .core.runs.files import discover_runs
 from .core.store.files import StoreLayout
 from .fingerprints import recorded_fingerprints
+from .interrupts import raise_if_signalled
 from .partitions import RUNS
 from .tags import SOURCE_FINGERPRINT
 
@@ -34,6 +35,7 @@ class RunOutcome:
     success: bool
     states: int = 0
     rejects: int = 0
+    ignored: int = 0  # files in the run folder passed over (name, duplicate), each with a reason
     seconds: float = 0.0
     error: str | None = None
 
@@ -80,6 +82,24 @@ def _partition_metadata(result, asset: str, run: str, key: str) -> int:
         ):
             return int(materialization.metadata[key].value)
     return 0
+
+
+IGNORED_METADATA = ((SNAPSHOTS, "ignored_files"), (STATES, "ignored_sidecars"))
+
+
+def _ignored_files(result, run: str) -> int:
+    """How many files the run's materializations list as ignored (JSON metadata, by name)."""
+    total = 0
+    for event in result.get_asset_materialization_events():
+        materialization = event.step_materialization_data.materialization
+        for asset, key in IGNORED_METADATA:
+            if (
+                materialization.asset_key.to_user_string() == asset
+                and materialization.partition == run
+                and key in materialization.metadata
+            ):
+                total += len(materialization.metadata[key].value or {})
+    return total
 
 
 def _first_error(result) -> str:
@@ -159,6 +179,7 @@ def materialize_runs(
             for target in targets:
                 locks.enter_context(layout.lock(target.run.name))
         result = _execute(instance, targets, log_level)
+    raise_if_signalled()  # a stopped sync neither goes on nor retries one by one
     if not result.success and len(targets) > 1:
         return [o for t in targets for o in materialize_runs(instance, [t], log_level)]
     share = (time.perf_counter() - started) / len(targets)
@@ -174,8 +195,10 @@ def materialize_runs(
                     (EPISODES, "rejects"),
                     (SNAPSHOTS, "rejects"),
                     (STATES, "sidecar_rejects"),
+                    (PROMPTS, "rejects"),  # prompts set aside (core.errors.PromptInputError)
                 )
             )
+            outcome.ignored = _ignored_files(result, run)
         else:
             outcome.error = _first_error(result)
         outcomes.append(outcome)
@@ -257,6 +280,7 @@ def sync(
     summary = SyncSummary(plan)
     order = instance.get_dynamic_partitions(RUNS)
     for batch in batches(plan.to_materialize, order, batch_size):
+        raise_if_signalled()
         for outcome in materialize_runs(instance, batch, log_level):
             summary.outcomes.append(outcome)
             if on_outcome:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -25,8 +26,11 @@ def read(tmp_path: Path, data: bytes, strict: bool = False):
 
 
 def lines_in(data: bytes) -> int:
-    """Lines as a line-by-line reader sees them: a last line without newline counts."""
-    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    """Lines as the original's text-mode ``open()`` sees them (universal newlines)."""
+    if not data:
+        return 0
+    lines = re.split(rb"\r\n|\r|\n", data)
+    return len(lines) - (lines[-1] == b"")
 
 
 # --------------------------------------------------------------------------- episodes
@@ -67,7 +71,9 @@ def test_json_line_that_is_not_an_object_becomes_a_reject(tmp_path, line):
     assert "object" in reject.error
 
 
-@pytest.mark.parametrize("value", ['"3"', "3.5", "3.0", "true", "false", "null", "[3]"])
+@pytest.mark.parametrize(
+    "value", ['"3"', "3.5", "true", "false", "null", "[3]", "NaN", "1e300", str(2**63)]
+)
 def test_non_integer_skill_lib_version_becomes_a_reject(tmp_path, value):
     line = f'{{"id": "e", "skill_lib_version": {value}}}'.encode()
     got = read(tmp_path, b'{"id": "ok", "skill_lib_version": 1}\n' + line + b"\n")
@@ -78,7 +84,7 @@ def test_non_integer_skill_lib_version_becomes_a_reject(tmp_path, value):
     assert reject.raw == line.decode()
 
 
-@pytest.mark.parametrize("value", [0, 7, -1, 10**30])
+@pytest.mark.parametrize("value", [0, 7, -1, 2**63 - 1, -(2**63)])
 def test_integer_skill_lib_version_is_accepted(tmp_path, value):
     (episode,) = read(tmp_path, json.dumps({"skill_lib_version": value}).encode()).episodes
     assert episode.version == value
@@ -140,15 +146,7 @@ BAD_SNAPSHOTS = {
     "not_json": (b"{this is not json", "JSON"),
     "not_an_object": (b'[{"card_id": "c1"}]', "object"),
     "cards_not_a_list": (b'{"version": 1, "cards": {"c1": {}}}', "cards"),
-    "card_missing_trigger": (
-        b'{"version": 1, "cards": [{"card_id": "c1", "program": "p"}]}',
-        "trigger",
-    ),
     "card_not_an_object": (b'{"version": 1, "cards": ["c1"]}', "cards"),
-    "trigger_not_text": (
-        b'{"cards": [{"card_id": "c1", "trigger": 5, "program": "p"}]}',
-        "trigger",
-    ),
     "deeply_nested": (b'{"version": ' + b'{"a":' * 5_000 + b"1" + b"}" * 5_001, ""),
 }
 
@@ -184,7 +182,7 @@ def test_bad_snapshot_becomes_a_whole_file_reject_and_the_others_are_unaffected(
 
 def test_strict_mode_raises_bad_record_error_naming_the_snapshot_file(tmp_path):
     path = tmp_path / "skills_v4.json"
-    path.write_bytes(b'{"cards": [{"card_id": "c1"}]}')
+    path.write_bytes(b'{"cards": [{"card_id": "c1"}')
     with pytest.raises(BadRecordError, match=r"r/snapshots/skills_v4\.json"):
         read_snapshot(SnapshotFile(4, path), "r/snapshots/skills_v4.json", strict=True)
     assert isinstance(read_snapshot(SnapshotFile(4, path), "x"), Reject)
@@ -276,7 +274,9 @@ def test_random_json_lines_are_classified_as_the_seed_reads_them_and_none_lost(
             lines.append(b"")
         lines.append(json.dumps(value, ensure_ascii=i % 2 == 0).encode("utf-8"))
         version = value.get("skill_lib_version", 0) if isinstance(value, dict) else None
-        if type(version) is int:
+        if type(version) is float and version.is_integer():
+            version = int(version)  # 1.0 pairs with skills_v1.json in the original too
+        if type(version) is int and -(2**63) <= version < 2**63:
             expected_records.append(value)
     data = b"\n".join(lines) + b"\n"
     got = read(scratch, data)
@@ -285,7 +285,7 @@ def test_random_json_lines_are_classified_as_the_seed_reads_them_and_none_lost(
     for episode, record in zip(got.episodes, expected_records, strict=True):
         # Same values as json.loads gives the seed, exactly (floats and key order included).
         assert json.dumps(episode.record) == json.dumps(record)
-        assert episode.version == record.get("skill_lib_version", 0)
+        assert episode.version == int(record.get("skill_lib_version", 0))
 
 
 @FAST

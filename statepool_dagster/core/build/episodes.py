@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -16,17 +17,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import BadRecordError
+from ..locations import is_local
 from ..names import EPISODES, EPISODES_FILE
 from ..rejects import Reject
 from ..runs.episodes import parse_episodes
-from ..runs.files import fingerprint_run
-from ..runs.notes import run_notes
+from ..runs.files import fingerprint_run, open_run_file
+from ..runs.notes import present, run_notes
 from ..store.files import read_rejects, update_rejects
 from ..store.parts import RunTable, part_name
 from ..store.tables import episode_row, episodes_table, markdown_preview, rejects_jsonl
 from .job import TABLE_FORMAT, RunJob, StageReport, digest, reject_lines, round3
 
 PREVIEW = ["line", "version", "id", "task", "gt", "response", "correct"]
+NOTES_LIMIT = 50  # notes about values kept whole but left out of a flat column
 
 
 CHUNK = 1 << 18  # bytes read at a time; a batch is written before the next one is read
@@ -35,9 +38,13 @@ CHUNK = 1 << 18  # bytes read at a time; a batch is written before the next one 
 def _open(job: RunJob) -> tuple[BinaryIO | None, Reject | None]:
     """The run's episodes.jsonl opened for reading (none if absent), or the reject saying why."""
     path = job.run_dir / EPISODES_FILE
+    if not present(path):
+        return None, None
     try:
-        return (path.open("rb") if path.exists() else None), None
-    except OSError as exc:
+        if not is_local(path):
+            return path.open("rb"), None
+        return os.fdopen(open_run_file(path, job.run_dir), "rb"), None
+    except OSError as exc:  # a FIFO, a loop, a link out of the run: refused, never opened
         error = f"unreadable: {exc.strerror or exc}"
         reject = Reject(file=f"{job.run}/{EPISODES_FILE}", line=None, error=error, raw=None)
         if job.settings.strict:
@@ -166,8 +173,10 @@ def build_episodes(job: RunJob) -> StageReport:
             rejects = [r for r in old if (r.line or 0) <= lines]
         batches = _Batches(table, lines if grown else None)
         tail_blank = 0
+        notes: list[str] = []
         for chunk, complete in _chunks(f) if f is not None else ():
             read = parse_episodes(chunk, display, lines + 1, strict)
+            notes.extend(read.notes[: NOTES_LIMIT - len(notes)])
             for episode in read.episodes:
                 batches.add(episode.version, episode_row(episode))
             rejects += read.rejects
@@ -190,7 +199,9 @@ def build_episodes(job: RunJob) -> StageReport:
     }
     table.mark(seen=None if unreadable else mark, fingerprint=fingerprint)
     table.save()
-    return _report(job, table, fingerprint, rejects, blank + tail_blank, batches.written)
+    report = _report(job, table, fingerprint, rejects, blank + tail_blank, batches.written)
+    report.notes += notes
+    return report
 
 
 def _report(

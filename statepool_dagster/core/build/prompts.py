@@ -9,7 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..names import PROMPTS, STATES
+from ..errors import PromptInputError
+from ..names import PROMPTS, SNAPSHOTS_DIR, STATES
 from ..prompts.render import build_curator_prompt
 from ..prompts.spec import PromptSpec
 from ..rejects import Reject
@@ -18,7 +19,7 @@ from ..store.files import update_rejects
 from ..store.tables import prompts_table, rejects_jsonl
 from .job import RENDER_VERSION, RunJob, StageReport, digest, reject_lines
 
-COLUMNS = ["state_id", "version", "state", "reference_ops", "input_key"]
+COLUMNS = ["state_id", "version", "library_version", "state", "reference_ops", "input_key"]
 
 
 def _formatter_identity(formatter: Callable[..., Any]) -> str:
@@ -68,10 +69,10 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
         else:
             try:
                 prompt = build_curator_prompt(CheckpointState.trusted(row["state"]), spec)
-            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-                error = f"prompt not rendered: {type(exc).__name__}: {exc}"
-                where = f"{job.run}/{row['state_id']}"
-                rejects.append(Reject(file=where, line=None, error=error, raw=None))
+            except PromptInputError as exc:  # the state is kept as the original keeps it
+                library = f"{job.run}/{SNAPSHOTS_DIR}/skills_v{row['library_version']}.json"
+                error = f"{row['state_id']}: {exc}"
+                rejects.append(Reject(file=library, line=None, error=error, raw=None))
                 table.drop(name)
                 continue
             rendered += 1

@@ -64,10 +64,16 @@ def _pool_map(fn, tasks: list, workers: int) -> list:
     # fork: workers inherit the loaded code, so starting them costs milliseconds.
     load_arrow()
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         workers, mp_context=context, initializer=_start_worker, initargs=(os.getpid(),)
-    ) as pool:
+    )
+    try:
         return list(pool.map(fn, tasks))
+    except BaseException:  # e.g. a signal: hand no further run to a worker
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 def _locked(task: tuple[Stage, RunJob]) -> StageReport:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from ..errors import PromptInputError
 from ..states.models import CheckpointState
 from .spec import PromptSpec, default_prompt_spec
 
@@ -11,11 +12,38 @@ ANALYSIS_KEYS = ("failure_patterns", "observations", "summary")
 EMPTY_CATALOG = "(empty library)"
 
 
+def card_problem(card: object) -> str | None:
+    """Why ``card`` cannot be rendered (``None``: it can): what the original would crash on.
+
+    ``trigger`` and ``program`` must be strings (the original would print a list's repr:
+    not something a curator should read), ``card_id`` present, ``meta_info`` an object.
+    """
+    if not isinstance(card, dict):
+        return f"not an object (got {type(card).__name__})"
+    if "card_id" not in card:
+        return "card_id is missing"
+    for name in ("trigger", "program"):
+        if name not in card:
+            return f"{name} is missing"
+        if not isinstance(card[name], str):
+            return f"{name} is not a string (got {type(card[name]).__name__})"
+    if not isinstance(card.get("meta_info", {}), dict):
+        return f"meta_info is not an object (got {type(card['meta_info']).__name__})"
+    return None
+
+
 def render_catalog(cards: list[dict], spec: PromptSpec) -> str:
-    """One entry per card: counters, then the cut trigger and program."""
+    """One entry per card: counters, then the cut trigger and program.
+
+    A card that cannot be rendered raises :class:`PromptInputError` naming it.
+    """
     limits = spec.limits
     lines = []
-    for card in cards:
+    for i, card in enumerate(cards):
+        problem = card_problem(card)
+        if problem:
+            name = f"card {i}" + (f" ({card['card_id']!r})" if "card_id" in card else "")
+            raise PromptInputError(f"cannot render the prompt: {name}: {problem}")
         m = card.get("meta_info", {})
         lines.append(
             f"- [{card['card_id']}] inj={m.get('injected', 0)} fired={m.get('fired', 0)} "
@@ -40,9 +68,14 @@ def render_analysis_block(state: CheckpointState, spec: PromptSpec) -> str:
 
 
 def build_curator_prompt(state: CheckpointState, spec: PromptSpec | None = None) -> str:
-    """The curator's input for ``state``: byte-identical to the original under the same spec."""
+    """The curator's input for ``state``: byte-identical to the original under the same spec.
+
+    :class:`PromptInputError` when a card cannot be rendered (the state stays valid).
+    """
     spec = spec or default_prompt_spec()
     cards = state.lib_snapshot.get("cards", [])
+    if not isinstance(cards, list):
+        raise PromptInputError(f"cannot render the prompt: cards is a {type(cards).__name__}")
     return spec.template.format(
         tool_specs=render_tool_specs(spec),
         version=state.lib_snapshot.get("version", 0),

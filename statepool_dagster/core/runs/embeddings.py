@@ -3,17 +3,34 @@
 Embedding arrays are nearly all of a snapshot's bytes. Finding them with
 ``bytes.find`` and checking their characters with ``bytes.translate`` runs at
 memory speed, so the parser only ever sees the small rest. Each array becomes
-``0``: the key stays, so the caller can check that every blanked member was a
-card's own (and fall back to the exact path otherwise). Anything unusual (a
-non-numeric array, odd syntax) makes :func:`blank_embeddings` return ``None``.
+``[]``: the key stays, so the caller can check that every blanked member was a
+card's own (and fall back to the exact path otherwise), and the text nests exactly
+as deep as the file (the arrays hold numbers only), so the depth limit is checked on
+it. Anything unusual (a non-numeric array, odd syntax) makes :func:`blank_embeddings`
+return ``None``.
+
+Only the literal spelling is blanked, and only where it is a whole key: text that
+merely ends in it (``"a\\"_trigger_emb"``, an escaped quote before it) is left alone.
+Each blanked array must be JSON that Python's ``json`` reads (``[1,,2]``, ``[+1]``,
+``[01]``, ``[nan]`` are not), checked without building a float.
 """
 
 from __future__ import annotations
+
+from .json_read import number_array_valid
 
 KEY = b'"_trigger_emb"'
 _WS = b" \t\r\n"
 # Digits and JSON number syntax, plus NaN / Infinity, which Python's json accepts.
 _NUMBER_CHARS = b"0123456789eE+-.,NaInfity" + _WS
+
+
+def _escaped(data: bytes, quote: int) -> bool:
+    """Whether the quote at ``quote`` is escaped (an odd run of backslashes before it)."""
+    i = quote
+    while i > 0 and data[i - 1] == 0x5C:
+        i -= 1
+    return (quote - i) % 2 == 1
 
 
 def _skip_ws(data: bytes, i: int) -> int:
@@ -24,27 +41,29 @@ def _skip_ws(data: bytes, i: int) -> int:
 
 
 def blank_embeddings(data: bytes) -> tuple[bytes, int] | None:
-    """``(data with each embedding array replaced by 0, how many)``, or ``None`` to fall back."""
+    """``(data with each embedding array replaced by [], how many)``, or ``None`` to fall back."""
     parts: list[bytes] = []
-    pos = 0
+    search = copied = 0
     count = 0
     while True:
-        start = data.find(KEY, pos)
+        start = data.find(KEY, search)
         if start < 0:
             break
-        colon = _skip_ws(data, start + len(KEY))
-        if colon >= len(data) or data[colon] != ord(":"):
-            pos = start + len(KEY)  # the text sits inside a string value
-            continue
+        search = start + len(KEY)
+        colon = _skip_ws(data, search)
+        if _escaped(data, start) or colon >= len(data) or data[colon] != ord(":"):
+            continue  # the text ends a longer key, or sits inside a string
         bracket = _skip_ws(data, colon + 1)
         if bracket >= len(data) or data[bracket] != ord("["):
             return None
         close = data.find(b"]", bracket)
         if close < 0 or data[bracket + 1 : close].translate(None, _NUMBER_CHARS):
             return None  # not a flat array of numbers
-        parts.append(data[pos:bracket])
-        parts.append(b"0")
-        pos = close + 1
+        if not number_array_valid(data[bracket : close + 1]):
+            return None  # the exact path names what is wrong
+        parts.append(data[copied:bracket])
+        parts.append(b"[]")
+        search = copied = close + 1
         count += 1
-    parts.append(data[pos:])
+    parts.append(data[copied:])
     return b"".join(parts), count

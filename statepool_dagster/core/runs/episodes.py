@@ -1,20 +1,28 @@
-"""Read ``episodes.jsonl`` line by line, setting aside the lines that cannot be used."""
+"""Read ``episodes.jsonl`` line by line, setting aside the lines that cannot be used.
+
+Lines are what the original's ``open()`` in text mode yields: ended by ``\n``, ``\r\n``
+or a bare ``\r`` (universal newlines). A line is blank only if it holds nothing but
+JSON whitespace (space, tab); ``\x0b`` or ``\x0c`` is not JSON, so such a line is a
+reject, never silently skipped. Each line is read as Python's ``json`` reads it.
+"""
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-from pydantic import ValidationError
-
 from ..errors import BadRecordError
-from ..locations import AnyPath
+from ..locations import AnyPath, is_local
 from ..rejects import Reject, escape_bytes
-from ..states.models import Episode
+from .files import open_run_file
+from .json_read import loads
 
-_decode = msgspec.json.Decoder().decode
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_JSON_WS = b" \t\r\n"
+_LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")  # one line and its universal end
 
 
 @dataclass(frozen=True)
@@ -33,38 +41,96 @@ class EpisodesRead:
     episodes: list[EpisodeLine] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)
     blank_lines: int = 0
+    notes: list[str] = field(default_factory=list)  # values kept that a flat column cannot hold
 
     @property
     def lines(self) -> int:
         return len(self.episodes) + len(self.rejects) + self.blank_lines
 
 
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}… ({len(text)} characters)"
+
+
+def episode_version(record: dict[str, Any]) -> int:
+    """The record's ``skill_lib_version`` (0 when absent) as the original pairs it.
+
+    An integral float is that integer (``1.0`` pairs with ``skills_v1.json`` there too);
+    a boolean, a string, any other float, or an integer outside 64 bits is a
+    ``ValueError`` naming the field.
+    """
+    version = record.get("skill_lib_version", 0)
+    if type(version) is float and version.is_integer():
+        version = int(version)
+    if type(version) is not int:
+        raise ValueError(f"skill_lib_version must be an integer, got {_shown(version)}")
+    if not INT64_MIN <= version <= INT64_MAX:
+        raise ValueError(f"skill_lib_version out of range for a 64-bit integer: {_shown(version)}")
+    return version
+
+
 def parse_episode_line(raw: bytes) -> tuple[int, dict[str, Any]]:
     """Parse one non-blank line into ``(version, record)``; ``ValueError`` says why not."""
     try:
-        record = _decode(raw)
-    except msgspec.MsgspecError as exc:
-        raise ValueError(f"not valid JSON: {exc}") from None
+        record = loads(raw)
     except RecursionError:
         raise ValueError("not valid JSON: nested too deeply") from None
     if not isinstance(record, dict):
         raise ValueError(f"not a JSON object (got {type(record).__name__})")
-    version = record.get("skill_lib_version", 0)
-    if type(version) is int:  # what Episode's StrictInt accepts, without building the model
-        return version, record
-    try:
-        episode = Episode.model_validate(record)
-    except ValidationError:
-        version = record.get("skill_lib_version")
-        raise ValueError(f"skill_lib_version must be an integer, got {version!r}") from None
-    return episode.skill_lib_version, record
+    return episode_version(record), record
 
 
-def iter_lines(path: AnyPath) -> Iterator[tuple[int, bytes]]:
-    """Yield ``(line_number, raw_bytes)`` without the line ending, streaming the file."""
-    with path.open("rb") as f:
-        for number, raw in enumerate(f, 1):
-            yield number, raw.rstrip(b"\r\n")
+def column_notes(record: dict[str, Any], where: str) -> list[str]:
+    """What a flat column leaves empty because it cannot hold the record's value."""
+    realtime = record.get("realtime")
+    if type(realtime) is int:
+        try:
+            float(realtime)
+        except OverflowError:
+            return [f"{where}: realtime does not fit a float; its column is empty (record kept)"]
+    return []
+
+
+def lines_with_ends(data: bytes) -> Iterator[bytes]:
+    """Each line of ``data`` with its own line end (``\\n``, ``\\r\\n`` or ``\\r``).
+
+    The ends stay on: both parsers take them as trailing whitespace, and a file of one
+    huge line is then parsed without a copy of it (a slice of all of ``bytes`` is itself).
+    """
+    if b"\r" in data:
+        for match in _LINE.finditer(data):
+            yield match.group()
+        return
+    start, size = 0, len(data)
+    while start < size:
+        end = data.find(b"\n", start)
+        end = size if end < 0 else end + 1
+        yield data[start:end]
+        start = end
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """``data`` cut at universal line ends, without them (the last line end ends no line)."""
+    return [line.rstrip(b"\r\n") for line in lines_with_ends(data)]
+
+
+def iter_lines(path: AnyPath, run_dir: AnyPath | None = None) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(line_number, raw_bytes)`` (with its line end), streaming the file.
+
+    Locally the file is opened through ``run_files.open_run_file`` (never a FIFO, never
+    out of ``run_dir``, by default the file's folder).
+    """
+    if is_local(path):
+        f = os.fdopen(open_run_file(path, run_dir or path.parent), "rb")
+    else:
+        f = path.open("rb")
+    number = 0
+    with f:
+        for chunk in f:
+            for raw in lines_with_ends(chunk):
+                number += 1
+                yield number, raw
 
 
 def read_episodes(path: AnyPath, display: str, strict: bool = False) -> EpisodesRead:
@@ -90,29 +156,28 @@ def parse_episodes(
 
     What an append-aware reader parses: the part of a file after what it has seen.
     """
-    lines = data.split(b"\n")
-    if lines and not lines[-1]:
-        lines.pop()  # the file's last line ending, not a line of its own
     result = EpisodesRead()
-    numbered = ((n, raw.rstrip(b"\r\n")) for n, raw in enumerate(lines, first_line))
-    _parse_lines(result, numbered, display, strict)
+    _parse_lines(result, enumerate(lines_with_ends(data), first_line), display, strict)
     return result
 
 
 def _parse_lines(
     result: EpisodesRead, numbered: Iterable[tuple[int, bytes]], display: str, strict: bool
 ) -> None:
+    """Classify each numbered line (line ends still on) into episodes, rejects and blanks."""
     for number, raw in numbered:
-        if not raw.strip():
+        if raw[:1] in (b"", b" ", b"\t", b"\r", b"\n") and not raw.strip(_JSON_WS):
             result.blank_lines += 1
             continue
         try:
             version, record = parse_episode_line(raw)
         except ValueError as exc:
-            reject = Reject(file=display, line=number, error=str(exc), raw=escape_bytes(raw))
+            text = escape_bytes(raw.rstrip(b"\r\n"))
+            reject = Reject(file=display, line=number, error=str(exc), raw=text)
             _reject(result, reject, strict)
             continue
         result.episodes.append(EpisodeLine(number, version, record))
+        result.notes.extend(column_notes(record, f"{display} line {number}"))
 
 
 def _reject(result: EpisodesRead, reject: Reject, strict: bool) -> None:

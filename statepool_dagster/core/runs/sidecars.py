@@ -17,18 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
 from ..errors import BadRecordError
 from ..locations import AnyPath
 from ..rejects import RAW_LIMIT, Reject, escape_bytes
+from .files import read_run_file
+from .json_read import loads
 
 ANALYSES_DIR = "analyses"
 RECEIPTS_DIR = "receipts"
 ANALYSIS_NAME = re.compile(r"analysis_v(0|[1-9][0-9]*)\.json")
 RECEIPT_NAME = re.compile(r"receipt_v(0|[1-9][0-9]*)\.txt")
-
-_decode = msgspec.json.Decoder().decode
 
 
 @dataclass
@@ -42,10 +40,7 @@ class SidecarsRead:
 
 
 def parse_analysis(data: bytes) -> dict[str, Any]:
-    try:
-        value = _decode(data)
-    except msgspec.MsgspecError as exc:
-        raise ValueError(f"not valid JSON: {exc}") from None
+    value = loads(data)  # what Python's json reads, as the analysis a user wrote it
     if not isinstance(value, dict):
         raise ValueError(f"analysis must be a JSON object (got {type(value).__name__})")
     return value
@@ -96,14 +91,12 @@ def _read_kind(
         if not match:
             result.ignored[shown] = f"name is not {kind.template}"
             continue
-        if not entry.is_file():
-            result.ignored[shown] = "not a regular file"
-            continue
         display = f"{run}/{shown}"
         try:
-            data = entry.read_bytes()
+            data = read_run_file(entry, run_dir)  # never a FIFO, never out of the run
         except OSError as exc:
-            reject = Reject(file=display, line=None, error=f"unreadable: {exc.strerror}", raw=None)
+            error = f"unreadable: {exc.strerror or exc}"
+            reject = Reject(file=display, line=None, error=error, raw=None)
         else:
             try:
                 into[int(match.group(1))] = kind.parse(data)

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from pydantic import ValidationError
 
 from ..errors import BadRecordError
-from ..locations import AnyPath
+from ..locations import AnyPath, is_local
 from ..rejects import RAW_LIMIT, Reject, escape_bytes
-from ..states.models import SkillLibrary
 from .embeddings import blank_embeddings
+from .files import read_run_file, run_file_problem
+from .json_read import check_depth, python_loads
 
 EMBEDDING_KEY = "_trigger_emb"
-SNAPSHOT_NAME = re.compile(r"skills_v(\d+)\.json")
+SNAPSHOT_NAME = re.compile(r"skills_v([0-9]+)\.json")  # ASCII digits only
+SNAPSHOT_TEMPLATE = "skills_v<ASCII digits>.json"
+INT64_MAX = 2**63 - 1
+# Below this size the exact reader is as fast: blanking pays off on long embedding arrays.
+FAST_PATH_BYTES = 512 * 1024
 
 # Values stay raw JSON until we know they are wanted: the embedding arrays are
 # scanned past, never turned into Python floats (the original's main cost).
@@ -55,9 +60,17 @@ class Snapshot:
 
 
 def list_snapshots(snapshots_dir: AnyPath) -> SnapshotListing:
-    """List ``skills_v<int>.json`` files numerically (v2 before v10); say why others are skipped."""
+    """List ``skills_v<int>.json`` files numerically (v2 before v10); say why others are skipped.
+
+    A well-named entry that is not a readable regular file inside the run (a FIFO, a
+    directory, a link out of the run or a link loop) is listed: reading it makes the
+    reject that says why (:func:`read_snapshot` never opens it).
+    """
     listing = SnapshotListing()
     if not snapshots_dir.is_dir():
+        if is_local(snapshots_dir) and os.path.lexists(snapshots_dir):
+            problem = run_file_problem(snapshots_dir, snapshots_dir.parent) or "not a folder"
+            listing.ignored[snapshots_dir.name + "/"] = problem  # a loop, a FIFO, a file
         return listing
     try:
         entries = sorted(snapshots_dir.iterdir(), key=lambda p: p.name)
@@ -71,12 +84,12 @@ def list_snapshots(snapshots_dir: AnyPath) -> SnapshotListing:
             continue
         match = SNAPSHOT_NAME.fullmatch(name)
         if not match:
-            listing.ignored[name] = "name is not skills_v<int>.json"
-            continue
-        if not entry.is_file():
-            listing.ignored[name] = "not a regular file"
+            listing.ignored[name] = f"name is not {SNAPSHOT_TEMPLATE}"
             continue
         version = int(match.group(1))
+        if version > INT64_MAX:
+            listing.ignored[name] = "version in the name is out of range (above 2**63-1)"
+            continue
         canonical = f"skills_v{version}.json"
         held = by_version.get(version)
         if held is not None:
@@ -95,92 +108,111 @@ def parse_library(data: bytes) -> dict[str, Any]:
     """Parse a snapshot's bytes into the library dict the original script keeps.
 
     Keys keep their order and unknown fields survive; ``_trigger_emb`` is dropped
-    from every card. ``ValueError`` says what is wrong with a bad file.
+    from every card. What Python's ``json`` reads is read (``NaN``, ``1e999``, …);
+    what it refuses, and anything nested deeper than ``json_read.DEPTH_LIMIT``, is a
+    ``ValueError`` saying what is wrong. Card fields are not checked here: the
+    original keeps such a library, and only its prompt fails (see ``render``).
     """
+    blanked = blank_embeddings(data) if len(data) >= FAST_PATH_BYTES else None
     try:
-        library = _parse_fast(data)
-        if library is None:
-            library = _parse_exact(data)
-    except RecursionError:
-        raise ValueError("not a JSON object: nested too deeply") from None
+        check_depth(data if blanked is None else blanked[0])  # the same depth, fewer bytes
+    except ValueError as exc:
+        raise ValueError(f"not a JSON object: {exc}") from None
+    library = None if blanked is None else _parse_blanked(*blanked)
+    if library is None:
+        library = _parse_exact(data)
+    if library is None:
+        library = _parse_python(data)
     _validate(library)
     return library
 
 
-def _parse_fast(data: bytes) -> dict[str, Any] | None:
-    """Blank the embeddings as bytes, parse the rest; ``None`` when anything is unusual."""
-    blanked = blank_embeddings(data)
-    if blanked is None:
-        return None
-    text, count = blanked
+def _embedding_keys(value: Any) -> int:
+    """How many members named ``_trigger_emb`` ``value`` holds, at any depth."""
+    count, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            count += EMBEDDING_KEY in item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
+
+
+def _parse_blanked(text: bytes, count: int) -> dict[str, Any] | None:
+    """The library from its text with ``count`` embeddings blanked (``None``: anything odd)."""
     try:
         library = _value.decode(text)
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, RecursionError):
         return None  # the exact path names the problem
-    if not isinstance(library, dict) or EMBEDDING_KEY in library:
+    if not isinstance(library, dict):
         return None
     cards = library.get("cards")
     if not isinstance(cards, list) or not all(isinstance(c, dict) for c in cards):
         return None
-    removed = sum(c.pop(EMBEDDING_KEY, None) is not None for c in cards)
-    # Every blanked member must have been a card's own; one elsewhere lost its value.
-    return library if removed == count else None
-
-
-def _parse_exact(data: bytes) -> dict[str, Any]:
-    """Skip each card's embedding as raw JSON: slower, but exact for any input."""
-    try:
-        top = _top.decode(data)
-    except msgspec.MsgspecError as exc:
-        raise ValueError(f"not a JSON object: {exc}") from None
-    library: dict[str, Any] = {}
-    for key, raw in top.items():
-        if key == "cards":
-            try:
-                cards = _cards.decode(raw)
-            except msgspec.MsgspecError as exc:
-                raise ValueError(f"cards is not a list of objects: {exc}") from None
-            library[key] = [
-                {k: _value.decode(v) for k, v in card.items() if k != EMBEDDING_KEY}
-                for card in cards
-            ]
-        else:
-            library[key] = _value.decode(raw)
+    # Every blanked array must have been a card's own, and every member of that name in
+    # the file one that was blanked (a `\u`-escaped spelling is not): else the exact path.
+    own = sum(EMBEDDING_KEY in c for c in cards)
+    if own != count or _embedding_keys(library) != count:
+        return None
+    for card in cards:
+        card.pop(EMBEDDING_KEY, None)
     return library
 
 
-def _plain_card(card: Any) -> bool:
-    if not isinstance(card, dict):
-        return False
-    card_id = card.get("card_id")
-    return (
-        isinstance(card_id, str | int)
-        and not isinstance(card_id, bool)
-        and isinstance(card.get("trigger"), str)
-        and isinstance(card.get("program"), str)
-        and isinstance(card.get("meta_info", {}), dict)
-    )
+def _parse_exact(data: bytes) -> dict[str, Any] | None:
+    """Skip each card's embedding as raw JSON; ``None`` for what only Python's json reads."""
+    try:
+        top = _top.decode(data)
+        library: dict[str, Any] = {}
+        for key, raw in top.items():
+            if key == "cards":
+                library[key] = [
+                    {k: _value.decode(v) for k, v in card.items() if k != EMBEDDING_KEY}
+                    for card in _cards.decode(raw)
+                ]
+            else:
+                library[key] = _value.decode(raw)
+    except (msgspec.MsgspecError, RecursionError):
+        return None
+    return library
+
+
+def _parse_python(data: bytes) -> dict[str, Any]:
+    """The original's own reading: ``json`` builds it all, then each card loses its embedding."""
+    try:
+        library = python_loads(data)
+    except ValueError as exc:
+        raise ValueError(f"not a JSON object: {exc}") from None
+    if not isinstance(library, dict):
+        raise ValueError(f"not a JSON object (got {type(library).__name__})")
+    cards = library.get("cards", [])
+    if not isinstance(cards, list) or not all(isinstance(c, dict) for c in cards):
+        raise ValueError("cards is not a list of objects")
+    for card in cards:
+        card.pop(EMBEDDING_KEY, None)
+    return library
 
 
 def _validate(library: dict[str, Any]) -> None:
-    """Check the library against :class:`SkillLibrary`; the common case without pydantic's cost."""
+    """What the original needs to keep a library: an object whose ``cards`` are objects."""
     cards = library.get("cards", [])
-    if isinstance(cards, list) and all(_plain_card(c) for c in cards):
-        return
-    try:
-        SkillLibrary.model_validate(library)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ValueError(f"not a skill library: {where}: {first['msg']}") from None
+    if not isinstance(cards, list):
+        raise ValueError(f"not a skill library: cards: not a list (got {type(cards).__name__})")
+    for i, card in enumerate(cards):
+        if not isinstance(card, dict):
+            raise ValueError(f"not a skill library: cards.{i}: not an object")
 
 
 def read_snapshot(snapshot: SnapshotFile, display: str, strict: bool = False) -> Snapshot | Reject:
     """Read one snapshot file; a bad one becomes a :class:`Reject` (or raises with ``strict``)."""
     try:
-        data = snapshot.path.read_bytes()
+        data = read_run_file(snapshot.path, snapshot.path.parent.parent)
     except OSError as exc:
-        reject = Reject(file=display, line=None, error=f"unreadable: {exc.strerror}", raw=None)
+        reject = Reject(
+            file=display, line=None, error=f"unreadable: {exc.strerror or exc}", raw=None
+        )
     else:
         try:
             return Snapshot(snapshot.version, display, parse_library(data))

@@ -21,7 +21,9 @@ def _cards_by_id(library: dict[str, Any]) -> dict[Any, dict[str, Any]]:
     """Cards keyed by ``card_id``, in library order; a repeated id keeps its first card."""
     cards: dict[Any, dict[str, Any]] = {}
     for card in library.get("cards", []):
-        cards.setdefault(card["card_id"], card)
+        card_id = card.get("card_id") if isinstance(card, dict) else None
+        if isinstance(card_id, str | int):  # a card without a usable id makes no op
+            cards.setdefault(card_id, card)
     return cards
 
 

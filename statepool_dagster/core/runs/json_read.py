@@ -1,0 +1,100 @@
+"""Read JSON exactly as Python's ``json`` reads it (the original script's reader), fast.
+
+msgspec decodes the common case; whatever it refuses that Python's ``json`` accepts
+(``NaN``, ``Infinity``, ``-Infinity``, ``1e999``, lone surrogate escapes) is read
+again by ``json`` itself, so a record is never lost for a value the original keeps.
+Both agree on everything else, including Python's limit of 4300 digits per integer.
+
+One nesting limit, :data:`DEPTH_LIMIT`, is checked before any parser runs: both
+parsers otherwise stop at Python's recursion limit, which moves with the depth of
+the calling stack (the same line accepted in one process, refused in another).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+
+DEPTH_LIMIT = 512  # arrays and objects nested inside each other; deeper is a reject
+_decode = msgspec.json.Decoder().decode
+_skip = msgspec.json.Decoder(msgspec.Raw).decode
+_QUOTE = ord('"')
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def nesting_depth(data: bytes) -> int:
+    """How deep arrays and objects nest in ``data`` (strings skipped); when shallow, a bound.
+
+    Cheap: escaped pairs are dropped, then only brackets and quotes are kept (an
+    embedding-heavy file keeps a few per card) and walked.
+    """
+    openers = data.count(b"[") + data.count(b"{")
+    if openers <= DEPTH_LIMIT:
+        return openers
+    if b"\\" in data:  # escaped quotes and backslashes out first, so quotes pair up
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    kept = data.translate(None, _NOT_STRUCTURE)
+    depth = deepest = 0
+    in_string = False
+    for byte in kept:
+        if byte == _QUOTE:
+            in_string = not in_string
+        elif not in_string:
+            depth += _STEP[byte]
+            deepest = max(deepest, depth)
+    return deepest
+
+
+def check_depth(data: bytes) -> None:
+    """``ValueError`` when ``data`` nests deeper than :data:`DEPTH_LIMIT`."""
+    depth = nesting_depth(data)
+    if depth > DEPTH_LIMIT:
+        raise ValueError(f"nested {depth} levels deep (the limit is {DEPTH_LIMIT})")
+
+
+def python_loads(data: bytes) -> Any:
+    """``json.loads`` on the UTF-8 text, its errors as ``ValueError`` with a plain message."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not valid JSON: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON: {exc}") from None
+    except ValueError as exc:  # an integer longer than Python's digit limit
+        raise ValueError(f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"not valid JSON: nested too deeply (limit {DEPTH_LIMIT})") from None
+
+
+def loads(data: bytes) -> Any:
+    """What ``json.loads`` returns for ``data``; ``ValueError`` names what is wrong."""
+    check_depth(data)
+    try:
+        return _decode(data)
+    except msgspec.MsgspecError:
+        return python_loads(data)  # the authority, and its own message when it refuses too
+    except RecursionError:
+        raise ValueError(f"not valid JSON: nested too deeply (limit {DEPTH_LIMIT})") from None
+
+
+def number_array_valid(raw: bytes) -> bool:
+    """Whether ``raw``, text of a JSON array of numbers only, is one ``json`` reads.
+
+    Checked by msgspec without building a float; ``NaN`` and the infinities, which
+    only Python's ``json`` knows, stand in as ``[]`` (so ``1NaN`` or ``-NaN`` stay invalid).
+    Not checked: Python's 4300-digit limit on integers (the array is dropped unread; a
+    file the original refuses for that alone gives a state here).
+    """
+    if b"N" in raw or b"I" in raw:
+        for token in (b"-Infinity", b"Infinity", b"NaN"):
+            raw = raw.replace(token, b"[]")  # a token of its own: `1NaN`, `-NaN` stay invalid
+    try:
+        _skip(raw)
+    except (msgspec.MsgspecError, RecursionError):
+        return False
+    return True
