@@ -158,7 +158,8 @@ def test_snapshot_and_sidecar_fifos_are_rejects_naming_the_file(tmp_path):
         read = read_run(run)
         sidecars = read_sidecars(run, "run")
     assert [(r.file, "FIFO" in r.error) for r in read.rejects] == [
-        ("run/snapshots/skills_v1.json", True)
+        ("run/snapshots/skills_v1.json", True),
+        ("run/analyses/analysis_v1.json", True),
     ]
     assert [(r.file, "FIFO" in r.error) for r in sidecars.rejects] == [
         ("run/analyses/analysis_v1.json", True)

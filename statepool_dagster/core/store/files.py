@@ -333,6 +333,7 @@ def update_state_pool(
     Through fsspec each file is one put, then the folder's manifest is rewritten.
     """
     folder = layout.state_pool(run)
+    _make_folder(folder)  # a run without states still has its (empty) folder
     present = state_pool_names(layout, run)
     for sid, text in writes.items():
         write_bytes_atomic(folder / f"{sid}.json", text.encode("utf-8"))
