@@ -132,7 +132,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         on_plan=reporter.plan,
         on_outcome=reporter.outcome,
         log_level="DEBUG" if args.verbose else "ERROR",
-        batch_size=1 if args.checks else BATCH_SIZE,
+        batch_size=BATCH_SIZE,
     )
     if args.json:
         print(json.dumps(_summary_json(summary), indent=1))
@@ -146,8 +146,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from .core.locations import as_path, is_local, upload_tree
     from .core.sample_runs import SampleSpec, generate_runs
+    from .resources import statepool_settings
 
-    settings = Settings.from_env()
+    settings = statepool_settings.settings()
     runs = as_path(settings.runs_dir)
     if not runs.is_dir() or not any(p for p in runs.iterdir() if not p.name.startswith(".")):
         if is_local(runs):
@@ -169,9 +170,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from .resources import statepool_settings
     from .status import run_statuses
 
-    rows = run_statuses(_instance(), Settings.from_env())
+    rows = run_statuses(_instance(), statepool_settings.settings())
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -233,11 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
         p.add_argument("--json", action="store_true", help="print the summary as JSON")
         p.add_argument("-v", "--verbose", action="store_true", help="show Dagster's own logs")
-        p.add_argument(
-            "--checks",
-            action="store_true",
-            help="one Dagster run per run folder, with its asset checks (slower)",
-        )
+        # Every sync records the asset checks now; the flag is accepted for old scripts.
+        p.add_argument("--checks", action="store_true", help=argparse.SUPPRESS)
     p = sub.add_parser("status", help="each run's partition state")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)

@@ -11,9 +11,9 @@ from dagster import (
     asset,
 )
 
-from .assets import GROUP, checkpoint_states, curator_prompts
 from .core.export import FORMATS, collect_export, write_export
 from .core.store import StoreLayout
+from .names import GROUP, PROMPTS, ROW_COUNT, STATES
 from .resources import StatepoolSettings
 
 # eager() waits until no upstream partition is missing: one failed or never-built run
@@ -26,7 +26,7 @@ EXPORT_CONDITION = (
 
 
 @asset(
-    deps=[checkpoint_states, curator_prompts],
+    deps=[STATES, PROMPTS],
     group_name=GROUP,
     kinds={"python", "parquet", "json"},
     automation_condition=EXPORT_CONDITION,
@@ -51,7 +51,7 @@ def training_dataset(
     counts = export.counts()
     summary = export.summary()
     metadata = {
-        "dagster/row_count": len(export.rows),
+        ROW_COUNT: len(export.rows),
         **{f"rows_{split}": n for split, n in counts.items()},
         "runs_by_split": MetadataValue.json(summary["runs"]),
         "duplicates_dropped": len(export.duplicates),

@@ -10,8 +10,8 @@ from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, DagsterRunSta
 from .core.locations import as_path
 from .core.run_files import fingerprint_run
 from .core.settings import Settings
-from .core.stages import STATES
 from .fingerprints import FINAL_ASSET, recorded_fingerprints
+from .names import STATE_COUNT, STATES
 from .partitions import RUNS
 
 STATES_ASSET = AssetKey(STATES)
@@ -48,7 +48,7 @@ def run_statuses(instance: DagsterInstance, settings: Settings) -> list[dict[str
         states = 0
         if states_records:
             meta = states_records[0].asset_materialization.metadata
-            states = int(meta["states"].value) if "states" in meta else 0
+            states = int(meta[STATE_COUNT].value) if STATE_COUNT in meta else 0
         when = None
         if records:
             when = dt.datetime.fromtimestamp(records[0].timestamp).isoformat(timespec="seconds")
