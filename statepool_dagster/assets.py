@@ -26,6 +26,7 @@ from dagster import (
     Failure,
     MaterializeResult,
     MetadataValue,
+    Output,
     TableColumn,
     TableSchema,
     multi_asset,
@@ -184,7 +185,7 @@ RUN_ASSET_SPECS = [
     ),
 ]
 
-RunAssetEvent = MaterializeResult | AssetMaterialization | AssetCheckEvaluation
+RunAssetEvent = MaterializeResult | AssetMaterialization | AssetCheckEvaluation | Output
 
 with warnings.catch_warnings():
     # The single-run backfill policy (beta in 1.13) is deliberate: one run, many partitions.
@@ -229,9 +230,10 @@ with warnings.catch_warnings():
                         partition_key=build.run,
                     )
                 yield MaterializeResult(asset_key=asset)
-        yield from evaluate_checks(
-            settings.store_dir, [b.run for b in built], context.selected_asset_check_keys
-        )
+        checks = context.selected_asset_check_keys
+        yield from evaluate_checks(settings.store_dir, [b.run for b in built], checks)
+        for key in checks:  # each check's output, which the evaluations above stand for
+            yield Output(None, context.assets_def.get_output_name_for_asset_check_key(key))
         if len(failed) == 1:
             raise failed[0].error
         if failed:
