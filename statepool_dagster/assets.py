@@ -65,7 +65,7 @@ load_arrow()
 
 @dataclass
 class RunBuild:
-    """What building one run's selected assets gave: a report per asset, or the error."""
+    """One run's build: a report per asset built, and the error that stopped the rest."""
 
     run: str
     reports: dict[str, StageReport] = field(default_factory=dict)
@@ -74,13 +74,13 @@ class RunBuild:
 
 
 def _build_run(job: RunJob, assets: Sequence[str]) -> RunBuild:
-    """The selected stages of one run, in data order (in a pool worker, or in process)."""
+    """The selected stages of one run, in data order, up to the first that fails."""
     build = RunBuild(job.run)
     try:
         for asset in assets:
             build.reports[asset] = STAGES[asset](job)
     except Exception as error:  # one run's failure must not hide the other runs' results
-        build.error, build.trace, build.reports = error, traceback.format_exc(), {}
+        build.error, build.trace = error, traceback.format_exc()
     return build
 
 
@@ -213,11 +213,11 @@ with warnings.catch_warnings():
         failed = [build for build in builds if build.error is not None]
         built = [build for build in builds if build.error is None]
         if failed:
-            # One output covers every partition of the step: the runs that were built are
-            # recorded one partition at a time instead.
-            for build in failed:
+            # One output covers every partition of the step: what was built is recorded one
+            # partition at a time instead (a failed run's stages before the failure too).
+            for build in failed if len(builds) > 1 else ():
                 context.log.error(f"{build.run} failed:\n{build.trace}")
-            for build in built:
+            for build in builds:
                 for asset, report in build.reports.items():
                     metadata = _metadata(report)
                     yield AssetMaterialization(asset, partition=build.run, metadata=metadata)

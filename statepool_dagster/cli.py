@@ -146,6 +146,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from .core.locations import as_path, is_local, upload_tree
     from .core.sample_runs import SampleSpec, generate_runs
+    from .names import PROMPTS
     from .resources import statepool_settings
 
     settings = statepool_settings.settings()
@@ -163,7 +164,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return code
     print(
         f"\nstates: {settings.store_dir}/state_pool/<run>/   prompts: "
-        f"{settings.store_dir}/curator_prompts/<run>.parquet\n"
+        f"{settings.store_dir}/{PROMPTS}/<run>.parquet\n"
         "open the UI:  make dev   (dagster dev on http://127.0.0.1:3000)"
     )
     return code

@@ -143,6 +143,17 @@ def test_a_failed_run_does_not_hide_the_others(registered, workspace, monkeypatc
     assert "run001/episodes.jsonl line" in error.message
 
 
+def test_a_failed_run_keeps_the_assets_it_built_before_failing(registered, workspace, monkeypatch):
+    monkeypatch.setenv("STATEPOOL_ON_BAD_RECORD", "fail")
+    (workspace.run("run001") / "snapshots" / "skills_v1.json").write_text("{", encoding="utf-8")
+    result = run_range(registered, NAMES[0], NAMES[-1])
+    assert not result.success
+    recorded = materialized(result)
+    assert ("run_episodes", "run001") in recorded
+    assert {(a, "run001") for a in ASSETS[1:]}.isdisjoint(recorded)
+    assert {(a, r) for a in ASSETS for r in ("run000", "run002")} <= recorded
+
+
 def test_sync_retries_only_the_failed_run_of_a_batch(workspace, instance, monkeypatch):
     generate_runs(workspace.runs, SPEC)
     monkeypatch.setenv("STATEPOOL_ON_BAD_RECORD", "fail")
