@@ -302,9 +302,8 @@ def test_backfill_through_the_daemon_on_celery_workers_equals_a_local_sync(
         {k: str(v) for k, v in statuses.items()}
     )
     _assert_same_store(workspace.store, reference)
-    used = set()
     for record in records:
         nodes = _celery_steps(pg_instance, record.dagster_run.run_id, workers)
         assert set(nodes) == {RUN_STEP}
-        used |= set(nodes.values())
-    assert used == {w.node for w in workers}
+        # Which idle worker takes each run's one task is up to Celery.
+        assert set(nodes.values()) <= {w.node for w in workers}
