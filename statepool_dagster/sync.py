@@ -19,7 +19,7 @@ from .core.run_files import discover_runs
 from .core.store import StoreLayout
 from .core.sync_plan import RunStatus, SyncPlan, plan_sync
 from .fingerprints import recorded_fingerprints
-from .names import FINAL_ASSET, REJECT_COUNTS, STATE_COUNT, STATES
+from .names import FINAL_ASSET, JOB, REJECT_COUNTS, STATE_COUNT, STATES
 from .partitions import RUNS
 from .resources import statepool_settings
 from .tags import SOURCE_FINGERPRINT, SYNC_PID
@@ -102,9 +102,8 @@ def _first_error(result) -> str:
 def _execute(instance: DagsterInstance, targets: list[RunStatus], log_level: str):
     """One Dagster run over ``targets`` (consecutive partitions), with the job's executor."""
     from .definitions import defs
-    from .jobs import statepool_job
 
-    job = defs.resolve_job_def(statepool_job.name)
+    job = defs.resolve_job_def(JOB)
     first, last = targets[0].run.name, targets[-1].run.name
     if len(targets) == 1:
         partition = {"partition_key": first}
