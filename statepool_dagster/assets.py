@@ -1,32 +1,54 @@
-"""The four run-partitioned assets: episodes and snapshots in, states and prompts out.
+"""The four run-partitioned assets, built in one step: episodes and snapshots in, states and
+prompts out, then their asset checks.
 
-Each asset runs one core stage (``core/stages.py``) per partition of its run, on
-several processes when a run covers many partitions (``BackfillPolicy.single_run``),
-and writes the store's files itself; the IO manager only loads them back. Metadata
-is recorded per partition, so one run over many partitions reports each on its own.
+One ``@multi_asset`` (subsettable) builds the selected assets of every run its step covers
+(one, or many in a single-run backfill or a ``statepool sync`` batch), on several processes
+when there are many, and writes the store's files itself; the IO manager only loads them
+back. Metadata and check results are recorded per partition, so a run over many
+partitions reports each on its own, and a run that fails does not hide the others'.
 """
 
+import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from dagster import (
+    AssetCheckEvaluation,
     AssetExecutionContext,
+    AssetKey,
+    AssetMaterialization,
+    AssetSpec,
     BackfillPolicy,
     BetaWarning,
+    Failure,
+    MaterializeResult,
     MetadataValue,
+    Output,
     TableColumn,
     TableSchema,
+    multi_asset,
 )
-from dagster import asset as _asset
 
-from .core.build import RunJob, StageReport, run_stage
-from .core.build.episodes import build_episodes
-from .core.build.prompts import build_prompts
-from .core.build.snapshots import build_snapshots
-from .core.build.states import build_states
+from .checks import CHECK_SPECS, evaluate_checks
+from .core.build import STAGES, RunJob, StageReport, run_stage
+from .core.config import Settings
 from .core.locations import as_path, shared_between_processes
-from .core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES
+from .core.names import (
+    COLUMN_SCHEMA,
+    EPISODES,
+    FINGERPRINT,
+    GROUP,
+    NOTES,
+    PROMPTS,
+    ROW_COUNT,
+    RUN_ASSETS,
+    SNAPSHOTS,
+    STATES,
+    STORE,
+)
 from .core.store.tables import (
     EPISODE_COLUMNS,
     PROMPT_COLUMNS,
@@ -34,15 +56,44 @@ from .core.store.tables import (
     STATE_COLUMNS,
     load_arrow,
 )
-from .fingerprints import FINGERPRINT_KEY
 from .partitions import runs_partitions
 from .resources import StatepoolSettings
 
-GROUP = "statepool"
-STORE = "statepool_store"
-
 # Loaded with the code location, once per process, not inside the first step of every run.
 load_arrow()
+
+
+@dataclass
+class RunBuild:
+    """One run's build: a report per asset built, and the error that stopped the rest."""
+
+    run: str
+    reports: dict[str, StageReport] = field(default_factory=dict)
+    error: BaseException | None = None
+    trace: str = ""
+
+
+def _build_run(job: RunJob, assets: Sequence[str]) -> RunBuild:
+    """The selected stages of one run, in data order, up to the first that fails."""
+    build = RunBuild(job.run)
+    try:
+        for asset in assets:
+            build.reports[asset] = STAGES[asset](job)
+    except Exception as error:  # one run's failure must not hide the other runs' results
+        build.error, build.trace = error, traceback.format_exc()
+    return build
+
+
+def _build(settings: Settings, runs: Sequence[str], assets: Sequence[str]) -> list[RunBuild]:
+    """Build ``assets`` (in data order) of every run: the one call into the core."""
+    if not assets:
+        return [RunBuild(run) for run in runs]
+    # A forked worker's writes to memory:// would stay in the worker.
+    shared = shared_between_processes(as_path(settings.store_dir))
+    jobs = [RunJob(settings, run) for run in runs]
+    # run_stage runs each task under the run's store lock, on a fork pool when there are many.
+    workers = settings.workers if shared else 1
+    return run_stage(partial(_build_run, assets=tuple(assets)), jobs, workers)
 
 
 def _schema(columns: dict[str, str], types: dict[str, str]) -> TableSchema:
@@ -56,91 +107,61 @@ def _schema(columns: dict[str, str], types: dict[str, str]) -> TableSchema:
 
 def _metadata(report: StageReport) -> dict[str, Any]:
     metadata: dict[str, Any] = {
-        "dagster/row_count": report.rows,
-        FINGERPRINT_KEY: report.fingerprint,
+        ROW_COUNT: report.rows,
+        FINGERPRINT: report.fingerprint,
         **report.values,
     }
     metadata.update({k: MetadataValue.json(v) for k, v in report.json.items()})
     metadata.update({k: MetadataValue.md(v) for k, v in report.markdown.items()})
     if report.notes:
-        metadata["notes"] = MetadataValue.md("\n".join(f"- {n}" for n in report.notes))
+        metadata[NOTES] = MetadataValue.md("\n".join(f"- {n}" for n in report.notes))
     return metadata
 
 
-def _materialize(
-    context: AssetExecutionContext,
-    statepool: StatepoolSettings,
-    stage: Callable[[RunJob], StageReport],
-) -> None:
-    settings = statepool.settings()
-    jobs = [RunJob(settings, run) for run in context.partition_keys]
-    # A forked worker's writes to memory:// would stay in the worker.
-    shared = shared_between_processes(as_path(settings.store_dir))
-    for report in run_stage(stage, jobs, settings.workers if shared else 1):
-        for note in report.notes:
-            context.log.info(f"{report.run}: {note}")
-        context.add_asset_metadata(_metadata(report), partition_key=report.run)
-
-
-def asset(**kwargs):
-    """``@asset`` whose single-run backfill policy (beta in 1.13) is deliberate."""
-
-    def decorate(fn):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", BetaWarning)
-            return _asset(**kwargs)(fn)
-
-    return decorate
-
-
-def _spec(name: str, columns: dict[str, str], types: dict[str, str], kinds: set[str]) -> dict:
-    return dict(
-        name=name,
-        partitions_def=runs_partitions,
-        backfill_policy=BackfillPolicy.single_run(),
+def _spec(
+    name: str,
+    description: str,
+    columns: dict[str, str],
+    types: dict[str, str],
+    kinds: set[str],
+    deps: Sequence[str] = (),
+) -> AssetSpec:
+    return AssetSpec(
+        name,
+        description=description,
+        deps=deps,
         group_name=GROUP,
         kinds=kinds,
-        io_manager_key=STORE,
-        metadata={"dagster/column_schema": _schema(columns, types)},
-    )
+        metadata={COLUMN_SCHEMA: _schema(columns, types)},
+    ).with_io_manager_key(STORE)
 
 
-@asset(
-    **_spec(
+RUN_ASSET_SPECS = [
+    _spec(
         EPISODES,
+        "Every usable line of the run's episodes.jsonl: flat fields to query, the full record "
+        "kept.\n\nLines that cannot be used are set aside in rejects/<run>.jsonl with their "
+        "line number.",
         EPISODE_COLUMNS,
         {"line": "int", "version": "int", "realtime": "float", "correct": "bool"},
         {"python", "parquet"},
-    )
-)
-def run_episodes(context: AssetExecutionContext, statepool: StatepoolSettings) -> None:
-    """Every usable line of the run's episodes.jsonl: flat fields to query, the full record kept.
-
-    Lines that cannot be used are set aside in rejects/<run>.jsonl with their line number.
-    """
-    _materialize(context, statepool, build_episodes)
-
-
-@asset(
-    **_spec(
+    ),
+    _spec(
         SNAPSHOTS,
+        "One row per snapshots/skills_v<k>.json, in numeric version order, embeddings "
+        "removed.\n\nFiles that do not match the name pattern are listed as ignored; unreadable "
+        "ones are rejects. A file unchanged since the last materialization is not parsed again.",
         SNAPSHOT_COLUMNS,
         {"version": "int", "declared_version": "int", "n_cards": "int"},
         {"python", "parquet"},
-    )
-)
-def skill_snapshots(context: AssetExecutionContext, statepool: StatepoolSettings) -> None:
-    """One row per snapshots/skills_v<k>.json, in numeric version order, embeddings removed.
-
-    Files that do not match the name pattern are listed as ignored; unreadable ones are
-    rejects. A file unchanged since the last materialization is not parsed again.
-    """
-    _materialize(context, statepool, build_snapshots)
-
-
-@asset(
-    **_spec(
+    ),
+    _spec(
         STATES,
+        "What the curator saw at each checkpoint: snapshot k with the batch run under k-1 "
+        "(else k).\n\nAlso written as the original script's files, "
+        "state_pool/<run>/<state_id>.json. Each state carries its reference ops, the diff to "
+        "the run's next library. Analyses and receipts come from the run's sidecars when it "
+        "has them.",
         STATE_COLUMNS,
         {
             "version": "int",
@@ -150,34 +171,73 @@ def skill_snapshots(context: AssetExecutionContext, statepool: StatepoolSettings
             "n_episodes": "int",
         },
         {"python", "parquet", "json"},
+        deps=[EPISODES, SNAPSHOTS],
     ),
-    deps=[run_episodes, skill_snapshots],
-)
-def checkpoint_states(context: AssetExecutionContext, statepool: StatepoolSettings) -> None:
-    """What the curator saw at each checkpoint: snapshot k with the batch run under k-1 (else k).
-
-    Also written as the original script's files, state_pool/<run>/<state_id>.json. Each
-    state carries its reference ops, the diff to the run's next library. Analyses and
-    receipts come from the run's sidecars when it has them.
-    """
-    _materialize(context, statepool, build_states)
-
-
-@asset(
-    **_spec(
+    _spec(
         PROMPTS,
+        "The curator prompt of every state, rendered exactly as the inference side renders "
+        "it.\n\nA state whose JSON and prompt spec are unchanged keeps its prompt without "
+        "re-rendering.",
         PROMPT_COLUMNS,
         {"version": "int", "prompt_chars": "int"},
         {"python", "parquet"},
+        deps=[STATES],
     ),
-    deps=[checkpoint_states],
-)
-def curator_prompts(context: AssetExecutionContext, statepool: StatepoolSettings) -> None:
-    """The curator prompt of every state, rendered exactly as the inference side renders it.
+]
 
-    A state whose JSON and prompt spec are unchanged keeps its prompt without re-rendering.
-    """
-    _materialize(context, statepool, build_prompts)
+RunAssetEvent = MaterializeResult | AssetMaterialization | AssetCheckEvaluation | Output
 
+with warnings.catch_warnings():
+    # The single-run backfill policy (beta in 1.13) is deliberate: one run, many partitions.
+    warnings.simplefilter("ignore", BetaWarning)
 
-statepool_assets = [run_episodes, skill_snapshots, checkpoint_states, curator_prompts]
+    @multi_asset(
+        specs=RUN_ASSET_SPECS,
+        check_specs=CHECK_SPECS,
+        can_subset=True,
+        partitions_def=runs_partitions,
+        backfill_policy=BackfillPolicy.single_run(),
+    )
+    def run_assets(
+        context: AssetExecutionContext, statepool: StatepoolSettings
+    ) -> Iterator[RunAssetEvent]:
+        """Build each run's selected assets in the data's order, then evaluate its checks."""
+        settings = statepool.settings()
+        selected = context.selected_asset_keys
+        assets = [asset for asset in RUN_ASSETS if AssetKey(asset) in selected]
+        builds = _build(settings, context.partition_keys, assets)
+        for build in builds:
+            for report in build.reports.values():
+                for note in report.notes:
+                    context.log.info(f"{build.run}: {note}")
+        failed = [build for build in builds if build.error is not None]
+        built = [build for build in builds if build.error is None]
+        if failed:
+            # One output covers every partition of the step: what was built is recorded one
+            # partition at a time instead (a failed run's stages before the failure too).
+            for build in failed if len(builds) > 1 else ():
+                context.log.error(f"{build.run} failed:\n{build.trace}")
+            for build in builds:
+                for asset, report in build.reports.items():
+                    metadata = _metadata(report)
+                    yield AssetMaterialization(asset, partition=build.run, metadata=metadata)
+        else:
+            for asset in assets:
+                for build in built:
+                    context.add_asset_metadata(
+                        _metadata(build.reports[asset]),
+                        asset_key=AssetKey(asset),
+                        partition_key=build.run,
+                    )
+                yield MaterializeResult(asset_key=asset)
+        checks = context.selected_asset_check_keys
+        yield from evaluate_checks(settings.store_dir, [b.run for b in built], checks)
+        for key in checks:  # each check's output, which the evaluations above stand for
+            yield Output(None, context.assets_def.get_output_name_for_asset_check_key(key))
+        if len(failed) == 1:
+            raise failed[0].error
+        if failed:
+            raise Failure(
+                f"{len(failed)} of {len(builds)} runs failed: "
+                + "; ".join(f"{b.run}: {b.error}" for b in failed)
+            )

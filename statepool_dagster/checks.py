@@ -1,33 +1,32 @@
-"""Asset checks, one result per run partition, shown beside each materialization in the UI.
+"""Asset checks of the run assets, one result per run partition, shown beside each
+materialization in the UI.
 
-All five run in one step (a ``@multi_asset_check``): they read a few columns of the
-store's small tables, and one step costs far less than five. Each can still be
-launched on its own from the UI.
+They are ``check_specs`` of the run assets' step (``assets.py``): the step evaluates the
+selected ones for every run it covers, after building, so a run over many partitions
+records each partition's results too. They read a few columns of the store's small
+tables. Each can still be launched on its own from the UI.
 """
 
 import json
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from dagster import (
-    AssetCheckExecutionContext,
+    AssetCheckEvaluation,
     AssetCheckKey,
-    AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetKey,
     MetadataValue,
     PreviewWarning,
-    multi_asset_check,
 )
 
-from .core.names import PROMPTS, SNAPSHOTS, STATES
+from .core.names import PROMPTS, REJECTS, SNAPSHOTS, STATES
 from .core.rejects import Reject
 from .core.store.files import StoreLayout
 from .core.store.parts import read_run_table
 from .partitions import runs_partitions
-from .resources import StatepoolSettings
 
 
 class _Run:
@@ -52,7 +51,7 @@ def no_rejects(run: _Run) -> dict[str, Any]:
     return dict(
         passed=not rejects,
         severity=AssetCheckSeverity.WARN,
-        metadata={"rejects": len(rejects), "details": MetadataValue.md("\n".join(shown) or "none")},
+        metadata={REJECTS: len(rejects), "details": MetadataValue.md("\n".join(shown) or "none")},
     )
 
 
@@ -124,28 +123,35 @@ _CHECKS: dict[AssetCheckKey, tuple[Callable[[_Run], dict[str, Any]], str]] = {
 with warnings.catch_warnings():
     # Partitioned checks are "preview" in 1.13; they are what the UI needs per run.
     warnings.simplefilter("ignore", PreviewWarning)
-    _SPECS = [
+    CHECK_SPECS = [
         AssetCheckSpec(
-            key.name,
-            asset=key.asset_key,
-            description=description,
-            partitions_def=runs_partitions,
-            # The prompts come last: checks of the states run once the whole chain is built.
-            additional_deps=[AssetKey(PROMPTS)] if key.asset_key != AssetKey(PROMPTS) else [],
+            key.name, asset=key.asset_key, description=description, partitions_def=runs_partitions
         )
         for key, (_, description) in _CHECKS.items()
     ]
 
 
-@multi_asset_check(specs=_SPECS, can_subset=True)
-def statepool_checks_step(
-    context: AssetCheckExecutionContext, statepool: StatepoolSettings
-) -> Iterator[AssetCheckResult]:
-    """The run's store files are complete and consistent: one result per check and run."""
-    run = _Run(StoreLayout(statepool.settings().store_dir), context.partition_key)
-    for key in context.selected_asset_check_keys:
-        check = _CHECKS[key][0]
-        yield AssetCheckResult(asset_key=key.asset_key, check_name=key.name, **check(run))
+def evaluate_checks(
+    store_dir: str, runs: list[str], keys: Iterable[AssetCheckKey]
+) -> Iterator[AssetCheckEvaluation]:
+    """Each check of ``keys`` on each run, as a result for that run's partition.
 
-
-statepool_checks = [statepool_checks_step]
+    An ``AssetCheckResult`` takes its partition from the step, which has none when it
+    covers several: the evaluation it would become is yielded instead, partition set.
+    (Without a target materialization, Dagster relates a result to the latest
+    materialization by run and time, which is right here: both come from this step.)
+    """
+    layout = StoreLayout(store_dir)
+    selected = set(keys)
+    keys = [key for key in _CHECKS if key in selected]
+    for run in runs:
+        files = _Run(layout, run)
+        for key in keys:
+            check = _CHECKS[key][0]
+            yield AssetCheckEvaluation(
+                asset_key=key.asset_key,
+                check_name=key.name,
+                partition=run,
+                blocking=False,
+                **check(files),
+            )

@@ -154,7 +154,7 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
                 on_plan=reporter.plan,
                 on_outcome=reporter.outcome,
                 log_level="DEBUG" if args.verbose else "ERROR",
-                batch_size=1 if args.checks else BATCH_SIZE,
+                batch_size=BATCH_SIZE,
             )
     except Interrupted as stop:
         # Store files are written whole or not at all; the runs built so far are kept.
@@ -187,9 +187,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from . import preflight
     from .core.locations import is_local, upload_tree
+    from .core.names import PROMPTS
     from .demo.sample_runs import SampleSpec, generate_runs
+    from .resources import statepool_settings
 
-    settings = Settings.from_env()
+    settings = statepool_settings.settings()
     runs = preflight.runs_folder(settings, create=True)
     preflight.store_folder(settings.store_dir)
     if not runs.is_dir() or not any(p for p in runs.iterdir() if not p.name.startswith(".")):
@@ -210,7 +212,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return code
     print(
         f"\nstates: {settings.store_dir}/state_pool/<run>/   prompts: "
-        f"{settings.store_dir}/curator_prompts/<run>.parquet\n"
+        f"{settings.store_dir}/{PROMPTS}/<run>/\n"
         f"exports: {settings.store_dir}/exports/{{verl,trl,pool}}/ (training_dataset)\n"
         f"report: {_report_path(settings)}\n"
         "open the UI:  make dev   (dagster dev on http://127.0.0.1:3000)"
@@ -264,9 +266,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from . import preflight
+    from .resources import statepool_settings
     from .status import run_statuses
 
-    settings = Settings.from_env()
+    settings = statepool_settings.settings()
     preflight.runs_folder(settings)
     preflight.store_folder(settings.store_dir, must_exist=True)
     rows = run_statuses(_instance(), settings)
@@ -377,11 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
         p.add_argument("--json", action="store_true", help="print the summary as JSON")
         p.add_argument("-v", "--verbose", action="store_true", help="show Dagster's own logs")
-        p.add_argument(
-            "--checks",
-            action="store_true",
-            help="one Dagster run per run folder, with its asset checks (slower)",
-        )
+        # Every sync records the asset checks now; the flag is accepted for old scripts.
+        p.add_argument("--checks", action="store_true", help=argparse.SUPPRESS)
     p = sub.add_parser("status", help="each run's partition state")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)

@@ -2,24 +2,20 @@
 
 from dagster import Definitions
 
-from .assets import statepool_assets
-from .checks import statepool_checks
+from .assets import run_assets
+from .core.names import SETTINGS, STORE
 from .exports import export_automation_sensor, training_dataset
-from .io_managers import StatepoolIOManager
-from .jobs import RUN_EXECUTOR, statepool_batch_job, statepool_job
-from .resources import StatepoolSettings
+from .io_managers import statepool_store
+from .jobs import RUN_EXECUTOR, statepool_job
+from .resources import statepool_settings
 from .sensors import runs_sensor
 
 defs = Definitions(
-    assets=[*statepool_assets, training_dataset],
-    asset_checks=statepool_checks,
-    jobs=[statepool_job, statepool_batch_job],
-    # Runs launched from the UI too (STATEPOOL_EXECUTOR): by default in-process, each asset
-    # spreading its partitions over the cores itself.
+    assets=[run_assets, training_dataset],
+    jobs=[statepool_job],
+    # Runs launched from the UI too (STATEPOOL_EXECUTOR): by default in-process, the one
+    # step spreading its partitions over the cores itself.
     executor=RUN_EXECUTOR,
     sensors=[runs_sensor, export_automation_sensor],
-    resources={
-        "statepool": StatepoolSettings(),
-        "statepool_store": StatepoolIOManager(),
-    },
+    resources={SETTINGS: statepool_settings, STORE: statepool_store},
 )

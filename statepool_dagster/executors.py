@@ -1,7 +1,7 @@
 """The executor of every job, chosen by ``STATEPOOL_EXECUTOR`` when the code location loads.
 
-``in_process`` (the default) runs a run's steps in its own process, each asset spreading
-its partitions over the cores. ``celery`` hands each step to the Celery workers listening
+``in_process`` (the default) runs a run's step in its own process, spreading its
+partitions over the cores. ``celery`` hands each step to the Celery workers listening
 on ``STATEPOOL_CELERY_BROKER`` (``deploy/celery/``); they need the same instance
 (``DAGSTER_HOME``), the same code and the same ``STATEPOOL_*`` environment.
 """
@@ -21,6 +21,7 @@ from dagster import (
 from pydantic import ValidationError
 
 from .core.config import Settings
+from .resources import statepool_settings
 
 EXECUTOR_SETTINGS = ("executor", "celery_broker", "celery_backend")
 
@@ -29,7 +30,7 @@ def executor_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """The executor's settings alone: a bad value elsewhere is reported by the runs reading it."""
     environ = os.environ if environ is None else environ
     names = {Settings.env_name(field) for field in EXECUTOR_SETTINGS}
-    return Settings.from_env({k: v for k, v in environ.items() if k in names})
+    return statepool_settings.settings({k: v for k, v in environ.items() if k in names})
 
 
 def statepool_executor(environ: Mapping[str, str] | None = None) -> ExecutorDefinition:

@@ -14,8 +14,8 @@ from dagster import (
     asset,
 )
 
-from .assets import GROUP, checkpoint_states, curator_prompts
 from .core.export.build import FORMATS, collect_export, empty_train_problem, write_export
+from .core.names import GROUP, PROMPTS, ROW_COUNT, STATES
 from .core.report import write_report
 from .core.store.files import StoreLayout
 from .resources import StatepoolSettings
@@ -30,7 +30,7 @@ EXPORT_CONDITION = (
 
 
 @asset(
-    deps=[checkpoint_states, curator_prompts],
+    deps=[STATES, PROMPTS],
     group_name=GROUP,
     kinds={"python", "parquet", "json"},
     automation_condition=EXPORT_CONDITION,
@@ -60,7 +60,7 @@ def training_dataset(
     counts = export.counts()
     summary = export.summary()
     metadata = {
-        "dagster/row_count": len(export.rows),
+        ROW_COUNT: len(export.rows),
         **{f"rows_{split}": n for split, n in counts.items()},
         "runs_by_split": MetadataValue.json(summary["runs"]),
         "duplicates_dropped": len(export.duplicates),

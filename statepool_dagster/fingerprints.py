@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterEventType, DagsterInstance
 
-from .core.names import PROMPTS
+from .core import names
 
-# The last asset of the chain: a run is done once its prompts are materialized.
-FINAL_ASSET = AssetKey(PROMPTS)
-FINGERPRINT_KEY = "source_fingerprint"
+FINAL_ASSET = AssetKey(names.FINAL_ASSET)
 _BATCH = 500
 
 # Records already read, per event log and partition: (storage id, fingerprint). Storage
@@ -41,7 +39,7 @@ def recorded_fingerprints(instance: DagsterInstance) -> dict[str, str]:
         ).records
         for record in records:
             meta = record.asset_materialization.metadata
-            value = meta.get(FINGERPRINT_KEY)
+            value = meta.get(names.FINGERPRINT)
             _seen[record.partition_key] = (record.storage_id, value.value if value else None)
     found = {}
     for run, sid in latest.items():

@@ -9,17 +9,17 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-from dagster import ConfigurableIOManagerFactory, InputContext, OutputContext, UPathIOManager
-from pydantic import Field
+from dagster import InitResourceContext, InputContext, OutputContext, UPathIOManager, io_manager
 from upath import UPath
 
-from .core.config import Settings
 from .core.locations import as_path
+from .core.names import SETTINGS
 from .core.runs.names import check_run_name
 from .core.store.files import StoreLayout, read_parquet, write_parquet_atomic
 from .core.store.parts import read_table
 from .core.store.tables import SCHEMAS
 from .readers import to_frame
+from .resources import StatepoolSettings
 
 
 class ParquetStore(UPathIOManager):
@@ -51,11 +51,14 @@ class ParquetStore(UPathIOManager):
         return {}
 
 
-class StatepoolIOManager(ConfigurableIOManagerFactory):
-    """Parquet asset store rooted at ``store_dir`` (default: ``STATEPOOL_STORE_DIR``)."""
-
-    store_dir: str | None = Field(None, description="STATEPOOL_STORE_DIR (default ./store)")
-
-    def create_io_manager(self, context: Any) -> ParquetStore:
-        root = Settings.from_env(store_dir=self.store_dir).store_dir
-        return ParquetStore(base_path=UPath(as_path(root)))
+# A function IO manager taking the settings resource by key. (A ConfigurableIOManagerFactory
+# holding it as a nested resource sets off Dagster 1.13's own DeprecationWarning,
+# InitResourceContext.dagster_run, from InitResourceContext.replace_config; a partial
+# nested resource avoids that but breaks defs.load_asset_value.)
+@io_manager(
+    required_resource_keys={SETTINGS},
+    description="Parquet asset store rooted at the settings' store_dir (STATEPOOL_STORE_DIR).",
+)
+def statepool_store(context: InitResourceContext) -> ParquetStore:
+    statepool: StatepoolSettings = getattr(context.resources, SETTINGS)
+    return ParquetStore(base_path=UPath(as_path(statepool.settings().store_dir)))

@@ -1,33 +1,23 @@
-"""The jobs that build runs' states and prompts."""
+"""The job that builds runs' states and prompts, and checks them."""
 
 from dagster import AssetSelection, define_asset_job
 
-from .assets import statepool_assets
+from .assets import run_assets
+from .core.names import JOB
 from .executors import statepool_executor
 
-_ASSETS = AssetSelection.assets(*statepool_assets)
-
 # Part of the definitions, so chosen when the code location loads. By default in-process:
-# four short steps in a chain run faster in one process than in one process per step.
+# a run is one step, which spreads its partitions over the cores itself.
 RUN_EXECUTOR = statepool_executor()
 
 statepool_job = define_asset_job(
-    "statepool_job",
-    selection=_ASSETS,
+    JOB,
+    selection=AssetSelection.assets(run_assets),
     executor_def=RUN_EXECUTOR,
     description=(
-        "Build one run's state pool: read its episodes and skill snapshots, join the "
-        "checkpoint states and render their curator prompts into the store, then check them."
-    ),
-)
-
-statepool_batch_job = define_asset_job(
-    "statepool_batch_job",
-    # Asset checks evaluate one partition per run; a batch covers many, so it skips them.
-    selection=_ASSETS.without_checks(),
-    executor_def=RUN_EXECUTOR,
-    description=(
-        "The same four assets over a range of runs in one run (what `statepool sync` uses): "
-        "each asset handles its partitions on every core. Asset checks run with statepool_job."
+        "Build runs' state pools in one step: read each run's episodes and skill snapshots, "
+        "join the checkpoint states, render their curator prompts into the store, then run "
+        "the asset checks, all recorded per run. One run (what the sensor requests) or a "
+        "range of runs (a single-run backfill, a `statepool sync` batch)."
     ),
 )

@@ -1,4 +1,12 @@
-"""Settings as a Dagster resource: unset fields fall back to ``STATEPOOL_*`` at run time."""
+"""Settings as a Dagster resource: unset fields fall back to ``STATEPOOL_*`` at run time.
+
+Every part of the code location reads its settings through :class:`StatepoolSettings`:
+the assets, checks and export (as a resource parameter), the store's IO manager (as a
+required resource), the sensor, the executor choice and ``statepool sync`` (through
+:data:`statepool_settings`, the instance the definitions bind).
+"""
+
+from collections.abc import Mapping
 
 from dagster import ConfigurableResource
 from pydantic import Field
@@ -32,8 +40,14 @@ class StatepoolSettings(ConfigurableResource):
     )
     export_seed: int | None = Field(None, description="STATEPOOL_EXPORT_SEED (default 0)")
 
-    def settings(self) -> Settings:
-        return Settings.from_env(**self.model_dump())
+    def settings(self, environ: Mapping[str, str] | None = None) -> Settings:
+        """The fields set here, the rest from ``environ`` (default: the process environment)."""
+        return Settings.from_env(environ, **self.model_dump())
 
     def prompt_spec(self) -> PromptSpec:
         return self.settings().prompt_spec()
+
+
+# The one instance the definitions bind, read directly where no run is at hand: the sensor's
+# interval and the executor (both when the code location loads) and `statepool sync`.
+statepool_settings = StatepoolSettings()

@@ -16,6 +16,7 @@ from .core.runs.files import discover_runs
 from .fingerprints import recorded_fingerprints
 from .jobs import statepool_job
 from .partitions import RUNS, runs_partitions
+from .resources import statepool_settings
 from .tags import SOURCE_FINGERPRINT
 
 
@@ -26,7 +27,7 @@ def _interval() -> int:
     runs report it when they start.
     """
     try:
-        return Settings.from_env().sensor_interval
+        return statepool_settings.settings().sensor_interval
     except ValueError:
         return Settings.model_fields["sensor_interval"].default
 
@@ -41,7 +42,9 @@ def _interval() -> int:
     ),
 )
 def runs_sensor(context: SensorEvaluationContext) -> SensorResult:
-    settings = Settings.from_env()
+    # The resource instance the definitions bind, not a resource parameter: a sensor context
+    # built for a test or the bench (build_sensor_context) carries no resources.
+    settings = statepool_settings.settings()
     discovery = discover_runs(settings.runs_dir)
     plan = plan_sync(
         discovery,

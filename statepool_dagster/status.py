@@ -9,13 +9,12 @@ from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, DagsterRunSta
 
 from .core.config import Settings
 from .core.locations import as_path
-from .core.names import SNAPSHOTS, STATES
+from .core.names import IGNORED_METADATA, STATE_COUNT, STATES
 from .core.runs.files import fingerprint_run
 from .fingerprints import FINAL_ASSET, recorded_fingerprints
 from .partitions import RUNS
 
 STATES_ASSET = AssetKey(STATES)
-IGNORED_METADATA = ((SNAPSHOTS, "ignored_files"), (STATES, "ignored_sidecars"))
 
 
 def ignored_files(instance: DagsterInstance, run: str) -> int:
@@ -62,7 +61,7 @@ def run_statuses(instance: DagsterInstance, settings: Settings) -> list[dict[str
         states = 0
         if states_records:
             meta = states_records[0].asset_materialization.metadata
-            states = int(meta["states"].value) if "states" in meta else 0
+            states = int(meta[STATE_COUNT].value) if STATE_COUNT in meta else 0
         when = None
         if records:
             when = dt.datetime.fromtimestamp(records[0].timestamp).isoformat(timespec="seconds")

@@ -15,15 +15,15 @@ from dagster._core.storage.tags import (
     PARTITION_NAME_TAG,
 )
 
-from .core.config import Settings
-from .core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES
+from .core.names import FINAL_ASSET, IGNORED_METADATA, JOB, REJECT_COUNTS, STATE_COUNT, STATES
 from .core.runs.changes import RunStatus, SyncPlan, plan_sync
 from .core.runs.files import discover_runs
 from .core.store.files import StoreLayout
 from .fingerprints import recorded_fingerprints
 from .interrupts import raise_if_signalled
 from .partitions import RUNS
-from .tags import SOURCE_FINGERPRINT
+from .resources import statepool_settings
+from .tags import SOURCE_FINGERPRINT, SYNC_PID
 
 
 @dataclass
@@ -72,19 +72,18 @@ class SyncSummary:
 BATCH_SIZE = 16  # runs per Dagster run: progress stays visible, a failure costs little
 
 
-def _partition_metadata(result, asset: str, run: str, key: str) -> int:
+def _materialized(result) -> dict[tuple[str, str | None], dict]:
+    """``{(asset, run): metadata}`` of every materialization ``result`` recorded."""
+    found = {}
     for event in result.get_asset_materialization_events():
         materialization = event.step_materialization_data.materialization
-        if (
-            materialization.asset_key.to_user_string() == asset
-            and materialization.partition == run
-            and key in materialization.metadata
-        ):
-            return int(materialization.metadata[key].value)
-    return 0
+        key = (materialization.asset_key.to_user_string(), materialization.partition)
+        found[key] = materialization.metadata
+    return found
 
 
-IGNORED_METADATA = ((SNAPSHOTS, "ignored_files"), (STATES, "ignored_sidecars"))
+def _count(metadata: dict | None, key: str) -> int:
+    return int(metadata[key].value) if metadata and key in metadata else 0
 
 
 def _ignored_files(result, run: str) -> int:
@@ -118,19 +117,18 @@ def _first_error(result) -> str:
 
 
 def _execute(instance: DagsterInstance, targets: list[RunStatus], log_level: str):
-    """One Dagster run over ``targets`` (consecutive partitions), with the jobs' executor."""
+    """One Dagster run over ``targets`` (consecutive partitions), with the job's executor."""
     from .definitions import defs
 
+    job = defs.resolve_job_def(JOB)
     first, last = targets[0].run.name, targets[-1].run.name
     if len(targets) == 1:
-        job = defs.resolve_job_def("statepool_job")
         partition = {"partition_key": first}
         tags = {SOURCE_FINGERPRINT: targets[0].fingerprint.digest}
     else:
-        job = defs.resolve_job_def("statepool_batch_job")
         partition = {}
         tags = {ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last}
-    tags[SYNC_PID_TAG] = str(os.getpid())
+    tags[SYNC_PID] = str(os.getpid())
     run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
     if in_process():
         return job.execute_in_process(
@@ -169,8 +167,12 @@ def in_process() -> bool:
 def materialize_runs(
     instance: DagsterInstance, targets: list[RunStatus], log_level: str = "WARNING"
 ) -> list[RunOutcome]:
-    """Materialize consecutive partitions in one run; if it fails, each alone to find which."""
-    layout = StoreLayout(Settings.from_env().store_dir)
+    """Materialize consecutive partitions in one run; the runs it could not build, each alone.
+
+    A batch records every run it built even when another fails; the failed ones are run
+    again alone, so each reports its own error.
+    """
+    layout = StoreLayout(statepool_settings.settings().store_dir)
     started = time.perf_counter()
     with contextlib.ExitStack() as locks:
         # Held by this process, the locks would block the steps elsewhere (Celery workers),
@@ -180,23 +182,20 @@ def materialize_runs(
                 locks.enter_context(layout.lock(target.run.name))
         result = _execute(instance, targets, log_level)
     raise_if_signalled()  # a stopped sync neither goes on nor retries one by one
-    if not result.success and len(targets) > 1:
-        return [o for t in targets for o in materialize_runs(instance, [t], log_level)]
+    materialized = _materialized(result)
     share = (time.perf_counter() - started) / len(targets)
     outcomes = []
     for target in targets:
         run = target.run.name
-        outcome = RunOutcome(run, target.status, result.success, seconds=share)
-        if result.success:
-            outcome.states = _partition_metadata(result, STATES, run, "states")
+        built = result.success or (FINAL_ASSET, run) in materialized
+        if not built and len(targets) > 1:
+            outcomes.extend(materialize_runs(instance, [target], log_level))
+            continue
+        outcome = RunOutcome(run, target.status, built, seconds=share)
+        if built:
+            outcome.states = _count(materialized.get((STATES, run)), STATE_COUNT)
             outcome.rejects = sum(
-                _partition_metadata(result, asset, run, key)
-                for asset, key in (
-                    (EPISODES, "rejects"),
-                    (SNAPSHOTS, "rejects"),
-                    (STATES, "sidecar_rejects"),
-                    (PROMPTS, "rejects"),  # prompts set aside (core.errors.PromptInputError)
-                )
+                _count(materialized.get((asset, run)), key) for asset, key in REJECT_COUNTS
             )
             outcome.ignored = _ignored_files(result, run)
         else:
@@ -220,9 +219,6 @@ def batches(targets: list[RunStatus], order: list[str], size: int = BATCH_SIZE):
         yield batch
 
 
-SYNC_PID_TAG = "statepool/sync_pid"
-
-
 def fail_orphaned_runs(instance: DagsterInstance) -> list[str]:
     """Mark failed the runs of an earlier ``statepool sync`` that was killed mid-run.
 
@@ -233,7 +229,7 @@ def fail_orphaned_runs(instance: DagsterInstance) -> list[str]:
     unfinished = [DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
     failed = []
     for run in instance.get_runs(RunsFilter(statuses=unfinished)):
-        pid = run.tags.get(SYNC_PID_TAG)
+        pid = run.tags.get(SYNC_PID)
         if pid is None or _alive(int(pid)):
             continue
         instance.report_run_failed(run, message=f"the statepool sync running it (pid {pid}) died")
@@ -261,10 +257,11 @@ def sync(
 ) -> SyncSummary:
     """Register new runs and materialize new and changed ones; never stops at a failure.
 
-    Settings come from the ``STATEPOOL_*`` environment, as the job's resources read them.
-    Consecutive partitions are built together in one Dagster run (``batch_size`` at most).
+    Settings come from the code location's settings resource, as the job's runs read them.
+    Consecutive partitions are built together in one Dagster run (``batch_size`` at most),
+    asset checks included.
     """
-    settings = Settings.from_env()
+    settings = statepool_settings.settings()
     fail_orphaned_runs(instance)
     plan = plan_sync(
         discover_runs(settings.runs_dir),

@@ -154,3 +154,19 @@ def test_sync_on_a_tty_shows_a_progress_bar_and_a_summary_table(workspace, tmp_p
     assert "[" + "#" * 24 + "]" in screen
     assert "states written" in screen and "runs seen" in screen
     assert "DEBUG" not in screen and "STEP_SUCCESS" not in screen  # Dagster's logs stay quiet
+
+
+def test_sync_accepts_the_old_checks_flag_and_records_checks_in_one_batch(cli, workspace, tmp_path):
+    from dagster import AssetCheckKey, AssetKey, DagsterInstance
+
+    generate_runs(workspace.runs, SPEC)
+    report = summary(cli, "--checks")
+    assert (report["new"], report["failed"]) == (2, 0)
+    key = AssetCheckKey(AssetKey("curator_prompts"), "every_state_has_prompt")
+    with DagsterInstance.from_config(str(tmp_path / "home")) as instance:
+        assert len(instance.get_runs()) == 1
+        history = instance.event_log_storage.get_asset_check_execution_history(key, limit=10)
+    assert sorted((r.partition, r.status.value) for r in history) == [
+        ("run000", "SUCCEEDED"),
+        ("run001", "SUCCEEDED"),
+    ]

@@ -85,7 +85,7 @@ def test_a_bad_executor_setting_loads_and_fails_each_run_at_its_start(workspace,
     assert loads.returncode == 0, loads.stderr[-4000:]
     module = ("-m", "statepool_dagster.definitions", "-a", "defs")
     run = subprocess.run(
-        [dagster, "job", "execute", "-j", "statepool_batch_job", *module],
+        [dagster, "job", "execute", "-j", "statepool_job", *module],
         env=env,
         cwd=REPO,
         capture_output=True,

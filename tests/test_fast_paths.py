@@ -111,16 +111,6 @@ def test_changed_prompt_template_renders_every_prompt_again(
     assert prompts["prompt"].str.startswith("v").all()
 
 
-def test_sync_with_checks_runs_the_asset_checks(workspace, instance):
-    generate_runs(workspace.runs, SampleSpec(n_runs=1, n_checkpoints=2, emb_dim=2))
-    assert not sync(instance, batch_size=1).failed
-    from dagster import AssetCheckKey, AssetKey
-
-    key = AssetCheckKey(AssetKey("checkpoint_states"), "no_rejects")
-    executions = instance.event_log_storage.get_latest_asset_check_execution_by_key([key])
-    assert key in executions
-
-
 def test_edited_episode_formatter_renders_every_prompt_again(
     workspace, instance, tmp_path, monkeypatch
 ):

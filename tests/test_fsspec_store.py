@@ -138,7 +138,7 @@ def test_sync_on_a_memory_store_writes_exactly_what_the_local_store_holds(
     first = sync(fresh_instance)
     assert not first.failed
     runs = fresh_instance.get_runs()  # one batch run over the three partitions, no retries
-    assert [(r.job_name, r.is_success) for r in runs] == [("statepool_batch_job", True)]
+    assert [(r.job_name, r.is_success) for r in runs] == [("statepool_job", True)]
     assert first.states_written == SPEC.n_runs * SPEC.n_checkpoints
     assert_same_store(f"{memory_url}/store", local_store)
     assert sync(fresh_instance).counts()["unchanged"] == SPEC.n_runs
@@ -177,7 +177,7 @@ def test_asset_checks_and_the_io_manager_read_a_memory_store(
     generated, memory_url, fresh_instance, monkeypatch
 ):
     point_at(monkeypatch, generated, f"{memory_url}/store")
-    assert not sync(fresh_instance, batch_size=1).failed  # statepool_job: with its checks
+    assert not sync(fresh_instance).failed  # one batch run, checks included
     keys = [
         AssetCheckKey(AssetKey(asset), name)
         for asset, name in (

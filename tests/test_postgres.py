@@ -99,15 +99,16 @@ def test_sync_on_postgres_matches_sqlite_and_second_sync_does_nothing(
     # sync builds consecutive runs in one batch run: one successful run, both partitions.
     from dagster import AssetKey, RunsFilter
 
-    batch = pg_instance.get_run_records(RunsFilter(job_name="statepool_batch_job"))
+    batch = pg_instance.get_run_records(RunsFilter(job_name="statepool_job"))
     assert [r.dagster_run.status for r in batch] == [DagsterRunStatus.SUCCESS]
+    assert "dagster/asset_partition_range_start" in batch[0].dagster_run.tags
     materialized = pg_instance.get_materialized_partitions(AssetKey("curator_prompts"))
     assert materialized == {"run000", "run001"}
 
     second = sync_json(pg_env, tmp_path)
     assert (second["unchanged"], second["new"], second["changed"]) == (2, 0, 0)
     assert second["runs"] == []
-    assert len(pg_instance.get_run_records(RunsFilter(job_name="statepool_batch_job"))) == 1
+    assert len(pg_instance.get_run_records(RunsFilter(job_name="statepool_job"))) == 1
 
 
 def test_daemon_sensor_on_postgres_materializes_dropped_in_runs(

@@ -3,7 +3,8 @@
 A synced temp instance is served by ``dagster-webserver`` (with ``dagster-daemon`` beside it,
 so a run launched from the UI leaves the queue). The test then checks what a user sees: the
 asset graph, the ``runs`` partitions, a one-partition materialization launched from the UI's
-own Materialize button, and the state-table preview in that partition's metadata.
+own Materialize button, and the state-table preview in that partition's metadata; and every
+asset check evaluated by the sync on every partition.
 
 Screenshots of every step land in the test's tmp_path; with ``STATEPOOL_UI_DOCS=1`` the asset
 graph and the partition metadata are also copied to docs/ (the README shows them).
@@ -31,6 +32,11 @@ from helpers import REPO, cli_env
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=3)
 ASSETS = ("run_episodes", "skill_snapshots", "checkpoint_states", "curator_prompts")
+CHECKS = {
+    "checkpoint_states": ("no_rejects", "snapshots_paired", "states_exist"),
+    "skill_snapshots": ("snapshot_versions_match",),
+    "curator_prompts": ("every_state_has_prompt",),
+}
 BIN = Path(sys.executable).parent
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -164,6 +170,17 @@ def test_ui_shows_assets_partitions_launches_and_metadata(synced, tmp_path):
                     success = page.get_by_role("img", name="run_success")
                     expect(success.nth(len(ASSETS) - 1)).to_be_visible()
                     shot("asset-graph")
+
+                    # 1b. Every asset check was evaluated by the sync, on every run partition.
+                    for asset, names in CHECKS.items():
+                        page.goto(f"{base}/assets/{asset}?view=checks")
+                        listed = page.get_by_text(f"Checks ({len(names)})", exact=True)
+                        expect(listed).to_be_visible(timeout=TIMEOUT_MS)
+                        statuses = page.get_by_text(re.compile(r"^(Succeeded|Not evaluated)$"))
+                        expect(statuses).to_have_count(len(names), timeout=TIMEOUT_MS)
+                        succeeded = page.get_by_text("Succeeded", exact=True)
+                        expect(succeeded).to_have_count(len(names), timeout=TIMEOUT_MS)
+                    shot("checks")
 
                     # 2. The runs partitions, listed on an asset's Partitions tab.
                     page.goto(f"{base}/assets/curator_prompts?view=partitions")

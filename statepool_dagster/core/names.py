@@ -12,8 +12,16 @@ EPISODES = "run_episodes"
 SNAPSHOTS = "skill_snapshots"
 STATES = "checkpoint_states"
 PROMPTS = "curator_prompts"
-RUN_ASSETS = (EPISODES, SNAPSHOTS, STATES, PROMPTS)
+RUN_ASSETS = (EPISODES, SNAPSHOTS, STATES, PROMPTS)  # each built from the ones before it
+FINAL_ASSET = PROMPTS  # a run is done once its prompts are materialized
 TRAINING_DATASET = "training_dataset"
+
+# The Dagster skin's job, group and resource keys (SETTINGS is also the parameter name
+# assets and sensors take the settings resource by).
+JOB = "statepool_job"
+GROUP = "statepool"
+SETTINGS = "statepool"
+STORE = "statepool_store"
 
 # A run folder's files.
 EPISODES_FILE = "episodes.jsonl"
@@ -21,15 +29,29 @@ SNAPSHOTS_DIR = "snapshots"
 
 # The store's folders besides the run tables (``<asset>/<run>/``).
 STATE_POOL = "state_pool"
-REJECTS = "rejects"
+REJECTS_DIR = "rejects"
 EXPORTS = "exports"
 REPORT = "report"
 LOCKS = ".locks"
 DIR_MANIFEST = ".statepool_files"  # hidden: listing readers (and the original script) skip it
 TABLE_INDEX = ".index.json"  # hidden: a run table's parts, their keys and the table's marks
 
-# Metadata keys recorded per partition.
-FINGERPRINT_KEY = "source_fingerprint"
+# Metadata keys of the run assets' materializations (``StageReport.values`` uses the
+# report keys: the stages write them, the skin and sync read them).
+ROW_COUNT = "dagster/row_count"
+COLUMN_SCHEMA = "dagster/column_schema"
+FINGERPRINT = "source_fingerprint"
+NOTES = "notes"
+STATE_COUNT = "states"
+REJECTS = "rejects"
+SIDECAR_REJECTS = "sidecar_rejects"
+# Where each asset's report counts the run's rejects.
+REJECT_COUNTS = (
+    (EPISODES, REJECTS),
+    (SNAPSHOTS, REJECTS),
+    (STATES, SIDECAR_REJECTS),
+    (PROMPTS, REJECTS),
+)
 
 
 class RunStatus(str, Enum):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Followup, Pairing, Settings
-from ..names import EPISODES, SNAPSHOTS, STATES
+from ..names import EPISODES, IGNORED_FILES, SNAPSHOTS, STATES
 from ..rejects import Reject
 from ..states.join import SkippedCheckpoint
 from ..states.models import CheckpointState
@@ -95,4 +95,4 @@ def read_run(
     skipped = [
         SkippedCheckpoint(int(k), reason) for k, reason in reports[STATES].json["skipped"].items()
     ]
-    return RunRead(run, states, skipped, rejects, dict(reports[SNAPSHOTS].json["ignored_files"]))
+    return RunRead(run, states, skipped, rejects, dict(reports[SNAPSHOTS].json[IGNORED_FILES]))

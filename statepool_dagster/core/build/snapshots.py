@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..names import SNAPSHOTS, SNAPSHOTS_DIR
+from ..names import IGNORED_FILES, SNAPSHOTS, SNAPSHOTS_DIR
 from ..rejects import Reject
 from ..runs.files import file_stamp, fingerprint_run
 from ..runs.notes import run_notes
@@ -68,7 +68,7 @@ def build_snapshots(job: RunJob) -> StageReport:
         json={
             "versions": [i["version"] for i in infos],
             "cards_by_version": {str(i["version"]): i["n_cards"] for i in infos},
-            "ignored_files": dict(listing.ignored),
+            IGNORED_FILES: dict(listing.ignored),
         },
         markdown=markdown,
         notes=run_notes(job.run_dir),

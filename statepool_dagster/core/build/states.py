@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from ..names import EPISODES, SNAPSHOTS, STATES
+from ..names import EPISODES, IGNORED_SIDECARS, SNAPSHOTS, STATES
 from ..runs.sidecars import read_sidecars
 from ..states.join import PlannedState, join_checkpoint, plan_states
 from ..states.reference_ops import ops_json
@@ -176,7 +176,7 @@ def _report(job, table, fingerprint, states, reused, skipped, sidecars) -> Stage
         },
         json={
             "skipped": {str(s.version): s.reason for s in skipped},
-            "ignored_sidecars": dict(sidecars.ignored),
+            IGNORED_SIDECARS: dict(sidecars.ignored),
         },
         markdown={"preview": markdown_preview(table.head(PREVIEW), PREVIEW)},
         reused=reused,

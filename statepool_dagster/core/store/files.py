@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from ..errors import StatepoolError
 from ..locations import AnyPath, as_path, is_local
-from ..names import DIR_MANIFEST, EXPORTS, LOCKS, REJECTS, STATE_POOL
+from ..names import DIR_MANIFEST, EXPORTS, LOCKS, REJECTS_DIR, STATE_POOL
 from ..rejects import Reject
 from ..runs.names import check_run_name
 
@@ -249,7 +249,7 @@ class StoreLayout:
         return self._inside(STATE_POOL, check_run_name(run))
 
     def rejects(self, run: str) -> AnyPath:
-        return self._inside(REJECTS, f"{check_run_name(run)}.jsonl")
+        return self._inside(REJECTS_DIR, f"{check_run_name(run)}.jsonl")
 
     def exports(self) -> AnyPath:
         return self._inside(EXPORTS)
