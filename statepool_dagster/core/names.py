@@ -52,6 +52,10 @@ REJECT_COUNTS = (
     (STATES, SIDECAR_REJECTS),
     (PROMPTS, REJECTS),
 )
+IGNORED_FILES = "ignored_files"
+IGNORED_SIDECARS = "ignored_sidecars"
+# Where each asset's report lists the files of a run it did not read, with the reason.
+IGNORED_METADATA = ((SNAPSHOTS, IGNORED_FILES), (STATES, IGNORED_SIDECARS))
 
 
 class RunStatus(str, Enum):
