@@ -1,4 +1,4 @@
-"""The ``statepool`` command: sync, demo, status, export."""
+"""The ``statepool`` command: sync, demo, status, export, score."""
 
 from __future__ import annotations
 
@@ -199,7 +199,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"statepool export: {exc}", file=sys.stderr)
         return 2
+    if args.max_prompt_tokens is not None and args.max_prompt_tokens < 1:
+        print("statepool export: --max-prompt-tokens must be at least 1", file=sys.stderr)
+        return 2
     export = collect_export(settings.store_dir, options)
+    if args.tokenizer is not None or args.max_prompt_tokens is not None:
+        from .core.prompt_length import load_counter, measure_prompts
+
+        measure_prompts(export, load_counter(args.tokenizer), args.max_prompt_tokens)
     try:
         write_export(export, args.format, args.out)
     except StatepoolError as exc:
@@ -217,7 +224,41 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"{args.format} export in {summary['out']}: rows {rows}; runs {runs}")
         if export.duplicates:
             print(f"{len(export.duplicates)} duplicate states left out")
+        if export.prompt_lengths is not None:
+            lengths = export.prompt_lengths
+            print(
+                f"prompt tokens ({lengths['method']}): longest {lengths['longest']}, "
+                f"median {lengths['median']}; {len(lengths['left_out'])} over the limit left out"
+            )
     return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    """Grade a completions file against the store's states; reads files only, never Dagster."""
+    from .core.rewards.completions import score_completions, store_states
+    from .core.rewards.grader import Grader
+    from .core.rewards.report import score_table
+
+    settings = Settings.from_env(store_dir=args.store)
+    grader = Grader.from_settings(settings)
+    states, problems = store_states(settings.store_dir)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if not states:
+        print(f"statepool score: no states in the store {settings.store_dir}", file=sys.stderr)
+        return 2
+    report = score_completions(args.completions, states, grader)
+    report.store_problems = problems
+    for bad in report.bad_lines:
+        print(f"bad line: {bad}", file=sys.stderr)
+    for sid, lines in report.unknown_states.items():
+        where = ", ".join(str(n) for n in lines)
+        print(f"unknown state id {sid!r} ({args.completions} line {where})", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=1, ensure_ascii=False))
+    else:
+        print(score_table(report))
+    return 0 if report.complete else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -248,8 +289,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test-fraction", type=float, default=None, help="share of runs in test")
     p.add_argument("--seed", type=int, default=None, help="seed of the run-level split")
     p.add_argument("--store", default=None, help="store root (default STATEPOOL_STORE_DIR)")
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        help="local tokenizer folder or tokenizer.json: rows get prompt_tokens (never downloaded)",
+    )
+    p.add_argument(
+        "--max-prompt-tokens",
+        type=int,
+        default=None,
+        help="leave out (and name) states whose prompt is longer (without --tokenizer: "
+        "estimated from characters)",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_export)
+    p = sub.add_parser(
+        "score", help="grade curator answers (JSONL: state_id, completion) against the store"
+    )
+    p.add_argument("--completions", required=True, help="JSONL file, one answer a line")
+    p.add_argument("--store", default=None, help="store root (default STATEPOOL_STORE_DIR)")
+    p.add_argument("--json", action="store_true", help="print rows, groups and summary as JSON")
+    p.set_defaults(func=cmd_score)
     return parser
 
 

@@ -88,9 +88,7 @@ def _add_similarity(pred: Op, ref: Op) -> float:
     return sum(similarity(pred.get(f), ref.get(f)) for f in TEXT_FIELDS) / len(TEXT_FIELDS)
 
 
-def agreement(
-    predicted: list[Op], reference: list[Op], library: dict[str, Any] | None
-) -> float:
+def agreement(predicted: list[Op], reference: list[Op], library: dict[str, Any] | None) -> float:
     """In [0, 1]: 1.0 for the reference's own edits (and for ``[]`` against ``[]``)."""
     if not predicted and not reference:
         return 1.0

@@ -37,10 +37,10 @@ class _Ids:
                 self.width = len(match.group(2))
 
     def take(self, wanted: Any) -> str | int:
-        if isinstance(wanted, str | int) and not isinstance(wanted, bool):
-            if str(wanted) not in self.used:
-                self.used.add(str(wanted))
-                return wanted
+        free = isinstance(wanted, str | int) and not isinstance(wanted, bool)
+        if free and str(wanted) not in self.used:
+            self.used.add(str(wanted))
+            return wanted
         while True:
             self.number += 1
             new: str | int = (
