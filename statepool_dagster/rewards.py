@@ -84,9 +84,23 @@ def _grades(completions: Sequence[Any], kwargs: dict[str, Any]) -> list[Grade]:
     ]
 
 
+LOGGED_PARTS = ("format", "validity", "agreement", "outcome")
+
+
 def trl_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
-    """TRL's reward function: one score per completion, from the export's columns."""
-    return [g.score for g in _grades(completions, kwargs)]
+    """TRL's reward function: one score per completion, from the export's columns.
+
+    Where TRL offers ``log_metric``, the batch's mean of each part is logged as
+    ``statepool/<part>`` (parts not measured in the batch are not logged).
+    """
+    grades = _grades(completions, kwargs)
+    log_metric = kwargs.get("log_metric")
+    if callable(log_metric):
+        for part in LOGGED_PARTS:
+            values = [v for g in grades if (v := getattr(g, part)) is not None]
+            if values:
+                log_metric(f"statepool/{part}", sum(values) / len(values))
+    return [g.score for g in grades]
 
 
 def format_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
