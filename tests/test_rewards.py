@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -363,3 +364,26 @@ def test_a_parser_and_an_outcome_hook_are_swapped_in_by_settings(tmp_path, monke
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("team_hooks", None)
+
+
+def test_an_addition_may_name_its_new_cards_id_even_when_the_specs_declare_it():
+    specs = load_tool_specs(None)
+    specs["add_card"]["params"] = {"card_id": "string (optional)", **specs["add_card"]["params"]}
+    grader = Grader(Vocabulary.from_tool_specs(specs), max_ops=3, weights=Weights())
+    library, next_library = next(
+        t for t in CHANGING if any(op["op"] == "add_card" for op in card_ops(*t))
+    )
+    reference = card_ops(library, next_library)
+    result = grader.grade(json.dumps(reference), state_for(library), reference)
+    assert result.score == 1.0 and not result.problems
+
+
+def test_the_trainer_module_imports_no_dagster():
+    code = (
+        "import sys\n"
+        "import statepool_dagster.rewards\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('dagster', 'torch'))\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

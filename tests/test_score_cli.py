@@ -196,3 +196,18 @@ def test_export_refuses_a_missing_tokenizer_and_a_zero_limit(synced, tmp_path):
         "0",
     )
     assert done.returncode == 2 and "at least 1" in done.stderr
+
+
+def test_score_reads_files_only_never_dagster(synced, tmp_path):
+    row = synced.rows[0]
+    path = write_jsonl(tmp_path / "a.jsonl", [{"state_id": row.state_id, "completion": "[]"}])
+    code = (
+        "import sys\n"
+        "from statepool_dagster.cli import main\n"
+        f"assert main(['score', '--completions', {str(path)!r}, '--store', "
+        f"{str(synced.store)!r}, '--json']) == 0\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'dagster')\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -59,8 +59,10 @@ def card_ids(library: dict[str, Any]) -> set[str]:
 
 
 def referenced_cards(op: Op, spec: OpSpec) -> list[str]:
-    """The existing cards an op names (``card_id`` / ``card_ids`` parameters)."""
+    """The existing cards an op names (``card_id`` / ``card_ids``; an addition names none)."""
     refs: list[str] = []
+    if spec.effect == "add":
+        return refs
     for param in spec.params:
         value = op.get(param.name)
         if param.card_ref == "one" and value is not None:
