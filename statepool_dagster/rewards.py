@@ -13,9 +13,11 @@ budget, parser, outcome hook, weights) come from ``STATEPOOL_*`` variables.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any
 
 from statepool_dagster.core.rewards.grader import (
@@ -37,14 +39,13 @@ __all__ = [
 ]
 
 
+BATCHES_KEPT = 4  # TRL calls each part's function on the same batch: grade it once
+_recent: OrderedDict[tuple[Any, ...], list[Grade]] = OrderedDict()
+_recent_lock = threading.Lock()
+
+
 def _grade(text: str, state: str | None, reference: str | None) -> Grade:
-    return _cached_grade(settings_key(), text, state, reference)
-
-
-@lru_cache(maxsize=4096)  # TRL calls each part's function on the same batch
-def _cached_grade(settings: Any, text: str, state: str | None, reference: str | None) -> Grade:
-    grader = grader_from_env()
-    return grader.grade(text, state_from_json(state), reference_from_json(reference))
+    return grader_from_env().grade(text, state_from_json(state), reference_from_json(reference))
 
 
 def _text(value: Any) -> str | None:
@@ -74,14 +75,30 @@ def compute_score(
     return grade.breakdown()
 
 
+def _digest(text: str | None) -> bytes | None:
+    return None if text is None else hashlib.blake2b(text.encode("utf-8", "replace")).digest()
+
+
 def _grades(completions: Sequence[Any], kwargs: dict[str, Any]) -> list[Grade]:
     states = kwargs.get("state") or [None] * len(completions)
     references = kwargs.get("reference_ops") or kwargs.get("ground_truth")
     references = references or [None] * len(completions)
-    return [
-        _grade(completion_text(c), _text(s), _text(r))
+    rows = [
+        (completion_text(c), _text(s), _text(r))
         for c, s, r in zip(completions, states, references, strict=True)
     ]
+    # keyed by digests: a batch's state texts are not kept alive by the cache
+    key = (settings_key(), *((t, _digest(s), _digest(r)) for t, s, r in rows))
+    with _recent_lock:
+        if key in _recent:
+            _recent.move_to_end(key)
+            return _recent[key]
+    grades = [_grade(*row) for row in rows]
+    with _recent_lock:
+        _recent[key] = grades
+        while len(_recent) > BATCHES_KEPT:
+            _recent.popitem(last=False)
+    return grades
 
 
 LOGGED_PARTS = ("format", "validity", "agreement", "outcome")

@@ -77,7 +77,7 @@ def reference_from_json(text: Any) -> list[Op] | None:
     return ops if isinstance(ops, list) else None
 
 
-@lru_cache(maxsize=256)  # a GRPO group's answers share one state text
+@lru_cache(maxsize=64)  # a GRPO group's answers share one state text
 def _state_from_text(text: str | bytes) -> CheckpointState | None:
     try:
         return CheckpointState.from_json(text)
