@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from statepool_dagster.core.errors import StatepoolError
 from statepool_dagster.core.models import CheckpointState
 from statepool_dagster.core.prompt_spec import load_tool_specs
 from statepool_dagster.core.reference_ops import card_ops
@@ -387,3 +388,30 @@ def test_the_trainer_module_imports_no_dagster():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_an_answer_with_no_valid_op_scores_like_doing_nothing_and_skips_the_hook():
+    calls = []
+
+    def outcome(next_library, state):
+        calls.append(len(next_library["cards"]))
+        return 1.0
+
+    grader = Grader(VOCABULARY, 3, Weights(), outcome_hook=outcome, outcome_name="test")
+    library, next_library = CHANGING[0]
+    reference = card_ops(library, next_library)
+    ghosts = json.dumps([{"op": "delete_card", "card_id": "c9999"}])
+    for answer in ("[]", ghosts):
+        assert grader.grade(answer, state_for(library), reference).score == 0.0
+    assert calls == []
+    assert grader.grade(json.dumps(reference), state_for(library), reference).outcome == 1.0
+    assert calls == [len(next_library["cards"])]
+
+
+def test_an_outcome_hook_must_return_a_finite_number():
+    grader = Grader(
+        VOCABULARY, 3, Weights(), outcome_hook=lambda lib, st: float("nan"), outcome_name="nan"
+    )
+    library = TRANSITIONS[0][0]
+    with pytest.raises(StatepoolError, match="outcome scorer nan on state run000_v1 returned nan"):
+        grader.grade("[]", state_for(library), [])

@@ -140,7 +140,9 @@ def test_a_broken_outcome_hook_is_named_not_a_traceback(synced, tmp_path):
         encoding="utf-8",
     )
     row = synced.rows[0]
-    path = write_jsonl(tmp_path / "a.jsonl", [{"state_id": row.state_id, "completion": "[]"}])
+    path = write_jsonl(
+        tmp_path / "a.jsonl", [{"state_id": row.state_id, "completion": row.ground_truth()}]
+    )
     env = {
         **synced.env,
         "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
@@ -155,8 +157,8 @@ def test_a_broken_outcome_hook_is_named_not_a_traceback(synced, tmp_path):
         timeout=120,
     )
     assert done.returncode == 2
-    assert "outcome scorer bad_hook:outcome failed" in done.stderr
-    assert "judge offline" in done.stderr and "Traceback" not in done.stderr
+    assert f"outcome scorer bad_hook:outcome on state {row.state_id} failed" in done.stderr
+    assert "RuntimeError: judge offline" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_export_leaves_out_overlong_prompts_by_an_estimate_and_says_so(synced, tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -140,13 +141,14 @@ class Grader:
             hook = self.outcome_hook
 
             def outcome(next_library: dict[str, Any]) -> float:
+                where = f"outcome scorer {self.outcome_name} on state {state.state_id}"
                 try:
-                    return float(hook(next_library, state))
+                    value = float(hook(next_library, state))
                 except Exception as exc:
-                    raise StatepoolError(
-                        f"outcome scorer {self.outcome_name} failed on state "
-                        f"{state.state_id}: {type(exc).__name__}: {exc}"
-                    ) from exc
+                    raise StatepoolError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
+                if not math.isfinite(value):
+                    raise StatepoolError(f"{where} returned {value}, not a finite number")
+                return value
 
         return score_answer(
             parsed, library, reference, self.vocabulary, self.max_ops, self.weights, outcome

@@ -9,9 +9,9 @@
 - **outcome**: what an outcome hook returns for the next library, when one is set.
 
 The score is the weighted mean of the parts present, in [0, 1] when the hook's value
-is. Doing nothing is never rewarded when the reference changes something: an empty
-answer then scores 0, below any answer that gets part of it right; ``[]`` against an
-empty reference scores 1.
+is. Doing nothing is never rewarded when the reference changes something: an answer
+with no valid op (``[]`` too) then scores 0, below any answer that gets part of it
+right, whatever an outcome hook says; ``[]`` against an empty reference scores 1.
 """
 
 from __future__ import annotations
@@ -107,12 +107,15 @@ def score_answer(
     )
     next_library = None if library is None else apply_ops(library, checked.valid, vocabulary)
     grade.next_library = next_library
-    nothing_done = checked.total == 0 and bool(reference)
-    grade.validity = 0.0 if nothing_done else (len(checked.valid) / checked.total if ops else 1.0)
+    nothing_done = not checked.valid and bool(reference)
+    if checked.total:
+        grade.validity = len(checked.valid) / checked.total
+    else:
+        grade.validity = 0.0 if reference else 1.0
     if reference is not None:
         predicted = predicted_card_ops(library, next_library, checked.valid, vocabulary)
         grade.agreement = agreement(predicted, reference, library)
-    if outcome is not None and next_library is not None:
+    if outcome is not None and next_library is not None and not nothing_done:
         grade.outcome = float(outcome(next_library))
     parts = [
         (weights.validity, grade.validity),
