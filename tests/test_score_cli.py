@@ -213,3 +213,13 @@ def test_score_reads_files_only_never_dagster(synced, tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_export_names_a_tokenizer_file_it_cannot_read(synced, tmp_path):
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text("not a tokenizer", encoding="utf-8")
+    done = run(
+        synced, "export", "--format", "trl", "--out", str(tmp_path / "t"), "--tokenizer", str(bad)
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"tokenizer {bad}" in done.stderr and "Traceback" not in done.stderr

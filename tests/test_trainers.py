@@ -298,3 +298,18 @@ def test_verls_reward_loader_scores_a_reference_answer_top(exported, tmp_path):
     assert top["reward_extra_info"]["has_reference"] == 1.0
     assert reward(changing, "[]")["reward_score"] == 0.0
     assert reward(changing, "I cannot decide.")["reward_score"] == -1.0
+
+
+def test_a_bare_tokenizer_json_counts_the_message_texts(exported):
+    from tokenizers import Tokenizer
+
+    from statepool_dagster.core.export import collect_export
+    from statepool_dagster.core.prompt_length import load_counter, measure_prompts
+
+    export = collect_export(exported.store)
+    measure_prompts(export, load_counter(str(exported.tokenizer / "tokenizer.json")), None)
+    assert export.prompt_lengths["method"].endswith("(message texts, no chat template)")
+    tokenizer = Tokenizer.from_file(str(exported.tokenizer / "tokenizer.json"))
+    for row in export.rows:
+        expected = len(tokenizer.encode(row.prompt, add_special_tokens=False).ids)
+        assert row.prompt_tokens == expected

@@ -51,8 +51,13 @@ def _token_ids(encoded: Any) -> list[int]:
 
 
 def _raw_tokenizer(file: Path) -> PromptCounter:
-    from tokenizers import Tokenizer
-
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise StatepoolError(
+            f"tokenizer {file}: reading it needs the tokenizers package "
+            "(pip install 'statepool_dagster[trainer]')"
+        ) from None
     try:
         tokenizer = Tokenizer.from_file(str(file))
     except Exception as exc:  # the Rust library raises its own exception type
