@@ -415,3 +415,28 @@ def test_an_outcome_hook_must_return_a_finite_number():
     library = TRANSITIONS[0][0]
     with pytest.raises(StatepoolError, match="outcome scorer nan on state run000_v1 returned nan"):
         grader.grade("[]", state_for(library), [])
+
+
+def _any_ops(library: dict) -> st.SearchStrategy[list[dict]]:
+    ids = st.sampled_from([c["card_id"] for c in library["cards"]] + ["c9999"])
+    texts = st.text(max_size=30)
+    op = st.one_of(
+        st.builds(lambda t, p: {"op": "add_card", "trigger": t, "program": p}, texts, texts),
+        st.builds(lambda i, p: {"op": "update_card", "card_id": i, "program": p}, ids, texts),
+        st.builds(lambda i: {"op": "delete_card", "card_id": i}, ids),
+        st.builds(lambda i: {"op": "rename_card", "card_id": i}, ids),
+    )
+    return st.lists(op, max_size=6)
+
+
+@HYPOTHESIS
+@given(pair=st.sampled_from(CHANGING), data=st.data())
+def test_any_answer_scores_the_same_in_any_order(pair, data):
+    library, next_library = pair
+    reference = card_ops(library, next_library)
+    ops = data.draw(_any_ops(library))
+    shuffled = data.draw(st.permutations(ops))
+    first = grade(json.dumps(ops), library, reference)
+    second = grade(json.dumps(shuffled), library, reference)
+    assert first.breakdown() == second.breakdown()
+    assert sorted(first.problems) == sorted(second.problems)
