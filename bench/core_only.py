@@ -12,10 +12,11 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from statepool_dagster.core.run_files import discover_runs
-from statepool_dagster.core.settings import Settings
-from statepool_dagster.core.stages import build_run
-from statepool_dagster.core.tables import load_arrow
+from statepool_dagster.core.build import build_run
+from statepool_dagster.core.config import Settings
+from statepool_dagster.core.names import STATES
+from statepool_dagster.core.runs.files import discover_runs
+from statepool_dagster.core.store.tables import load_arrow
 
 
 def main() -> int:
@@ -30,7 +31,7 @@ def main() -> int:
     load_arrow()  # before the fork, as run_stage does
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(args.workers, mp_context=context) as pool:
-        states = sum(reports[2].rows for reports in pool.map(build, names))
+        states = sum(reports[STATES].rows for reports in pool.map(build, names))
     print(states)
     return 0
 

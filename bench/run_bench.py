@@ -205,9 +205,9 @@ def core_grow(out: Path, spec) -> dict[str, float]:
     code = f"""
 import json, shutil, sys, time
 from pathlib import Path
-from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_run
-from statepool_dagster.core.settings import Settings
-from statepool_dagster.core.stages import build_run
+from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
+from statepool_dagster.core.config import Settings
+from statepool_dagster.core.build import build_run
 root = Path(sys.argv[1]); shutil.rmtree(root, ignore_errors=True)
 spec = SampleSpec(**{asdict(spec)!r})
 run = generate_run(root / "runs" / "run000", spec, 0)
@@ -237,7 +237,7 @@ os.environ.update(STATEPOOL_RUNS_DIR=str(runs), STATEPOOL_STORE_DIR=str(root / "
                   STATEPOOL_SETTLE_SECONDS="0")
 from dagster import AssetMaterialization, build_sensor_context, instance_for_test
 from statepool_dagster import defs
-from statepool_dagster.core.run_files import fingerprint_run
+from statepool_dagster.core.runs.files import fingerprint_run
 from statepool_dagster.sensors import runs_sensor
 def make(name):
     d = runs / name; d.mkdir(); (d / "episodes.jsonl").write_text('{{"id": 1}}\\n')
@@ -279,7 +279,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
-    from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_run
+    from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 
     spec = SampleSpec(**SIZES[args.size])
     out = args.out / args.size

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .core.models import CheckpointState
+from .core.states.models import CheckpointState
 
 __all__ = ["CheckpointState", "defs", "load_prompts", "load_state_pool"]
 

@@ -20,21 +20,14 @@ from dagster import (
 )
 from dagster import asset as _asset
 
+from .core.build import RunJob, StageReport, run_stage
+from .core.build.episodes import build_episodes
+from .core.build.prompts import build_prompts
+from .core.build.snapshots import build_snapshots
+from .core.build.states import build_states
 from .core.locations import as_path, shared_between_processes
-from .core.stages import (
-    EPISODES,
-    PROMPTS,
-    SNAPSHOTS,
-    STATES,
-    RunJob,
-    StageReport,
-    build_episodes,
-    build_prompts,
-    build_snapshots,
-    build_states,
-    run_stage,
-)
-from .core.tables import (
+from .core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES
+from .core.store.tables import (
     EPISODE_COLUMNS,
     PROMPT_COLUMNS,
     SNAPSHOT_COLUMNS,

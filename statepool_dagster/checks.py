@@ -22,9 +22,10 @@ from dagster import (
     multi_asset_check,
 )
 
+from .core.names import PROMPTS, SNAPSHOTS, STATES
 from .core.rejects import Reject
-from .core.stages import PROMPTS, SNAPSHOTS, STATES
-from .core.store import StoreLayout, read_parquet
+from .core.store.files import StoreLayout
+from .core.store.parts import read_run_table
 from .partitions import runs_partitions
 from .resources import StatepoolSettings
 
@@ -38,7 +39,7 @@ class _Run:
 
     def column(self, asset: str, name: str) -> list[Any]:
         if (asset, name) not in self._columns:
-            table = read_parquet(self.layout.table(asset, self.run), columns=[name])
+            table = read_run_table(self.layout, asset, self.run, columns=[name])
             self._columns[(asset, name)] = table.column(name).to_pylist()
         return self._columns[(asset, name)]
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .core.settings import Settings
+from .core.config import Settings
 
 DEFAULT_HOME = ".dagster_home"
 
@@ -145,7 +145,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import tempfile
 
     from .core.locations import as_path, is_local, upload_tree
-    from .core.sample_runs import SampleSpec, generate_runs
+    from .demo.sample_runs import SampleSpec, generate_runs
 
     settings = Settings.from_env()
     runs = as_path(settings.runs_dir)
@@ -185,7 +185,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """Write one trainer-ready export of the store; reads files only, never Dagster."""
     from .core.errors import StatepoolError
-    from .core.export import collect_export, write_export
+    from .core.export.build import collect_export, write_export
     from .core.locations import absolute, as_path
 
     try:

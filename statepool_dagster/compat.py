@@ -9,14 +9,14 @@ import os
 import re
 from pathlib import Path
 
-from .core.collect import read_run
+from .core.build.collect import read_run
+from .core.config import Settings
 from .core.locations import as_path
-from .core.models import CheckpointState
-from .core.prompt_spec import PromptSpec
-from .core.render import build_curator_prompt as _render
-from .core.run_files import natural_key
-from .core.settings import Settings
-from .core.store import read_dir_files, write_bytes_atomic
+from .core.prompts.render import build_curator_prompt as _render
+from .core.prompts.spec import PromptSpec
+from .core.runs.files import natural_key
+from .core.states.models import CheckpointState
+from .core.store.files import read_dir_files, write_bytes_atomic
 
 __all__ = ["CheckpointState", "build_curator_prompt", "collect_from_run", "load_state_pool"]
 
@@ -29,8 +29,7 @@ def collect_from_run(run_dir: str | os.PathLike[str], out_dir: str, dataset: str
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for joined in read.states:
-        state = joined.state
-        write_bytes_atomic(out / f"{state.state_id}.json", state.to_json().encode("utf-8"))
+        write_bytes_atomic(out / f"{joined.state.state_id}.json", joined.text.encode("utf-8"))
     return len(read.states)
 
 

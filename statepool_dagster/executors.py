@@ -20,7 +20,7 @@ from dagster import (
 )
 from pydantic import ValidationError
 
-from .core.settings import Settings
+from .core.config import Settings
 
 EXECUTOR_SETTINGS = ("executor", "celery_broker", "celery_backend")
 

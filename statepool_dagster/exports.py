@@ -12,8 +12,8 @@ from dagster import (
 )
 
 from .assets import GROUP, checkpoint_states, curator_prompts
-from .core.export import FORMATS, collect_export, write_export
-from .core.store import StoreLayout
+from .core.export.build import FORMATS, collect_export, write_export
+from .core.store.files import StoreLayout
 from .resources import StatepoolSettings
 
 # eager() waits until no upstream partition is missing: one failed or never-built run

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterEventType, DagsterInstance
 
-from .core.stages import PROMPTS
+from .core.names import PROMPTS
 
 # The last asset of the chain: a run is done once its prompts are materialized.
 FINAL_ASSET = AssetKey(PROMPTS)

@@ -13,15 +13,17 @@ from dagster import ConfigurableIOManagerFactory, InputContext, OutputContext, U
 from pydantic import Field
 from upath import UPath
 
+from .core.config import Settings
 from .core.locations import as_path
-from .core.run_names import check_run_name
-from .core.settings import Settings
-from .core.store import StoreLayout, read_parquet, write_parquet_atomic
+from .core.runs.names import check_run_name
+from .core.store.files import StoreLayout, read_parquet, write_parquet_atomic
+from .core.store.parts import read_table
+from .core.store.tables import SCHEMAS
 from .readers import to_frame
 
 
 class ParquetStore(UPathIOManager):
-    """Reads ``<store>/<asset>/<run>.parquet``; writes it atomically if an asset returns one."""
+    """Reads a run's table ``<store>/<asset>/<run>/`` (its parts as one); writes atomically."""
 
     extension = ".parquet"
 
@@ -37,6 +39,12 @@ class ParquetStore(UPathIOManager):
             write_parquet_atomic(path, table)
 
     def load_from_path(self, context: InputContext, path: UPath) -> pd.DataFrame:
+        asset = context.asset_key.path[-1]
+        if context.has_asset_partitions and asset in SCHEMAS:
+            folder = path.with_suffix("")  # a run's table is a folder of per-checkpoint parts
+            if not folder.is_dir():
+                raise FileNotFoundError(f"{folder}: no such table (never materialized?)")
+            return to_frame(read_table(folder, SCHEMAS[asset]))
         return to_frame(read_parquet(path))
 
     def get_metadata(self, context: OutputContext, obj: Any) -> dict[str, Any]:

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from .compat import load_state_pool as _load_pool_dir
+from .core.config import Settings
 from .core.errors import StatepoolError
-from .core.models import CheckpointState
-from .core.run_files import natural_key
-from .core.settings import Settings
-from .core.store import STATE_POOL, StoreLayout, read_parquet
-from .core.tables import PROMPT_COLUMNS
+from .core.runs.files import natural_key
+from .core.states.models import CheckpointState
+from .core.store.files import STATE_POOL, StoreLayout
+from .core.store.parts import read_run_table
+from .core.store.tables import PROMPT_COLUMNS
 
 if TYPE_CHECKING:  # imported where a DataFrame is made: most callers never pay for pandas
     import pandas as pd
@@ -70,7 +71,7 @@ def load_prompts(store: StorePath | None = None, runs: Iterable[str] | None = No
     """The ``curator_prompts`` tables of the store's runs, one row per state, in run order."""
     layout = _layout(store)
     tables = [
-        read_parquet(layout.table(PROMPTS, run))
+        read_run_table(layout, PROMPTS, run)
         for run in _pick(layout.runs_with(PROMPTS), runs, "curator prompts")
     ]
     tables = [t for t in tables if t.num_rows]

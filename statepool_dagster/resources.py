@@ -3,8 +3,8 @@
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from .core.prompt_spec import PromptSpec
-from .core.settings import Settings
+from .core.config import Settings
+from .core.prompts.spec import PromptSpec
 
 
 class StatepoolSettings(ConfigurableResource):

@@ -7,10 +7,10 @@ from typing import Any
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, DagsterRunStatus, RunsFilter
 
+from .core.config import Settings
 from .core.locations import as_path
-from .core.run_files import fingerprint_run
-from .core.settings import Settings
-from .core.stages import STATES
+from .core.names import STATES
+from .core.runs.files import fingerprint_run
 from .fingerprints import FINAL_ASSET, recorded_fingerprints
 from .partitions import RUNS
 

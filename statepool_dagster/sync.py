@@ -15,11 +15,11 @@ from dagster._core.storage.tags import (
     PARTITION_NAME_TAG,
 )
 
-from .core.run_files import discover_runs
-from .core.settings import Settings
-from .core.stages import EPISODES, SNAPSHOTS, STATES
-from .core.store import StoreLayout
-from .core.sync_plan import RunStatus, SyncPlan, plan_sync
+from .core.config import Settings
+from .core.names import EPISODES, SNAPSHOTS, STATES
+from .core.runs.changes import RunStatus, SyncPlan, plan_sync
+from .core.runs.files import discover_runs
+from .core.store.files import StoreLayout
 from .fingerprints import recorded_fingerprints
 from .partitions import RUNS
 from .tags import SOURCE_FINGERPRINT

@@ -7,7 +7,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from statepool_dagster.core.sample_runs import SampleSpec, generate_run
+from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 
 SPEC = SampleSpec(n_checkpoints=4, n_cards=4, emb_dim=4, episodes_per_batch=3)
 

@@ -88,7 +88,7 @@ def local_sync(root: Path, spec) -> Path:
     """
     import yaml
 
-    from statepool_dagster.core.sample_runs import generate_runs
+    from statepool_dagster.demo.sample_runs import generate_runs
 
     reference = SimpleNamespace(runs=root / "runs", store=root / "store")
     generate_runs(reference.runs, spec)

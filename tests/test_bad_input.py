@@ -151,7 +151,7 @@ def test_asset_checks_warn_on_rejects_and_unpaired_snapshots(corpus, workspace, 
 
 
 def test_snapshot_version_mismatch_is_a_warning(workspace, instance):
-    from statepool_dagster.core.sample_runs import SampleSpec, generate_run
+    from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 
     run = generate_run(workspace.runs / "renamed", SampleSpec(n_checkpoints=3, emb_dim=2), 0)
     (run / "snapshots" / "skills_v2.json").rename(run / "snapshots" / "skills_v7.json")
@@ -165,7 +165,7 @@ def test_snapshot_version_mismatch_is_a_warning(workspace, instance):
 def test_sensor_tick_survives_unreadable_entries(workspace, instance, monkeypatch):
     from dagster import build_sensor_context
 
-    from statepool_dagster.core.sample_runs import SampleSpec, generate_run
+    from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
     from statepool_dagster.sensors import runs_sensor
 
     monkeypatch.setenv("STATEPOOL_SETTLE_SECONDS", "0")

@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from statepool_dagster.core.sample_runs import SampleSpec, generate_runs
+from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
 from helpers import BIN, REPO, local_sync, store_pool, sync_json, unavailable
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_runs
+from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 
 from helpers import REPO, cli_env, seed_pool, store_pool
 

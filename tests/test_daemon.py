@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from statepool_dagster.core.sample_runs import SampleSpec, generate_runs
+from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
 from helpers import REPO, cli_env
 
@@ -45,8 +45,8 @@ def test_daemon_sensor_materializes_a_dropped_in_run(workspace, tmp_path):
         expected = {f"run000_ckpt{k}.json" for k in range(SPEC.n_checkpoints)}
 
         def done() -> bool:
-            prompts = workspace.store / "curator_prompts" / "run000.parquet"
-            if not (prompts.is_file() and pool.is_dir()):
+            prompts = workspace.store / "curator_prompts" / "run000"
+            if not (prompts.is_dir() and pool.is_dir()):
                 return False
             return {p.name for p in pool.iterdir()} == expected
 

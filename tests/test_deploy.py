@@ -13,7 +13,7 @@ import tomli  # a Dagster dependency; tomllib only from Python 3.11
 import yaml
 from dagster import Definitions
 
-from statepool_dagster.core.settings import Settings
+from statepool_dagster.core.config import Settings
 
 from helpers import REPO
 

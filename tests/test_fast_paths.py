@@ -8,7 +8,7 @@ import os
 import pandas as pd
 from dagster import instance_for_test
 
-from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_runs
+from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 from statepool_dagster.sync import sync
 
 from helpers import latest_metadata, materialize_run, store_pool
@@ -24,7 +24,7 @@ def fresh_instance(path):
 def tables(store) -> dict[str, pd.DataFrame]:
     return {
         asset: pd.concat(
-            [pd.read_parquet(p) for p in sorted((store / asset).glob("*.parquet"))],
+            [pd.read_parquet(p) for p in sorted((store / asset).iterdir()) if p.is_dir()],
             ignore_index=True,
         )
         for asset in ("run_episodes", "skill_snapshots", "checkpoint_states", "curator_prompts")
@@ -70,8 +70,8 @@ def test_grown_run_reuses_unchanged_checkpoints_and_equals_a_fresh_build(
     with fresh_instance(tmp_path / "fresh_home") as fresh:
         assert materialize_run(fresh, "run001").success
     assert store_pool(workspace.store)["run001"] == store_pool(tmp_path / "fresh")["run001"]
-    grown = pd.read_parquet(workspace.store / "curator_prompts" / "run001.parquet")
-    rebuilt = pd.read_parquet(tmp_path / "fresh" / "curator_prompts" / "run001.parquet")
+    grown = pd.read_parquet(workspace.store / "curator_prompts" / "run001")
+    rebuilt = pd.read_parquet(tmp_path / "fresh" / "curator_prompts" / "run001")
     pd.testing.assert_frame_equal(grown, rebuilt)
 
 
@@ -93,7 +93,7 @@ def test_snapshot_rewritten_in_place_is_parsed_again(workspace, instance):
         (workspace.store / "state_pool" / "run000" / "run000_ckpt2.json").read_text("utf-8")
     )
     assert state["lib_snapshot"]["cards"][0]["trigger"] == "When the rewritten trigger applies"
-    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "run000.parquet")
+    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "run000")
     assert "When the rewritten trigger applies" in prompts.loc[2, "prompt"]
 
 
@@ -107,7 +107,7 @@ def test_changed_prompt_template_renders_every_prompt_again(
     monkeypatch.setenv("STATEPOOL_PROMPT_TEMPLATE", str(template))
     assert materialize_run(instance, "run000").success
     assert latest_metadata(instance, "curator_prompts", "run000")["reused"] == 0
-    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "run000.parquet")
+    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "run000")
     assert prompts["prompt"].str.startswith("v").all()
 
 
@@ -132,5 +132,5 @@ def test_edited_episode_formatter_renders_every_prompt_again(
     formatter.write_text("def f(episodes):\n    return 'second wording'\n", encoding="utf-8")
     assert materialize_run(instance, "run000").success
     assert latest_metadata(instance, "curator_prompts", "run000")["reused"] == 0
-    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "run000.parquet")
+    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "run000")
     assert prompts["prompt"].str.contains("second wording").all()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from statepool_dagster.core.sample_runs import SampleSpec, generate_runs
+from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
 from helpers import cli_env, seed_pool, store_pool
 

@@ -23,15 +23,15 @@ from dagster import AssetCheckKey, AssetKey, build_sensor_context, instance_for_
 from statepool_dagster import defs, load_prompts, load_state_pool
 from statepool_dagster.core import store as store_module
 from statepool_dagster.core.errors import StatepoolError
-from statepool_dagster.core.export import FORMATS, export_store
+from statepool_dagster.core.export.build import FORMATS, export_store
 from statepool_dagster.core.locations import as_path, is_local, upload_tree
-from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_runs
-from statepool_dagster.core.store import (
+from statepool_dagster.core.store.files import (
     DIR_MANIFEST,
     StoreLayout,
     read_parquet,
     write_state_pool,
 )
+from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 from statepool_dagster.partitions import RUNS
 from statepool_dagster.sensors import runs_sensor
 from statepool_dagster.sync import sync

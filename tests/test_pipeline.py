@@ -10,7 +10,7 @@ import pytest
 from dagster import AssetKey, DagsterInstance
 
 from statepool_dagster import defs
-from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_runs
+from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 from statepool_dagster.partitions import RUNS
 
 from helpers import seed_pool, store_pool
@@ -40,8 +40,8 @@ def test_job_writes_every_asset_for_the_partition(workspace, instance):
     result = materialize_run(instance, "run000")
     assert result.success
     for asset in ("run_episodes", "skill_snapshots", "checkpoint_states", "curator_prompts"):
-        assert (workspace.store / asset / "run000.parquet").is_file()
-        assert not (workspace.store / asset / "run001.parquet").exists()
+        assert (workspace.store / asset / "run000").is_dir()
+        assert not (workspace.store / asset / "run001").exists()
     names = sorted(p.name for p in (workspace.store / "state_pool" / "run000").iterdir())
     assert names == sorted(f"run000_ckpt{k}.json" for k in range(SPEC.n_checkpoints))
 
@@ -66,7 +66,7 @@ def test_state_pool_equals_the_original_script(workspace, instance, seed):
 def test_run_episodes_table_keeps_every_record_losslessly(workspace, instance):
     generate_runs(workspace.runs, SPEC)
     assert materialize_run(instance, "run000").success
-    frame = pd.read_parquet(workspace.store / "run_episodes" / "run000.parquet")
+    frame = pd.read_parquet(workspace.store / "run_episodes" / "run000")
     lines = (workspace.run("run000") / "episodes.jsonl").read_text(encoding="utf-8").splitlines()
     assert frame["line"].tolist() == list(range(1, len(lines) + 1))
     assert [json.loads(r) for r in frame["record"]] == [json.loads(line) for line in lines]
@@ -79,7 +79,7 @@ def test_run_episodes_table_keeps_every_record_losslessly(workspace, instance):
 def test_skill_snapshots_table_has_one_row_per_version_without_embeddings(workspace, instance):
     generate_runs(workspace.runs, SPEC)
     assert materialize_run(instance, "run000").success
-    frame = pd.read_parquet(workspace.store / "skill_snapshots" / "run000.parquet")
+    frame = pd.read_parquet(workspace.store / "skill_snapshots" / "run000")
     assert frame["version"].tolist() == list(range(SPEC.n_checkpoints))
     assert "_trigger_emb" not in "".join(frame["library"])
     assert (frame["n_cards"] > 0).all()
@@ -88,7 +88,7 @@ def test_skill_snapshots_table_has_one_row_per_version_without_embeddings(worksp
 def test_curator_prompts_have_the_columns_a_trainer_reads(workspace, instance):
     generate_runs(workspace.runs, SPEC)
     assert materialize_run(instance, "run000").success
-    table = pq.read_table(workspace.store / "curator_prompts" / "run000.parquet")
+    table = pq.read_table(workspace.store / "curator_prompts" / "run000")
     assert {"state_id", "run", "version", "prompt"} <= set(table.column_names)
     frame = table.to_pandas()
     assert frame["state_id"].tolist() == [f"run000_ckpt{k}" for k in range(SPEC.n_checkpoints)]
@@ -141,7 +141,7 @@ def test_rematerializing_replaces_the_partition_wholly(workspace, instance):
     assert materialize_run(instance, "run000").success
     names = {p.name for p in (workspace.store / "state_pool" / "run000").iterdir()}
     assert "run000_ckpt4.json" not in names
-    assert len(pd.read_parquet(workspace.store / "checkpoint_states" / "run000.parquet")) == 4
+    assert len(pd.read_parquet(workspace.store / "checkpoint_states" / "run000")) == 4
 
 
 def test_growing_run_adds_its_new_checkpoint(workspace, instance):
@@ -158,7 +158,7 @@ def test_run_with_no_snapshots_has_no_states_and_does_not_fail(workspace, instan
     (run / "episodes.jsonl").write_text('{"id": "a", "skill_lib_version": 0}\n', encoding="utf-8")
     assert materialize_run(instance, "fresh").success
     assert latest_metadata(instance, "checkpoint_states", "fresh")["states"] == 0
-    assert pd.read_parquet(workspace.store / "curator_prompts" / "fresh.parquet").empty
+    assert pd.read_parquet(workspace.store / "curator_prompts" / "fresh").empty
 
 
 def test_load_asset_value_reads_a_partition_through_the_io_manager(workspace, instance):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from statepool_dagster.core.sample_runs import SampleSpec, generate_runs
+from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
 from helpers import REPO, local_sync, store_pool, sync_json
 

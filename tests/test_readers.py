@@ -10,7 +10,7 @@ import pytest
 
 from statepool_dagster import load_prompts, load_state_pool
 from statepool_dagster.core.errors import StatepoolError
-from statepool_dagster.core.sample_runs import SampleSpec, generate_runs
+from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 from statepool_dagster.sync import sync
 
 from helpers import seed_pool
@@ -54,7 +54,7 @@ def test_load_prompts_has_one_row_per_state_in_run_then_checkpoint_order(synced)
     frame = load_prompts()
     assert frame["state_id"].tolist() == [s.state_id for s in load_state_pool()]
     assert {"state_id", "run", "version", "prompt", "reference_ops"} <= set(frame.columns)
-    direct = pd.read_parquet(synced.store / "curator_prompts" / "run2.parquet")
+    direct = pd.read_parquet(synced.store / "curator_prompts" / "run2")
     assert frame[frame["run"] == "run2"]["prompt"].tolist() == direct["prompt"].tolist()
 
 

@@ -8,16 +8,16 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from statepool_dagster.core.join import join_states
-from statepool_dagster.core.prompt_spec import load_tool_specs
-from statepool_dagster.core.reference_ops import (
+from statepool_dagster.core.prompts.spec import load_tool_specs
+from statepool_dagster.core.runs.snapshots import Snapshot
+from statepool_dagster.core.states.join import InMemoryCheckpoints, join_all
+from statepool_dagster.core.states.reference_ops import (
     LAST_SNAPSHOT_NOTE,
     card_ops,
     next_version_after,
     reference_ops,
 )
-from statepool_dagster.core.sample_runs import SampleSpec, generate_runs
-from statepool_dagster.core.snapshots import Snapshot
+from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
 from helpers import materialize_run
 
@@ -127,7 +127,8 @@ def test_each_joined_state_carries_the_diff_to_the_runs_next_library():
         Snapshot(2, "s2", lib(2, card("c2"))),
     ]
     batches = {k: [{"id": f"q{k}", "skill_lib_version": k}] for k in range(3)}
-    joined, _ = join_states("r", snapshots, batches)
+    libraries = {s.version: s.library for s in snapshots}
+    joined, _ = join_all("r", InMemoryCheckpoints(libraries, batches))
     assert [j.reference_ops for j in joined] == [
         {
             "next_version": 1,
@@ -141,8 +142,8 @@ def test_each_joined_state_carries_the_diff_to_the_runs_next_library():
 def test_states_and_prompts_tables_carry_the_same_reference_ops(workspace, instance):
     generate_runs(workspace.runs, SampleSpec(n_runs=1, n_checkpoints=4, n_cards=5, emb_dim=4))
     assert materialize_run(instance, "run000").success
-    states = pd.read_parquet(workspace.store / "checkpoint_states" / "run000.parquet")
-    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "run000.parquet")
+    states = pd.read_parquet(workspace.store / "checkpoint_states" / "run000")
+    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "run000")
     assert states["reference_ops"].tolist() == prompts["reference_ops"].tolist()
     ops = [json.loads(text) for text in states["reference_ops"]]
     assert [o["next_version"] for o in ops] == [1, 2, 3, None]

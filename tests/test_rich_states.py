@@ -11,13 +11,15 @@ import pytest
 from pydantic import ValidationError
 
 from statepool_dagster import load_state_pool
-from statepool_dagster.core.join import OFFLINE_RECEIPT
-from statepool_dagster.core.run_files import fingerprint_run
-from statepool_dagster.core.settings import Settings
+from statepool_dagster.core.config import Settings
+from statepool_dagster.core.runs.files import fingerprint_run
+from statepool_dagster.core.states.join import OFFLINE_RECEIPT
 
 from helpers import latest_metadata, materialize_run
 
-DEFAULTS = Path(__file__).resolve().parents[1] / "statepool_dagster" / "core" / "defaults"
+DEFAULTS = (
+    Path(__file__).resolve().parents[1] / "statepool_dagster" / "core" / "prompts" / "defaults"
+)
 
 LIBRARIES = {
     0: [("c1", "when one", "1. do one")],
@@ -111,7 +113,7 @@ def test_pre_curation_pairs_checkpoint_k_with_library_and_batch_k_minus_1(
     assert [e["id"] for e in states[2]["episodes"]] == ids(1)
     metadata = latest_metadata(instance, "checkpoint_states", "hand")
     assert metadata["skipped"] == {"0": "pre_curation: checkpoint 0 has no earlier library"}
-    table = pd.read_parquet(workspace.store / "checkpoint_states" / "hand.parquet")
+    table = pd.read_parquet(workspace.store / "checkpoint_states" / "hand")
     assert table["library_version"].tolist() == [0, 1]
     assert table["batch_version"].tolist() == [0, 1]
     # The ops are what the curator wrote after seeing that library and batch.
@@ -207,7 +209,7 @@ def fake_infer(tmp_path, monkeypatch):
         f"CURATOR_PROMPT = {template!r}\nPARAM_RULE_ON = {rule!r}\n", "utf-8"
     )
     (root / "infer" / "curator" / "reflector.py").write_text(
-        "from statepool_dagster.core.formatting import format_episodes\n", "utf-8"
+        "from statepool_dagster.core.prompts.formatting import format_episodes\n", "utf-8"
     )
     (root / "infer" / "tools.py").write_text(f"TOOL_SPECS = {specs!r}\n", "utf-8")
     monkeypatch.syspath_prepend(str(root))
@@ -221,7 +223,7 @@ def test_prompt_shows_the_analysis_block_exactly_as_the_seed_renders_it(
 ):
     write_sidecars(write_run(workspace.runs))
     assert materialize_run(instance, "hand").success
-    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "hand.parquet")
+    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "hand")
     for state, prompt in zip(load_state_pool(), prompts["prompt"], strict=True):
         original = seed.CheckpointState.from_json(state.to_json())
         assert prompt == seed.build_curator_prompt(original, cfg=None)

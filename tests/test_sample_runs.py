@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from statepool_dagster.core.sample_runs import (
+from statepool_dagster.demo.sample_runs import (
     TASKS,
     SampleSpec,
     append_checkpoint,

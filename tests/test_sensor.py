@@ -9,7 +9,7 @@ import pytest
 from dagster import build_sensor_context
 
 from statepool_dagster import defs
-from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_runs
+from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 from statepool_dagster.partitions import RUNS
 from statepool_dagster.sensors import runs_sensor
 from statepool_dagster.sync import sync

@@ -8,10 +8,10 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from statepool_dagster.core.fast_strip import blank_embeddings
-from statepool_dagster.core.models import CheckpointState, dumps, state_json
-from statepool_dagster.core.snapshots import _parse_exact, parse_library
-from statepool_dagster.core.tables import markdown_preview
+from statepool_dagster.core.runs.embeddings import blank_embeddings
+from statepool_dagster.core.runs.snapshots import _parse_exact, parse_library
+from statepool_dagster.core.states.models import CheckpointState, dumps, state_json
+from statepool_dagster.core.store.tables import markdown_preview
 
 text = st.text(max_size=30)
 scalar = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), text)

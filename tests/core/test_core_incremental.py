@@ -6,23 +6,13 @@ import json
 import shutil
 from pathlib import Path
 
-import msgspec
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from statepool_dagster.core.sample_runs import SampleSpec, append_checkpoint, generate_run
-from statepool_dagster.core.settings import Settings
-from statepool_dagster.core.stages import (
-    EPISODES,
-    PROMPTS,
-    SNAPSHOTS,
-    STAGES,
-    STATES,
-    TABLE_FORMAT_META,
-    RunJob,
-    build_run,
-)
+from statepool_dagster.core.build import STAGES, RunJob, build_run
+from statepool_dagster.core.config import Settings
+from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES, TABLE_INDEX
+from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 
 from helpers import store_pool
 
@@ -34,7 +24,7 @@ ASSETS = (EPISODES, SNAPSHOTS, STATES, PROMPTS)
 def build(runs: Path, store: Path, **settings) -> dict[str, object]:
     """Every stage for RUN; each stage's ``reused`` count."""
     reports = build_run(Settings(runs_dir=str(runs), store_dir=str(store), **settings), RUN)
-    return {asset: report.reused for asset, report in zip(STAGES, reports, strict=True)}
+    return {asset: report.reused for asset, report in reports.items()}
 
 
 def assert_same_as_fresh(runs: Path, store: Path, tmp_path: Path, **settings) -> None:
@@ -42,8 +32,8 @@ def assert_same_as_fresh(runs: Path, store: Path, tmp_path: Path, **settings) ->
     build(runs, fresh, **settings)
     assert store_pool(store) == store_pool(fresh)
     for asset in ASSETS:
-        ours = pq.read_table(store / asset / f"{RUN}.parquet")
-        plain = pq.read_table(fresh / asset / f"{RUN}.parquet")
+        ours = pq.read_table(store / asset / RUN)
+        plain = pq.read_table(fresh / asset / RUN)
         columns = [c for c in plain.column_names if c != "file_stamp"]
         assert ours.schema.remove_metadata() == plain.schema.remove_metadata(), asset
         assert ours.select(columns).equals(plain.select(columns)), asset
@@ -67,11 +57,11 @@ def run(tmp_path) -> Path:
 def test_grown_run_joins_and_renders_only_its_new_checkpoints(run, tmp_path, pairing, followup):
     store = tmp_path / "store"
     build(run.parent, store, pairing=pairing, followup=followup)
-    states_before = pq.read_table(store / STATES / f"{RUN}.parquet").num_rows
-    rows_before = pq.read_table(store / EPISODES / f"{RUN}.parquet").num_rows
+    states_before = pq.read_table(store / STATES / RUN).num_rows
+    batches_before = len(list((store / EPISODES / RUN).glob("*.parquet")))
     append_checkpoint(run, SPEC, 0)
     reused = build(run.parent, store, pairing=pairing, followup=followup)
-    assert reused[EPISODES] == rows_before  # only the appended lines parsed
+    assert reused[EPISODES] == batches_before  # only the appended lines' batch written
     assert reused[SNAPSHOTS] == SPEC.n_checkpoints
     # With the seed's pairing the last old state holds the newest library, so its reference
     # ops now diff against the new one: it is rebuilt too. pre_curation's states are not.
@@ -84,7 +74,7 @@ def test_grown_run_joins_and_renders_only_its_new_checkpoints(run, tmp_path, pai
 def test_unchanged_run_reuses_every_state_and_prompt(run, tmp_path):
     store = tmp_path / "store"
     build(run.parent, store)
-    states = pq.read_table(store / STATES / f"{RUN}.parquet").num_rows
+    states = pq.read_table(store / STATES / RUN).num_rows
     reused = build(run.parent, store)
     assert reused[STATES] == reused[PROMPTS] == states
     assert_same_as_fresh(run.parent, store, tmp_path)
@@ -114,8 +104,9 @@ def test_episode_edited_before_the_end_is_read_again_from_the_start(run, tmp_pat
     record["response"] = "an edited answer"
     lines[1] = (json.dumps(record) + "\n").encode()
     path.write_bytes(b"".join(lines))
+    batches = len(list((store / EPISODES / RUN).glob("*.parquet")))
     reused = build(run.parent, store)
-    assert reused[EPISODES] == 0
+    assert reused[EPISODES] == batches - 1  # every line parsed again, one batch written
     assert reused[STATES] == SPEC.n_checkpoints - 2  # states 0 and 1 both pair with batch 0
     assert_same_as_fresh(run.parent, store, tmp_path)
 
@@ -156,37 +147,54 @@ def test_line_still_being_written_is_read_again_once_complete(run, tmp_path):
     assert_same_as_fresh(run.parent, store, tmp_path)
 
 
-def _rewrite_in_format_1(store: Path) -> None:
-    """The episodes and snapshots tables as format 1 wrote them: compact JSON, no marker."""
-    for asset, column in ((EPISODES, "record"), (SNAPSHOTS, "library")):
-        path = store / asset / f"{RUN}.parquet"
-        table = pq.read_table(path)
-        compact = [msgspec.json.encode(json.loads(t)).decode() for t in table[column].to_pylist()]
-        index = table.schema.get_field_index(column)
-        table = table.set_column(index, column, pa.array(compact, pa.large_string()))
-        meta = {k: v for k, v in table.schema.metadata.items() if k != TABLE_FORMAT_META}
-        pq.write_table(table.replace_schema_metadata(meta), path)
-
-
-def test_tables_of_an_older_format_are_rebuilt_not_reused(run, tmp_path):
-    """A store written before the JSON columns took the state files' form is never mixed in."""
+def test_lost_index_falls_back_to_each_parts_own_footer(run, tmp_path):
+    """After a kill -9 between a part and the index, the parts themselves are the truth."""
     store = tmp_path / "store"
     build(run.parent, store)
-    _rewrite_in_format_1(store)
+    for asset in ASSETS:
+        (store / asset / RUN / TABLE_INDEX).unlink()
     reused = build(run.parent, store)
-    assert reused[EPISODES] == reused[SNAPSHOTS] == 0
+    assert reused[STATES] == reused[PROMPTS] == SPEC.n_checkpoints
     assert_same_as_fresh(run.parent, store, tmp_path)
 
 
-def test_states_built_alone_from_older_upstream_tables_keep_the_originals_bytes(run, tmp_path):
-    """Materializing checkpoint_states on its own over format-1 tables (e.g. from the UI)."""
+def test_part_of_another_build_is_rebuilt_not_reused(run, tmp_path):
+    """A part whose key does not match its inputs (an older format, a hand edit) is redone."""
     store = tmp_path / "store"
     build(run.parent, store)
-    _rewrite_in_format_1(store)
+    part = store / STATES / RUN / "v0000000002.parquet"
+    table = pq.read_table(part)
+    meta = {**table.schema.metadata, b"statepool.key": b"stale"}
+    pq.write_table(table.replace_schema_metadata(meta), part)
+    reused = build(run.parent, store)
+    assert reused[STATES] == SPEC.n_checkpoints - 1
+    assert_same_as_fresh(run.parent, store, tmp_path)
+
+
+def test_states_built_alone_keep_the_originals_bytes(run, tmp_path):
+    """Materializing checkpoint_states on its own (e.g. from the UI) over stored upstream parts."""
+    store = tmp_path / "store"
+    build(run.parent, store)
     shutil.rmtree(store / "state_pool")
-    (store / STATES / f"{RUN}.parquet").unlink()
+    shutil.rmtree(store / STATES / RUN)
     job = RunJob(Settings(runs_dir=str(run.parent), store_dir=str(store)), RUN)
     STAGES[STATES](job)
     fresh = tmp_path / "fresh_store"
     build(run.parent, fresh)
     assert store_pool(store) == store_pool(fresh)
+
+
+def test_a_new_checkpoint_writes_one_part_per_table_and_one_state_file(run, tmp_path):
+    """Append-only: growth by one checkpoint leaves every older part's file untouched."""
+    store = tmp_path / "store"
+    build(run.parent, store, pairing="pre_curation")
+    before = {p: p.stat().st_mtime_ns for p in store.rglob("v*.parquet")}
+    files_before = {p: p.stat().st_mtime_ns for p in (store / "state_pool").rglob("*.json")}
+    append_checkpoint(run, SPEC, 0)
+    build(run.parent, store, pairing="pre_curation")
+    after = {p: p.stat().st_mtime_ns for p in store.rglob("v*.parquet")}
+    assert {p: after[p] for p in before} == before
+    assert len(after) - len(before) == 4
+    files_after = {p: p.stat().st_mtime_ns for p in (store / "state_pool").rglob("*.json")}
+    assert {p: files_after[p] for p in files_before} == files_before
+    assert len(files_after) == len(files_before) + 1

@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-from statepool_dagster.core.settings import Settings
-from statepool_dagster.core.stages import RunJob, StageReport, run_stage
-from statepool_dagster.core.store import StoreLayout
+from statepool_dagster.core.build import RunJob, StageReport, run_stage
+from statepool_dagster.core.config import Settings
+from statepool_dagster.core.store.files import StoreLayout
 
 HOLDER = """
 import sys, time
-from statepool_dagster.core.store import StoreLayout
+from statepool_dagster.core.store.files import StoreLayout
 with StoreLayout(sys.argv[1]).lock("run000"):
     print("held", flush=True)
     time.sleep(1.5)

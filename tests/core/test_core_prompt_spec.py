@@ -10,14 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from statepool_dagster.core.config import Settings
 from statepool_dagster.core.errors import StatepoolError
-from statepool_dagster.core.formatting import format_episodes
-from statepool_dagster.core.models import CheckpointState
-from statepool_dagster.core.prompt_spec import PromptSpec, default_prompt_spec
-from statepool_dagster.core.render import build_curator_prompt
-from statepool_dagster.core.settings import Settings
+from statepool_dagster.core.prompts.formatting import format_episodes
+from statepool_dagster.core.prompts.render import build_curator_prompt
+from statepool_dagster.core.prompts.spec import PromptSpec, default_prompt_spec
+from statepool_dagster.core.states.models import CheckpointState
 
-DEFAULTS = Path(__file__).resolve().parents[2] / "statepool_dagster" / "core" / "defaults"
+DEFAULTS = (
+    Path(__file__).resolve().parents[2] / "statepool_dagster" / "core" / "prompts" / "defaults"
+)
 EIGHT = {
     "tool_specs",
     "version",

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from statepool_dagster.core.collect import read_run
-from statepool_dagster.core.episodes import read_episodes
+from statepool_dagster.core.build.collect import read_run
 from statepool_dagster.core.errors import BadRecordError, StatepoolError
 from statepool_dagster.core.rejects import Reject
-from statepool_dagster.core.snapshots import SnapshotFile, parse_library, read_snapshot
+from statepool_dagster.core.runs.episodes import read_episodes
+from statepool_dagster.core.runs.snapshots import SnapshotFile, parse_library, read_snapshot
 
 GOOD_CARD = {"card_id": "c1", "trigger": "when", "program": "do"}
 
@@ -169,12 +169,12 @@ def test_bad_snapshot_becomes_a_whole_file_reject_and_the_others_are_unaffected(
         },
     )
     got = read_run(run)
-    (reject,) = got.snapshots.rejects
+    (reject,) = got.rejects
     assert reject.file == "r/snapshots/skills_v1.json"
     assert reject.line is None
     assert mentioned in reject.error
     assert reject.raw is not None and reject.raw.startswith(data[:20].decode())
-    assert [s.version for s in got.snapshots.snapshots] == [0, 2]
+    assert [j.library_version for j in got.states] == [0, 2]
     assert {j.version: [e["id"] for e in j.state.episodes] for j in got.states} == {
         0: ["a"],
         2: ["b"],

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from statepool_dagster import compat
-from statepool_dagster.core.collect import read_run
-from statepool_dagster.core.formatting import format_episodes
-from statepool_dagster.core.models import CheckpointState
-from statepool_dagster.core.prompt_spec import PromptLimits, PromptSpec
-from statepool_dagster.core.render import build_curator_prompt
-from statepool_dagster.core.settings import Settings
-from statepool_dagster.core.snapshots import list_snapshots
+from statepool_dagster.core.build.collect import read_run
+from statepool_dagster.core.config import Settings
+from statepool_dagster.core.prompts.formatting import format_episodes
+from statepool_dagster.core.prompts.render import build_curator_prompt
+from statepool_dagster.core.prompts.spec import PromptLimits, PromptSpec
+from statepool_dagster.core.runs.snapshots import list_snapshots
+from statepool_dagster.core.states.models import CheckpointState
 
 
 def card(card_id: str, trigger: str = "when t", program: str = "do p", **extra: Any) -> dict:
@@ -153,8 +153,8 @@ def test_bak_and_vfinal_files_are_ignored_with_a_reason_and_make_no_state(tmp_pa
         },
     )
     read = read_run(run)
-    assert set(read.snapshots.ignored) == {"skills_v3.bak.json", "skills_vfinal.json"}
-    assert all(reason for reason in read.snapshots.ignored.values())
+    assert set(read.ignored) == {"skills_v3.bak.json", "skills_vfinal.json"}
+    assert all(reason for reason in read.ignored.values())
     assert [j.state.state_id for j in read.states] == ["r_ckpt3"]
     assert [c["card_id"] for c in read.states[0].state.lib_snapshot["cards"]] == ["real"]
     out = tmp_path / "out"
@@ -451,7 +451,7 @@ def test_zero_padded_duplicate_of_a_version_is_ignored_for_the_canonical_name(tm
         {"skills_v03.json": lib(3, card("padded")), "skills_v3.json": lib(3, card("canonical"))},
     )
     read = read_run(run)
-    assert list(read.snapshots.ignored) == ["skills_v03.json"]
-    assert "duplicate" in read.snapshots.ignored["skills_v03.json"]
+    assert list(read.ignored) == ["skills_v03.json"]
+    assert "duplicate" in read.ignored["skills_v03.json"]
     (joined,) = read.states
     assert [c["card_id"] for c in joined.state.lib_snapshot["cards"]] == ["canonical"]

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from statepool_dagster import compat
-from statepool_dagster.core.sample_runs import SampleSpec, generate_run, generate_runs
-from statepool_dagster.core.settings import Settings
+from statepool_dagster.core.config import Settings
+from statepool_dagster.demo.sample_runs import SampleSpec, generate_run, generate_runs
 
 INFER_ENV = {
     "STATEPOOL_PROMPT_TEMPLATE": "infer.curator.curator:CURATOR_PROMPT",
@@ -187,7 +187,7 @@ def test_build_curator_prompt_uses_the_inference_side_named_by_the_env(
     pools, seed_module, infer_env
 ):
     # A customised inference side: the prompt only matches if the env paths are followed.
-    template_file = Path(__file__).resolve().parents[2] / "statepool_dagster/core/defaults"
+    template_file = Path(__file__).resolve().parents[2] / "statepool_dagster/core/prompts/defaults"
     template = (template_file / "curator_prompt.txt").read_text(encoding="utf-8")
     infer_env(
         template="CUSTOM HEADER {{not a field}}\n" + template,

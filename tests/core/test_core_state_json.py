@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from statepool_dagster.core.models import CheckpointState
+from statepool_dagster.core.states.models import CheckpointState
 
 CASES = {
     "minimal": dict(

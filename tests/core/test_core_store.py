@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from statepool_dagster.core.store import (
+from statepool_dagster.core.store.files import (
     StoreLayout,
     replace_dir_atomic,
     write_bytes_atomic,
@@ -38,7 +38,7 @@ def test_layout_refuses_run_names_that_escape(tmp_path, run):
 def test_layout_paths_of_a_valid_run_stay_under_the_root(tmp_path):
     root = tmp_path / "store"
     layout = StoreLayout(root)
-    assert layout.table("episodes", "run000") == root / "episodes" / "run000.parquet"
+    assert layout.table("episodes", "run000") == root / "episodes" / "run000"
     assert layout.state_pool("run000") == root / "state_pool" / "run000"
     assert layout.rejects("run000") == root / "rejects" / "run000.jsonl"
 

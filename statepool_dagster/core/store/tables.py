@@ -12,9 +12,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from .episodes import EpisodeLine
-from .models import dumps
-from .snapshots import Snapshot
+from ..names import EPISODES, PROMPTS, SNAPSHOTS, STATES
+from ..runs.episodes import EpisodeLine
+from ..runs.snapshots import Snapshot
+from ..states.models import dumps
 
 
 def _text(value: Any) -> str | None:
@@ -60,10 +61,14 @@ def load_arrow() -> None:
     pa.array([])
 
 
+def _schema(columns: dict[str, str], types: dict[str, pa.DataType]) -> pa.Schema:
+    return pa.schema([(name, types.get(name, pa.large_string())) for name in columns])
+
+
 def _table(columns: dict[str, str], types: dict[str, pa.DataType], rows: list[tuple]) -> pa.Table:
     """An Arrow table from row tuples in ``columns``' order; strings are ``large_string``."""
     values = list(zip(*rows, strict=True)) if rows else [()] * len(columns)
-    schema = pa.schema([(name, types.get(name, pa.large_string())) for name in columns])
+    schema = _schema(columns, types)
     return pa.Table.from_arrays(
         [pa.array(column, type=f.type) for column, f in zip(values, schema, strict=True)],
         schema=schema,
@@ -156,19 +161,34 @@ PROMPT_COLUMNS = {
     "prompt_chars": "length of the prompt in characters",
     "reference_ops": "JSON: the ops from this state's library to the run's next one",
     "input_key": "digest of the state and the prompt spec (unchanged inputs are reused)",
+    "state_key": "input_key of the state it was rendered from (exports pair on it)",
 }
 
 
 PROMPT_TYPES = {"version": pa.int64(), "prompt_chars": pa.int64()}
 
 
-def prompts_table(rows: Iterable[tuple[str, str, int, str, str | None, str]]) -> pa.Table:
-    """Rows of ``(state_id, run, version, prompt, reference_ops_json, input_key)``."""
+def prompts_table(rows: Iterable[tuple[str, str, int, str, str | None, str, str]]) -> pa.Table:
+    """Rows of ``(state_id, run, version, prompt, reference_ops_json, input_key, state_key)``."""
     records = [
-        (sid, run, version, prompt, len(prompt), ops, key)
-        for sid, run, version, prompt, ops, key in rows
+        (sid, run, version, prompt, len(prompt), ops, key, state_key)
+        for sid, run, version, prompt, ops, key, state_key in rows
     ]
     return _table(PROMPT_COLUMNS, PROMPT_TYPES, records)
+
+
+SCHEMAS = {
+    EPISODES: _schema(EPISODE_COLUMNS, EPISODE_TYPES),
+    SNAPSHOTS: _schema(SNAPSHOT_COLUMNS, SNAPSHOT_TYPES),
+    STATES: _schema(STATE_COLUMNS, STATE_TYPES),
+    PROMPTS: _schema(PROMPT_COLUMNS, PROMPT_TYPES),
+}
+COLUMNS = {
+    EPISODES: EPISODE_COLUMNS,
+    SNAPSHOTS: SNAPSHOT_COLUMNS,
+    STATES: STATE_COLUMNS,
+    PROMPTS: PROMPT_COLUMNS,
+}
 
 
 def _cell(value: Any) -> str:

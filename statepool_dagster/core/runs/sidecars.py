@@ -19,9 +19,9 @@ from typing import Any
 
 import msgspec
 
-from .errors import BadRecordError
-from .locations import AnyPath
-from .rejects import RAW_LIMIT, Reject, escape_bytes
+from ..errors import BadRecordError
+from ..locations import AnyPath
+from ..rejects import RAW_LIMIT, Reject, escape_bytes
 
 ANALYSES_DIR = "analyses"
 RECEIPTS_DIR = "receipts"

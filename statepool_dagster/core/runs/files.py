@@ -13,11 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .locations import AnyPath, as_path, entry_name, info_stamp, is_local
-from .run_names import run_name_problem
-
-EPISODES_FILE = "episodes.jsonl"
-SNAPSHOTS_DIR = "snapshots"
+from ..locations import AnyPath, as_path, entry_name, info_stamp, is_local
+from ..names import EPISODES_FILE, SNAPSHOTS_DIR
+from .names import run_name_problem
 
 
 def natural_key(name: str) -> list[int | str]:

@@ -9,11 +9,11 @@ from typing import Any
 import msgspec
 from pydantic import ValidationError
 
-from .errors import BadRecordError
-from .fast_strip import blank_embeddings
-from .locations import AnyPath
-from .models import SkillLibrary
-from .rejects import RAW_LIMIT, Reject, escape_bytes
+from ..errors import BadRecordError
+from ..locations import AnyPath
+from ..rejects import RAW_LIMIT, Reject, escape_bytes
+from ..states.models import SkillLibrary
+from .embeddings import blank_embeddings
 
 EMBEDDING_KEY = "_trigger_emb"
 SNAPSHOT_NAME = re.compile(r"skills_v(\d+)\.json")

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .errors import StatepoolError
+from ..errors import StatepoolError
 from .formatting import format_episodes
 
 PLACEHOLDERS = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from .run_files import Discovery, Fingerprint, RunDir, fingerprint_run
+from .files import Discovery, Fingerprint, RunDir, fingerprint_run
 
 
 @dataclass(frozen=True)

@@ -29,16 +29,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import StatepoolError
-from .locations import AnyPath, as_path, is_local
-from .rejects import Reject
-from .run_names import check_run_name
-
-STATE_POOL = "state_pool"
-REJECTS = "rejects"
-EXPORTS = "exports"
-LOCKS = ".locks"
-DIR_MANIFEST = ".statepool_files"  # hidden: listing readers (and the original script) skip it
+from ..errors import StatepoolError
+from ..locations import AnyPath, as_path, is_local
+from ..names import DIR_MANIFEST, EXPORTS, LOCKS, REJECTS, STATE_POOL
+from ..rejects import Reject
+from ..runs.names import check_run_name
 
 
 def temp_sibling(path: Path) -> Path:
@@ -246,7 +241,8 @@ class StoreLayout:
         return path
 
     def table(self, asset: str, run: str) -> AnyPath:
-        return self._inside(asset, f"{check_run_name(run)}.parquet")
+        """A run's table: a folder of per-checkpoint Parquet parts (see ``store/parts.py``)."""
+        return self._inside(asset, check_run_name(run))
 
     def state_pool(self, run: str) -> AnyPath:
         return self._inside(STATE_POOL, check_run_name(run))
@@ -262,11 +258,7 @@ class StoreLayout:
         folder = self.root / asset
         if not folder.is_dir():
             return []
-        return [
-            p.name[: -len(".parquet")]
-            for p in folder.iterdir()
-            if p.name.endswith(".parquet") and not p.name.startswith(".")
-        ]
+        return [p.name for p in folder.iterdir() if not p.name.startswith(".") and p.is_dir()]
 
     def _lock_file(self, run: str) -> Path:
         name = f"{check_run_name(run)}.lock"
@@ -315,6 +307,53 @@ def write_state_pool(layout: StoreLayout, run: str, states: Iterable[tuple[str, 
     files = ((f"{sid}.json", text.encode("utf-8")) for sid, text in states)
     with layout.lock(run):
         return replace_dir_atomic(layout.state_pool(run), files)
+
+
+def state_pool_names(layout: StoreLayout, run: str) -> set[str]:
+    """The state ids that have a file in ``state_pool/<run>/``."""
+    return {
+        p.name[: -len(".json")]
+        for p in _entries(layout.state_pool(run))
+        if p.name.endswith(".json") and not p.name.startswith(".")
+    }
+
+
+def write_state_file(layout: StoreLayout, run: str, state_id: str, text: str) -> None:
+    """One ``state_pool/<run>/<state_id>.json``, written atomically (one put on an object store)."""
+    write_bytes_atomic(layout.state_pool(run) / f"{state_id}.json", text.encode("utf-8"))
+
+
+def update_state_pool(
+    layout: StoreLayout, run: str, writes: dict[str, str], keep: set[str]
+) -> None:
+    """Write each changed ``<state_id>.json`` on its own (atomically), drop those not kept.
+
+    Files of ``keep`` are left as they are: a new checkpoint writes one file, never the folder.
+    Through fsspec each file is one put, then the folder's manifest is rewritten.
+    """
+    folder = layout.state_pool(run)
+    present = state_pool_names(layout, run)
+    for sid, text in writes.items():
+        write_bytes_atomic(folder / f"{sid}.json", text.encode("utf-8"))
+    if not is_local(folder):
+        _update_manifest(folder, writes, keep)
+    for sid in present - keep - set(writes):
+        (folder / f"{sid}.json").unlink(missing_ok=True)
+
+
+def _update_manifest(folder: AnyPath, writes: dict[str, str], keep: set[str]) -> None:
+    try:
+        named = json.loads((folder / DIR_MANIFEST).read_bytes())["files"]
+    except (FileNotFoundError, KeyError, ValueError):
+        named = {}
+    files = {n: d for n, d in named.items() if n[: -len(".json")] in keep}
+    for sid in keep:
+        name = f"{sid}.json"
+        if name not in files and (folder / name).exists():
+            files[name] = _digest((folder / name).read_bytes())
+    files.update({f"{sid}.json": _digest(text.encode("utf-8")) for sid, text in writes.items()})
+    manifest = json.dumps({"files": files}, ensure_ascii=False, indent=1, sort_keys=True)
+    _put(folder / DIR_MANIFEST, manifest.encode("utf-8"))
 
 
 def read_rejects(layout: StoreLayout, run: str, source: str) -> list[Reject]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from .models import CheckpointState
-from .prompt_spec import PromptSpec, default_prompt_spec
+from ..states.models import CheckpointState
+from .spec import PromptSpec, default_prompt_spec
 
 ANALYSIS_KEYS = ("failure_patterns", "observations", "summary")
 EMPTY_CATALOG = "(empty library)"

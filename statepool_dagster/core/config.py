@@ -18,11 +18,11 @@ from pydantic import (
     field_validator,
 )
 
-from .join import Followup, Pairing
-from .prompt_spec import PromptLimits, PromptSpec
+from .prompts.spec import PromptLimits, PromptSpec
+from .states.join import Followup, Pairing
 
 if TYPE_CHECKING:
-    from .export import ExportOptions
+    from .export.build import ExportOptions
 
 ENV_PREFIX = "STATEPOOL_"
 
@@ -164,7 +164,7 @@ class Settings(BaseModel):
         )
 
     def export_options(self) -> ExportOptions:
-        from .export import ExportOptions
+        from .export.build import ExportOptions
 
         return ExportOptions(
             val_fraction=self.export_val_fraction,

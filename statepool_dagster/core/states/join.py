@@ -7,31 +7,20 @@ before producing library k: library k-1 and the batch run under it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from .episodes import EpisodeLine
-from .models import CheckpointState
+import msgspec
+
+from .models import CheckpointState, dumps, state_json
 from .reference_ops import next_version_after, reference_ops
-from .snapshots import Snapshot
 
 OFFLINE_RECEIPT = "(collected offline)"
+_decode = msgspec.json.Decoder().decode
 
 Pairing = Literal["seed", "pre_curation"]
 Followup = Literal["none", "batch", "next_batch"]
-
-
-@dataclass(frozen=True)
-class JoinedState:
-    """A checkpoint state plus where its parts came from."""
-
-    run: str
-    version: int
-    batch_version: int
-    state: CheckpointState
-    library_version: int | None = None  # None: the checkpoint's own, as the seed pairs
-    reference_ops: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -44,14 +33,6 @@ class SkippedCheckpoint:
 
 def state_id(run: str, version: int) -> str:
     return f"{run}_ckpt{version}"
-
-
-def group_batches(episodes: Iterable[EpisodeLine]) -> dict[int, list[dict[str, Any]]]:
-    """Episodes by ``skill_lib_version``, in file order."""
-    batches: dict[int, list[dict[str, Any]]] = {}
-    for episode in episodes:
-        batches.setdefault(episode.version, []).append(episode.record)
-    return batches
 
 
 def followup_fields(batch: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any]]:
@@ -157,57 +138,107 @@ def state_fields(
     )
 
 
-def build_state(
+class CheckpointSource(Protocol):
+    """Where a run's libraries and batches come from, by version, as the state files' text.
+
+    A run folder read into the store is one source (``build/states.py``); a rollout engine
+    streaming states during training is another. Every source feeds the same join.
+    """
+
+    def library_text(self, version: int) -> str: ...
+
+    def batch_texts(self, version: int | None) -> list[str]: ...
+
+    def library(self, version: int) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class JoinedCheckpoint:
+    """One joined state: its JSON text exactly as the original writes it, and its ops."""
+
+    state_id: str
+    version: int
+    library_version: int
+    batch_version: int
+    text: str
+    reference_ops: dict[str, Any]
+    n_episodes: int
+
+    @property
+    def state(self) -> CheckpointState:
+        return CheckpointState.from_json(self.text)
+
+
+def join_checkpoint(
     run: str,
+    dataset: str,
     plan: PlannedState,
-    libraries: Mapping[int, dict[str, Any]],
-    batches: Mapping[int, list[dict[str, Any]]],
-    dataset: str = "ovo",
+    source: CheckpointSource,
     analyses: Mapping[int, dict[str, Any]] | None = None,
     receipts: Mapping[int, str] | None = None,
-) -> JoinedState:
-    """The state ``plan`` describes, from the decoded libraries and batches it names."""
-    k = plan.version
-    followup = batches.get(plan.followup_version, []) if plan.followup_version is not None else []
+) -> JoinedCheckpoint:
+    """The one join: the state ``plan`` describes, from the texts ``source`` holds."""
+    followup = [_decode(t) for t in source.batch_texts(plan.followup_version)]
     fields = state_fields(run, plan, followup, analyses, receipts)
-    library = libraries[plan.library_version]
-    state = CheckpointState(
-        state_id=fields.state_id,
-        dataset=dataset,
-        lib_snapshot=library,
-        episodes=batches[plan.batch_version],
-        analysis=fields.analysis,
-        last_receipt=fields.last_receipt,
-        followup_qids=fields.followup_qids,
-        gt_map=fields.gt_map,
+    batch = source.batch_texts(plan.batch_version)
+    text = state_json(
+        fields.state_id,
+        dataset,
+        source.library_text(plan.library_version),
+        batch,
+        fields.analysis,
+        fields.last_receipt,
+        fields.followup_qids,
+        fields.gt_map,
     )
     nxt = plan.next_version
-    ops = reference_ops(library, nxt, None if nxt is None else libraries[nxt])
-    return JoinedState(run, k, plan.batch_version, state, plan.library_version, reference_ops=ops)
+    library = source.library(plan.library_version)
+    ops = reference_ops(library, nxt, None if nxt is None else source.library(nxt))
+    return JoinedCheckpoint(
+        fields.state_id,
+        plan.version,
+        plan.library_version,
+        plan.batch_version,
+        text,
+        ops,
+        len(batch),
+    )
 
 
-def join_states(
+class InMemoryCheckpoints:
+    """A source of decoded libraries and batches held in memory (tests, online states)."""
+
+    def __init__(
+        self, libraries: Mapping[int, dict[str, Any]], batches: Mapping[int, list[dict[str, Any]]]
+    ):
+        self.libraries, self.batches = libraries, batches
+
+    def library_text(self, version: int) -> str:
+        return dumps(self.libraries[version])
+
+    def batch_texts(self, version: int | None) -> list[str]:
+        return [dumps(e) for e in self.batches.get(version, [])] if version is not None else []
+
+    def library(self, version: int) -> dict[str, Any]:
+        return self.libraries[version]
+
+
+def join_all(
     run: str,
-    snapshots: Iterable[Snapshot],
-    batches: dict[int, list[dict[str, Any]]],
+    source: InMemoryCheckpoints,
     dataset: str = "ovo",
     *,
     pairing: Pairing = "seed",
     followup: Followup = "none",
     analyses: Mapping[int, dict[str, Any]] | None = None,
     receipts: Mapping[int, str] | None = None,
-) -> tuple[list[JoinedState], list[SkippedCheckpoint]]:
-    """One state per checkpoint that can be paired; the others are recorded as skipped.
-
-    ``analyses`` / ``receipts`` (by checkpoint) fill ``analysis`` and ``last_receipt``;
-    ``followup`` fills ``followup_qids`` and ``gt_map`` from the state's own batch
-    (``batch``) or the batch run under library k, after curation (``next_batch``).
-    """
-    libraries = {s.version: s.library for s in snapshots}
+) -> tuple[list[JoinedCheckpoint], list[SkippedCheckpoint]]:
+    """Every checkpoint of an in-memory source that can be paired; the others skipped."""
     planned, skipped = plan_states(
-        list(libraries), {v for v, b in batches.items() if b}, pairing=pairing, followup=followup
+        list(source.libraries),
+        {v for v, b in source.batches.items() if b},
+        pairing=pairing,
+        followup=followup,
     )
-    states = [
-        build_state(run, plan, libraries, batches, dataset, analyses, receipts) for plan in planned
-    ]
-    return states, skipped
+    joined = [join_checkpoint(run, dataset, p, source, analyses, receipts) for p in planned]
+    return joined, skipped

@@ -20,18 +20,19 @@ from typing import Any, Literal
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .errors import StatepoolError
-from .locations import AnyPath, absolute, as_path
-from .run_files import natural_key
-from .run_names import run_name_problem
-from .stages import PROMPTS, RENDERED_FROM, STATES, states_digest
-from .store import (
+from ..errors import StatepoolError
+from ..locations import AnyPath, absolute, as_path
+from ..names import PROMPTS, STATES
+from ..runs.files import natural_key
+from ..runs.names import run_name_problem
+from ..store.files import (
     READ_RETRY_DELAYS,
     StoreLayout,
     parquet_bytes,
-    read_parquet,
     replace_dir_atomic,
 )
+from ..store.parts import read_table
+from ..store.tables import SCHEMAS
 
 Format = Literal["verl", "trl", "pool"]
 FORMATS: tuple[Format, ...] = ("verl", "trl", "pool")
@@ -143,23 +144,23 @@ class ExportSet:
         return summary
 
 
-def _read(path: AnyPath) -> list[dict[str, Any]]:
-    return read_parquet(path).to_pylist()
+def _read(layout: StoreLayout, asset: str, run: str) -> list[dict[str, Any]]:
+    return read_table(layout.table(asset, run), SCHEMAS[asset]).to_pylist()
 
 
 def _run_tables(layout: StoreLayout, run: str) -> tuple[list[dict], list[dict]] | None:
     """A run's states and the prompts rendered from exactly them; ``None`` if they never agree.
 
-    Each stage replaces its table whole, but a run being rebuilt has new states before it
-    has their prompts: read both again (for up to about five seconds) until they match.
+    Each prompt records the key of the state it was rendered from. A run being rebuilt
+    has new states before it has their prompts: read both again (for up to about five
+    seconds) until every prompt's state is the stored one.
     """
     for delay in (*READ_RETRY_DELAYS, None):
-        prompts = read_parquet(layout.table(PROMPTS, run))
-        states = _read(layout.table(STATES, run))
-        rendered_from = (prompts.schema.metadata or {}).get(RENDERED_FROM)
-        keys = [row.get("input_key") or "" for row in states]
-        if rendered_from is None or rendered_from.decode() == states_digest(keys):
-            return states, prompts.to_pylist()  # (stores before the mark: taken as they are)
+        prompts = _read(layout, PROMPTS, run)
+        states = _read(layout, STATES, run)
+        keys = {row["state_id"]: row["input_key"] for row in states}
+        if all(keys.get(row["state_id"]) == row["state_key"] for row in prompts):
+            return states, prompts
         if delay is not None:
             time.sleep(delay)
     return None

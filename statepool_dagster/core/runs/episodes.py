@@ -9,10 +9,10 @@ from typing import Any
 import msgspec
 from pydantic import ValidationError
 
-from .errors import BadRecordError
-from .locations import AnyPath
-from .models import Episode
-from .rejects import Reject, escape_bytes
+from ..errors import BadRecordError
+from ..locations import AnyPath
+from ..rejects import Reject, escape_bytes
+from ..states.models import Episode
 
 _decode = msgspec.json.Decoder().decode
 
