@@ -204,7 +204,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         return 2
     export = collect_export(settings.store_dir, options)
     if args.tokenizer is not None or args.max_prompt_tokens is not None:
-        from .core.prompt_length import load_counter, measure_prompts
+        from .core.export.lengths import load_counter, measure_prompts
 
         measure_prompts(export, load_counter(args.tokenizer), args.max_prompt_tokens)
     try:

@@ -12,15 +12,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from statepool_dagster.core.config import Settings
 from statepool_dagster.core.errors import StatepoolError
-from statepool_dagster.core.models import CheckpointState
-from statepool_dagster.core.prompt_spec import load_tool_specs
-from statepool_dagster.core.reference_ops import card_ops
+from statepool_dagster.core.prompts.spec import load_tool_specs
 from statepool_dagster.core.rewards import Vocabulary, apply_ops, parse_ops
 from statepool_dagster.core.rewards.grader import Grader
 from statepool_dagster.core.rewards.score import Weights
-from statepool_dagster.core.sample_runs import SNAPSHOT_RE, SampleSpec, generate_runs
-from statepool_dagster.core.settings import Settings
+from statepool_dagster.core.states.models import CheckpointState
+from statepool_dagster.core.states.reference_ops import card_ops
+from statepool_dagster.demo.sample_runs import SNAPSHOT_RE, SampleSpec, generate_runs
 
 SPEC = SampleSpec(n_runs=3, n_checkpoints=6, n_cards=5, emb_dim=2, episodes_per_batch=2)
 VOCABULARY = Vocabulary.from_tool_specs(load_tool_specs(None))

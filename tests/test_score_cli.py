@@ -13,10 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from statepool_dagster.core.export import ExportOptions, collect_export
-from statepool_dagster.core.prompt_spec import load_tool_specs
+from statepool_dagster.core.export.build import ExportOptions, collect_export
+from statepool_dagster.core.prompts.spec import load_tool_specs
 from statepool_dagster.core.rewards import Vocabulary, apply_ops
-from statepool_dagster.core.sample_runs import SampleSpec
+from statepool_dagster.demo.sample_runs import SampleSpec
 
 from helpers import cli_env, local_sync
 

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from statepool_dagster import load_prompts
-from statepool_dagster.core.sample_runs import SampleSpec
+from statepool_dagster.demo.sample_runs import SampleSpec
 from statepool_dagster.rewards import (
     agreement_reward,
     format_reward,
@@ -303,8 +303,8 @@ def test_verls_reward_loader_scores_a_reference_answer_top(exported, tmp_path):
 def test_a_bare_tokenizer_json_counts_the_message_texts(exported):
     from tokenizers import Tokenizer
 
-    from statepool_dagster.core.export import collect_export
-    from statepool_dagster.core.prompt_length import load_counter, measure_prompts
+    from statepool_dagster.core.export.build import collect_export
+    from statepool_dagster.core.export.lengths import load_counter, measure_prompts
 
     export = collect_export(exported.store)
     measure_prompts(export, load_counter(str(exported.tokenizer / "tokenizer.json")), None)

@@ -99,7 +99,7 @@ class ExportRow:
     prompt: str
     state: str
     reference_ops: str
-    prompt_tokens: int | None = None  # set by core.prompt_length when a tokenizer counted it
+    prompt_tokens: int | None = None  # set by export.lengths when a tokenizer counted it
 
     @property
     def ops(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from difflib import SequenceMatcher
 from typing import Any
 
-from ..reference_ops import card_ops
+from ..states.reference_ops import card_ops
 from .parse import Op
 from .validate import canonical
 from .vocabulary import TEXT_FIELDS, Vocabulary, op_spec

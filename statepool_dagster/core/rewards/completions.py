@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StatepoolError
-from ..export import ExportOptions, collect_export
+from ..export.build import ExportOptions, collect_export
 from .grader import Grader, reference_from_json, state_from_json
 from .score import Grade
 

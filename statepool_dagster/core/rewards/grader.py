@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ..config import ENV_PREFIX, Settings
 from ..errors import StatepoolError
-from ..models import CheckpointState
-from ..prompt_spec import load_tool_specs
-from ..settings import ENV_PREFIX, Settings
+from ..prompts.spec import load_tool_specs
+from ..states.models import CheckpointState
 from .parse import Op, OpsParser, parse_ops, run_parser
 from .score import Grade, OutcomeHook, Weights, score_answer
 from .vocabulary import Vocabulary

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import StatepoolError
-from .export import ExportSet
+from ..errors import StatepoolError
+from .build import ExportSet
 
 CHARS_PER_TOKEN = 4
 Messages = list[dict[str, str]]
