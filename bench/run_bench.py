@@ -29,8 +29,16 @@ SIZES = {
     "reference": dict(n_runs=10, n_checkpoints=60, n_cards=150, emb_dim=768, episodes_per_batch=32),
     "small": dict(n_runs=4, n_checkpoints=20, n_cards=60, emb_dim=384, episodes_per_batch=16),
     "tiny": dict(n_runs=3, n_checkpoints=4, n_cards=8, emb_dim=16, episodes_per_batch=4),
+    "long": None,  # only the long and short runs below
 }
 SENSOR_FOLDERS = {"reference": (10_000, 1_000), "small": (2_000, 200), "tiny": (50, 10)}
+# One long and one short run of the same shape: memory and the cost of one new checkpoint.
+LONG_SHORT = {
+    "reference": (480, 60, dict(n_cards=150, emb_dim=64, episodes_per_batch=32)),
+    "long": (480, 60, dict(n_cards=150, emb_dim=64, episodes_per_batch=32)),
+    "small": (120, 20, dict(n_cards=60, emb_dim=64, episodes_per_batch=16)),
+    "tiny": (16, 4, dict(n_cards=8, emb_dim=16, episodes_per_batch=4)),
+}
 
 
 @dataclass
@@ -270,6 +278,86 @@ print(json.dumps(dict(unchanged_cold_s=cold, unchanged_s=warm, unchanged_request
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def sync_argv() -> list[str]:
+    return [str(BIN / "statepool"), "sync", "-q"]
+
+
+def long_and_short(out: Path, size: str, repeat: int) -> dict[str, object]:
+    """Sync from scratch, idle and grown by one checkpoint, on one long and one short run."""
+    from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
+
+    n_long, n_short, shape = LONG_SHORT[size]
+    results: dict[str, object] = {"shape": shape}
+    for label, n in (("long", n_long), ("short", n_short)):
+        spec = SampleSpec(n_runs=1, n_checkpoints=n, **shape)
+        runs = out / f"{label}_runs"
+        shutil.rmtree(runs, ignore_errors=True)
+        run = generate_run(runs / "run000", spec, 0)
+        env, _ = fresh_env(out, label, runs)
+        scratch = run_measured(f"{label}: sync from scratch", sync_argv(), env)
+        step = step_seconds(Path(env["DAGSTER_HOME"]), run.name)
+        idle = median_of(
+            repeat,
+            lambda env=env, label=label: run_measured(f"{label}: idle sync", sync_argv(), env),
+        )
+
+        def grown(env=env, run=run, spec=spec, label=label) -> Measure:
+            append_checkpoint(run, spec, 0)
+            return run_measured(f"{label}: grown by one checkpoint", sync_argv(), env)
+
+        grow = median_of(repeat, grown)
+        results[label] = {
+            "checkpoints": n,
+            "input_mb": input_mb(runs),
+            "scratch_s": scratch.seconds,
+            "scratch_rss_mb": scratch.peak_rss_mb,
+            "scratch_step_s": step,
+            "idle_s": idle.seconds,
+            "grown_s": grow.seconds,
+            "grown_rss_mb": grow.peak_rss_mb,
+            "absorb_s": grow.seconds - idle.seconds,
+        }
+    long, short = results["long"], results["short"]
+    results["absorb_long_vs_short"] = (
+        long["absorb_s"] / short["absorb_s"] if short["absorb_s"] > 0 else None
+    )
+    results["absorb_long_vs_short_step"] = (
+        long["absorb_s"] / short["scratch_step_s"] if short["scratch_step_s"] else None
+    )
+    return results
+
+
+def sync_floor(out: Path) -> Measure:
+    """``statepool sync`` on an empty runs folder with a fresh DAGSTER_HOME: Dagster's fixed cost."""
+    empty = out / "empty_runs"
+    shutil.rmtree(empty, ignore_errors=True)
+    empty.mkdir(parents=True)
+    env, _ = fresh_env(out, "floor", empty)
+    return run_measured("sync floor (empty runs folder)", sync_argv(), env)
+
+
+def render_long(results: dict) -> str:
+    long, short = results["long"], results["short"]
+    rows = [
+        "| one run | checkpoints | input MB | sync from scratch s | peak RSS MB | idle sync s | grown by one s | absorbing one ckpt s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for label, r in (("long", long), ("short", short)):
+        rows.append(
+            f"| {label} | {r['checkpoints']} | {r['input_mb']:.0f} | {r['scratch_s']:.2f} | {r['scratch_rss_mb']:.0f} | {r['idle_s']:.2f} | {r['grown_s']:.2f} | {r['absorb_s']:.2f} |"
+        )
+    ratio = results["absorb_long_vs_short"]
+    step = results["absorb_long_vs_short_step"]
+    rows += [
+        "",
+        f"Absorbing one checkpoint, long / short: {ratio:.2f}× (target ≤ 1.3×); "
+        f"long / the short run's from-scratch step time ({short['scratch_step_s']:.2f} s): {step:.0%} (target ≤ 30%)."
+        if ratio is not None and step is not None
+        else "Absorbing one checkpoint: too fast to compare at this size.",
+    ]
+    return "\n".join(rows)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size", choices=sorted(SIZES), default="reference")
@@ -281,8 +369,14 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 
-    spec = SampleSpec(**SIZES[args.size])
     out = args.out / args.size
+    if SIZES[args.size] is None:
+        out.mkdir(parents=True, exist_ok=True)
+        results = {"size": args.size, "long_short": long_and_short(out, args.size, args.repeat)}
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+        print(render_long(results["long_short"]))
+        return 0
+    spec = SampleSpec(**SIZES[args.size])
     runs = out / "runs"
     shutil.rmtree(out, ignore_errors=True)
     runs.mkdir(parents=True)
@@ -348,6 +442,8 @@ def main() -> int:
     results["core_grow"] = core_grow(out, spec)
     floor = median_of(args.repeat, lambda: dagster_floor(out, spec.n_runs))
     results["dagster_floor"] = asdict(floor)
+    results["sync_floor"] = asdict(median_of(args.repeat, lambda: sync_floor(out)))
+    results["long_short"] = long_and_short(out, args.size, args.repeat)
     results["noop_step_s"] = noop_step_seconds()
 
     # Memory flat in the number of runs: the same sync over half the runs (hard links).
@@ -380,8 +476,12 @@ def main() -> int:
         "grow_steps_vs_full_steps": grow_steps / full_steps if full_steps else None,
     }
     results["step_seconds"] = {"full_run": full_steps, "grown_run": grow_steps}
+    sync_s = by["statepool sync (fresh)"].seconds
+    results["ratios"]["sync_minus_floor_s"] = sync_s - results["sync_floor"]["seconds"]
     (out / "results.json").write_text(json.dumps(results, indent=1))
     print(render(results))
+    print()
+    print(render_long(results["long_short"]))
     return 0
 
 
@@ -410,6 +510,8 @@ def render(results: dict) -> str:
         f"| +1 run on N synced / that run alone | {r['add_one_run_vs_alone']:.2f}× |",
         f"| grown run's step time / full step time | {r['grow_steps_vs_full_steps']:.0%} |",
         f"| a Dagster step that does nothing (5 per run: 4 assets, 1 checks) | {results['noop_step_s']:.3f} s |",
+        f"| `statepool sync` on an empty runs folder, fresh DAGSTER_HOME (the floor) | {results['sync_floor']['seconds']:.2f} s |",
+        f"| sync minus the floor | {r['sync_minus_floor_s']:.2f} s{' (original / 10: ' + format(seed['seconds'] / 10, '.2f') + ' s)' if seed else ''} |",
         f"| Dagster alone: import, fresh instance, one batch run of {results['spec']['n_runs']} partitions doing nothing | {floor['seconds']:.2f} s{budget} |",
         f"| the same for the core alone (no Dagster) | {g['grown_s']:.3f} s / {g['full_s']:.3f} s = {g['grown_s'] / g['full_s']:.0%} |",
         f"| peak RSS of sync, all {results['spec']['n_runs']} runs / half of them | {results['measures'][2]['peak_rss_mb']:.0f} MB / {results['rss_half_runs_mb']:.0f} MB |",

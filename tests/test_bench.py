@@ -36,3 +36,11 @@ def test_benchmark_runs_at_tiny_size_and_reports_every_figure(tmp_path):
     assert "the same for the core alone" in done.stdout
     assert results["dagster_floor"]["seconds"] > 0
     assert "Dagster alone: import, fresh instance" in done.stdout
+    assert results["sync_floor"]["seconds"] > 0
+    long_short = results["long_short"]
+    for label in ("long", "short"):
+        figures = long_short[label]
+        assert figures["scratch_rss_mb"] > 0 and figures["scratch_step_s"] > 0
+        assert figures["idle_s"] > 0 and figures["grown_s"] > 0
+    assert long_short["long"]["checkpoints"] > long_short["short"]["checkpoints"]
+    assert "| long |" in done.stdout and "| short |" in done.stdout

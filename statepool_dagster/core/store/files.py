@@ -91,8 +91,9 @@ def write_parquet_atomic(path: AnyPath, table: pa.Table) -> None:
 
 def read_parquet(path: AnyPath, columns: list[str] | None = None) -> pa.Table:
     """A Parquet file of the store, from a local disk or through fsspec."""
-    if is_local(path):
-        return pq.read_table(path, columns=columns)
+    if is_local(path):  # one file: skip the dataset machinery of read_table
+        with pq.ParquetFile(path) as parquet:
+            return parquet.read(columns=columns)
     with path.open("rb") as f:
         return pq.read_table(f, columns=columns)
 

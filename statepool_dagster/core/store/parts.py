@@ -1,20 +1,27 @@
-"""A run's table as a folder of parts: one Parquet file per checkpoint (or episode batch).
+"""A run's table as a folder of Parquet parts whose row groups are checkpoints.
 
-``<asset>/<run>/v0000000003.parquet`` holds checkpoint 3's rows. A new checkpoint adds
-one part; a changed one replaces its own part (an atomic rename, or one put on an
-object store); nothing else is rewritten. ``pyarrow.dataset``, pandas and ``datasets``
-read the folder as one table (they skip dot files).
+``<asset>/<run>/p00000003.parquet`` is what one build wrote: one row group per
+checkpoint (or episode batch) it built. A build from scratch writes one part; a run
+grown by one checkpoint adds a small part and rewrites nothing it did not change. The
+newest checkpoint of a build always gets a part of its own, because it is the one the
+next growth changes (its reference ops gain a next library): replacing it then costs
+one small file, never the run. ``pyarrow.dataset``, pandas and ``datasets`` read the
+folder as one table (they skip dot files).
 
-Each part carries its input key and a few small facts (``info``) in its Parquet footer,
-so the part itself is the truth. ``.index.json`` caches them with each part's size and
-mtime, plus the table's marks (source fingerprint, how far episodes.jsonl was read):
-a stage learns what it can reuse from one small JSON file, and falls back to a part's
-footer where the cache does not match the file (e.g. after a kill -9 between the two).
+Each part's footer names the checkpoint, input key and small facts (``info``) of every
+row group, so the parts are the truth. ``.index.json`` caches them with each part's size
+and mtime, plus the table's marks (source fingerprint, how far episodes.jsonl was read).
+Where the cache does not match a part (a kill -9 between the two, a hand edit) its footer
+is read instead, and a checkpoint found in two parts is taken from the newer one, the
+older copy dropped at the next save.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,143 +30,218 @@ import pyarrow.parquet as pq
 
 from ..locations import AnyPath, info_stamp, is_local
 from ..names import TABLE_INDEX
-from .files import StoreLayout, read_parquet, write_bytes_atomic, write_parquet_atomic
+from .files import StoreLayout, temp_sibling, write_bytes_atomic
 
-PART_SUFFIX = ".parquet"
-KEY_META, INFO_META = b"statepool.key", b"statepool.info"
+SUFFIX = ".parquet"
+ROWS_META = b"statepool.rows"  # JSON: [[checkpoint, key, info], ...], one per row group
+_PART = re.compile(r"p(\d{8,})\.parquet")
 
 
 def part_name(version: int) -> str:
-    """The part of checkpoint (or batch) ``version``; names sort in version order."""
+    """The checkpoint (or batch) name of ``version``; names sort in version order."""
     return f"v{version:010d}" if version >= 0 else f"n{-version:010d}"
 
 
 @dataclass
 class Part:
-    """What a stored part was built from (``key``) and the facts a later stage needs."""
+    """Where a checkpoint's rows are stored, what they were built from, small facts."""
 
     key: str
     info: dict[str, Any] = field(default_factory=dict)
-    stamp: str = ""
-
-
-def _stamp_local(entry) -> str:
-    st = entry.stat()
-    return f"{st.st_size}:{st.st_mtime_ns}"
+    file: str | None = None  # None: not yet written out
+    group: int = -1
 
 
 class RunTable:
-    """One run's table of one asset; load it, write or drop parts, then ``save()``."""
+    """One run's table of one asset: load it, write or drop checkpoints, then ``save()``."""
 
     def __init__(self, folder: AnyPath, schema: pa.Schema):
         self.folder = folder
         self.schema = schema
         self.parts: dict[str, Part] = {}
         self.marks: dict[str, Any] = {}
+        self._files: dict[str, list[list[Any]]] = {}  # part file -> its row groups' entries
+        self._stale: dict[str, set[int]] = {}  # part file -> row groups to drop
+        self._open: dict[str, pq.ParquetFile] = {}
+        self._writer: pq.ParquetWriter | None = None
+        self._writing: tuple[str, AnyPath, Any] | None = None  # (name, final path, target)
+        self._held: tuple[str, pa.Table] | None = None
         self._dirty = False
         self._load()
 
     # ------------------------------------------------------------------ reading
 
     def _listing(self) -> dict[str, str]:
-        """``{part name: stamp}`` of the part files in the folder."""
+        """``{part file: stamp}`` of the Parquet files in the folder."""
         found: dict[str, str] = {}
         if is_local(self.folder):
             try:
-                import os
-
                 with os.scandir(self.folder) as entries:
                     for entry in entries:
-                        if entry.name.endswith(PART_SUFFIX) and not entry.name.startswith("."):
-                            found[entry.name[: -len(PART_SUFFIX)]] = _stamp_local(entry)
+                        if entry.name.endswith(SUFFIX) and not entry.name.startswith("."):
+                            st = entry.stat()
+                            found[entry.name] = f"{st.st_size}:{st.st_mtime_ns}"
             except (FileNotFoundError, NotADirectoryError):
                 pass
             return found
         try:
-            infos = self.folder.fs.ls(self.folder.path, detail=True)
+            infos = self.folder.fs.ls(self.folder.path, detail=True, refresh=True)
         except (FileNotFoundError, NotADirectoryError):
             return found
+        except TypeError:  # a backend without listings-cache refresh
+            infos = self.folder.fs.ls(self.folder.path, detail=True)
         for info in infos:
             name = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
-            if name.endswith(PART_SUFFIX) and not name.startswith("."):
+            if name.endswith(SUFFIX) and not name.startswith("."):
                 size, mtime, tag = info_stamp(info)
-                found[name[: -len(PART_SUFFIX)]] = f"{size}:{mtime}:{tag}"
+                found[name] = f"{size}:{mtime}:{tag}"
         return found
 
     def _load(self) -> None:
-        cached: dict[str, Any] = {}
         try:
             cached = json.loads((self.folder / TABLE_INDEX).read_bytes())
         except (OSError, ValueError):
             cached = {}
         self.marks = dict(cached.get("marks") or {})
-        known = cached.get("parts") or {}
-        for name, stamp in self._listing().items():
+        known = cached.get("files") or {}
+        listing = self._listing()
+        for name in sorted(listing, key=_order):
             entry = known.get(name)
-            if isinstance(entry, dict) and entry.get("stamp") == stamp:
-                self.parts[name] = Part(entry["key"], entry.get("info") or {}, stamp)
+            if isinstance(entry, dict) and entry.get("stamp") == listing[name]:
+                rows = entry["rows"]
+            else:
+                rows = self._footer(name)
+                self._dirty = True
+            self._files[name] = rows or []
+            if rows is None:  # not a part of ours: dropped at the next save
+                self._stale[name] = {-1}
                 continue
-            part = self._footer(name, stamp)
-            if part is not None:
-                self.parts[name] = part
-            self._dirty = True
-        if set(known) - set(self.parts):
+            for group, (checkpoint, key, info) in enumerate(rows):
+                old = self.parts.get(checkpoint)
+                if old is not None:  # in two parts (an interrupted save): the newer wins
+                    self._stale.setdefault(old.file, set()).add(old.group)
+                self.parts[checkpoint] = Part(key, info, name, group)
+        if set(known) - set(listing):
             self._dirty = True
 
-    def _footer(self, name: str, stamp: str) -> Part | None:
-        """A part's key and info from its own footer; ``None`` for a file that is no part."""
-        path = self.folder / f"{name}{PART_SUFFIX}"
+    def _footer(self, name: str) -> list[list[Any]] | None:
         try:
-            if is_local(path):
-                meta = pq.read_schema(path).metadata or {}
-            else:
-                with path.open("rb") as f:
-                    meta = pq.read_schema(f).metadata or {}
-            return Part(meta[KEY_META].decode(), json.loads(meta.get(INFO_META, b"{}")), stamp)
+            meta = self._file(name).metadata.metadata or {}
+            return json.loads(meta[ROWS_META])
         except (OSError, KeyError, ValueError, pa.ArrowException):
             return None
+
+    def _file(self, name: str) -> pq.ParquetFile:
+        if name not in self._open:
+            path = self.folder / name
+            self._open[name] = pq.ParquetFile(path if is_local(path) else path.open("rb"))
+        return self._open[name]
+
+    def _close_files(self) -> None:
+        for parquet in self._open.values():
+            with contextlib.suppress(Exception):
+                parquet.close()
+        self._open.clear()
 
     def names(self) -> list[str]:
         return sorted(self.parts)
 
     def read_part(self, name: str, columns: list[str] | None = None) -> pa.Table:
-        return read_parquet(self.folder / f"{name}{PART_SUFFIX}", columns=columns)
+        """One checkpoint's rows."""
+        if self._held is not None and self._held[0] == name:
+            table = self._held[1]
+            return table.select(columns) if columns else table
+        part = self.parts[name]
+        if part.file is None or (self._writing and part.file == self._writing[0]):
+            self._finish_writer()
+            part = self.parts[name]
+        return self._file(part.file).read_row_group(part.group, columns=columns)
 
     def read(self, columns: list[str] | None = None) -> pa.Table:
-        """Every part as one table, in version order (empty, with the schema, if none)."""
-        return read_table(self.folder, self.schema, columns, self.names())
+        """Every checkpoint as one table, in checkpoint order (empty, with the schema, if none)."""
+        return self._concat([self.read_part(n, columns) for n in self.names()], columns)
 
     def head(self, columns: list[str], rows: int = 10) -> pa.Table:
-        """The first ``rows`` rows, reading only the parts that hold them."""
-        names: list[str] = []
-        count = 0
+        """The first ``rows`` rows, reading only the checkpoints that hold them."""
+        tables, count = [], 0
         for name in self.names():
             if count >= rows:
                 break
-            names.append(name)
-            count += int(self.parts[name].info.get("rows", 1))
-        return read_table(self.folder, self.schema, columns, names).slice(0, rows)
+            tables.append(self.read_part(name, columns))
+            count += tables[-1].num_rows
+        return self._concat(tables, columns).slice(0, rows)
+
+    def _concat(self, tables: list[pa.Table], columns: list[str] | None) -> pa.Table:
+        wanted = (
+            self.schema if columns is None else pa.schema([self.schema.field(c) for c in columns])
+        )
+        if not tables:
+            return wanted.empty_table()
+        return pa.concat_tables([t.replace_schema_metadata(None).cast(wanted) for t in tables])
 
     # ------------------------------------------------------------------ writing
 
     def write(self, name: str, table: pa.Table, key: str, info: dict[str, Any]) -> None:
-        """Replace (or add) one part, atomically, its key and info in its own footer."""
-        meta = {
-            **(table.schema.metadata or {}),
-            KEY_META: key.encode(),
-            INFO_META: json.dumps(info, sort_keys=True).encode(),
-        }
-        write_parquet_atomic(
-            self.folder / f"{name}{PART_SUFFIX}", table.replace_schema_metadata(meta)
-        )
+        """Store one checkpoint's rows (replacing its old ones at ``save``)."""
+        self._forget(name)
+        if self._held is not None:
+            self._append(*self._held)
+        self._held = (name, table)
         self.parts[name] = Part(key, info)
         self._dirty = True
 
     def drop(self, name: str) -> None:
-        path = self.folder / f"{name}{PART_SUFFIX}"
-        path.unlink(missing_ok=True)
+        self._forget(name)
         self.parts.pop(name, None)
         self._dirty = True
+
+    def _forget(self, name: str) -> None:
+        """The stored rows of ``name`` are no longer current."""
+        if self._held is not None and self._held[0] == name:
+            self._held = None
+        part = self.parts.get(name)
+        if part is not None and part.file is not None:
+            self._stale.setdefault(part.file, set()).add(part.group)
+
+    def _append(self, name: str, table: pa.Table) -> None:
+        if self._writer is None:
+            self._start_writer()
+        file = self._writing[0]
+        part = self.parts[name]
+        self._writer.write_table(
+            table.replace_schema_metadata(None).cast(self.schema), row_group_size=max(1, len(table))
+        )
+        self._files[file].append([name, part.key, part.info])
+        part.file, part.group = file, len(self._files[file]) - 1
+
+    def _start_writer(self) -> None:
+        seq = max((_order(n)[0] for n in self._files), default=0) + 1
+        file = f"p{seq:08d}{SUFFIX}"
+        final = self.folder / file
+        if is_local(final):
+            final.parent.mkdir(parents=True, exist_ok=True)
+            target = temp_sibling(final)
+            sink: Any = str(target)
+        else:
+            with contextlib.suppress(FileExistsError):
+                final.parent.mkdir(parents=True, exist_ok=True)
+            target = final.open("wb")  # an object store publishes it whole at close
+            sink = target
+        self._writer = pq.ParquetWriter(sink, self.schema, compression="zstd")
+        self._writing = (file, final, target)
+        self._files[file] = []
+
+    def _finish_writer(self) -> None:
+        if self._writer is None:
+            return
+        file, final, target = self._writing
+        self._writer.add_key_value_metadata({ROWS_META.decode(): json.dumps(self._files[file])})
+        self._writer.close()
+        if is_local(final):
+            os.replace(target, final)
+        else:
+            target.close()
+        self._writer, self._writing = None, None
 
     def mark(self, **marks: Any) -> None:
         if any(self.marks.get(k) != v for k, v in marks.items()):
@@ -167,33 +249,79 @@ class RunTable:
             self._dirty = True
 
     def save(self) -> None:
-        """Write the index (the parts' stamps are taken now, after every write)."""
+        """Write out the held checkpoint (a part of its own), prune old parts, then the index."""
+        if self._held is not None:
+            self._finish_writer()
+            self._append(*self._held)
+            self._held = None
+        self._finish_writer()
+        for file, groups in sorted(self._stale.items()):
+            self._prune(file, groups)
+        self._stale.clear()
+        self._close_files()
         if not self._dirty and (self.folder / TABLE_INDEX).exists():
             return
         listing = self._listing()
-        parts = {
-            name: {"key": p.key, "info": p.info, "stamp": listing.get(name, "")}
-            for name, p in sorted(self.parts.items())
+        files = {
+            name: {"stamp": listing[name], "rows": rows}
+            for name, rows in self._files.items()
+            if name in listing
         }
-        body = json.dumps({"marks": self.marks, "parts": parts}, sort_keys=True)
-        write_bytes_atomic(self.folder / TABLE_INDEX, body.encode("utf-8"))
+        body = json.dumps({"marks": self.marks, "files": files}, sort_keys=True)
+        if self.parts or files or self.marks:
+            write_bytes_atomic(self.folder / TABLE_INDEX, body.encode("utf-8"))
         self._dirty = False
 
+    def _prune(self, file: str, groups: set[int]) -> None:
+        """Rewrite ``file`` without ``groups`` (delete it when nothing current is left)."""
+        rows = self._files.get(file, [])
+        keep = [g for g in range(len(rows)) if g not in groups and -1 not in groups]
+        path = self.folder / file
+        if not keep:
+            self._close_files()
+            path.unlink(missing_ok=True)
+            self._files.pop(file, None)
+            return
+        source = self._file(file)
+        tables = [(g, source.read_row_group(g)) for g in keep]
+        self._close_files()
+        kept = [rows[g] for g in keep]
+        if is_local(path):
+            target = temp_sibling(path)
+            sink: Any = str(target)
+        else:
+            target = path.open("wb")
+            sink = target
+        with pq.ParquetWriter(sink, self.schema, compression="zstd") as writer:
+            for _, table in tables:
+                writer.write_table(
+                    table.replace_schema_metadata(None).cast(self.schema),
+                    row_group_size=max(1, len(table)),
+                )
+            writer.add_key_value_metadata({ROWS_META.decode(): json.dumps(kept)})
+        if is_local(path):
+            os.replace(target, path)
+        else:
+            target.close()
+        self._files[file] = kept
+        for group, (checkpoint, _, _) in enumerate(kept):
+            part = self.parts.get(checkpoint)
+            if part is not None and part.file == file:
+                part.group = group
 
-def read_table(
-    folder: AnyPath,
-    schema: pa.Schema,
-    columns: list[str] | None = None,
-    names: list[str] | None = None,
-) -> pa.Table:
-    """A run table's parts as one table (``names``: which parts; default every part)."""
-    if names is None:
-        names = sorted(RunTable(folder, schema).parts)
-    wanted = schema if columns is None else pa.schema([schema.field(c) for c in columns])
-    if not names:
-        return wanted.empty_table()
-    tables = [read_parquet(folder / f"{n}{PART_SUFFIX}", columns=columns) for n in names]
-    return pa.concat_tables([t.replace_schema_metadata(None).cast(wanted) for t in tables])
+
+def _order(file: str) -> tuple[int, str]:
+    match = _PART.fullmatch(file)
+    return (int(match.group(1)), file) if match else (0, file)
+
+
+def read_table(folder: AnyPath, schema: pa.Schema, columns: list[str] | None = None) -> pa.Table:
+    """A run table's current rows as one table, in checkpoint order."""
+    table = RunTable(folder, schema)
+    try:
+        return table.read(columns)
+    finally:
+        table._close_files()
 
 
 def read_run_table(
