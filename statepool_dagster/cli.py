@@ -1,4 +1,4 @@
-"""The ``statepool`` command: sync, demo, status, export, report."""
+"""The ``statepool`` command: sync, demo, status, export, report, score."""
 
 from __future__ import annotations
 
@@ -326,6 +326,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     settings = _export_settings(args)
     store_name = "--store" if args.store else preflight.STORE_SETTING
     preflight.store_folder(settings.store_dir, store_name, must_exist=True)
+    if args.max_prompt_tokens is not None and args.max_prompt_tokens < 1:
+        raise StatepoolError("--max-prompt-tokens: must be at least 1")
     options = settings.export_options()
     export = collect_export(settings.store_dir, options)
     if not export.rows:
@@ -337,6 +339,10 @@ def cmd_export(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    if args.tokenizer is not None or args.max_prompt_tokens is not None:
+        from .core.export.lengths import load_counter, measure_prompts
+
+        measure_prompts(export, load_counter(args.tokenizer), args.max_prompt_tokens)
     problem = empty_train_problem(export)
     if problem:
         flags = ", ".join(
@@ -364,7 +370,41 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"{args.format} export in {summary['out']}: rows {rows}; runs {runs}")
         if export.duplicates:
             print(f"{len(export.duplicates)} duplicate states left out (see above)")
+        if export.prompt_lengths is not None:
+            lengths = export.prompt_lengths
+            print(
+                f"prompt tokens ({lengths['method']}): longest {lengths['longest']}, "
+                f"median {lengths['median']}; {len(lengths['left_out'])} over the limit left out"
+            )
     return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    """Grade a completions file against the store's states; reads files only, never Dagster."""
+    from .core.rewards.completions import score_completions, store_states
+    from .core.rewards.grader import Grader
+    from .core.rewards.report import score_table
+
+    settings = Settings.from_env(store_dir=args.store)
+    grader = Grader.from_settings(settings)
+    states, problems = store_states(settings.store_dir)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if not states:
+        print(f"statepool score: no states in the store {settings.store_dir}", file=sys.stderr)
+        return 2
+    report = score_completions(args.completions, states, grader)
+    report.store_problems = problems
+    for bad in report.bad_lines:
+        print(f"bad line: {bad}", file=sys.stderr)
+    for sid, lines in report.unknown_states.items():
+        where = ", ".join(str(n) for n in lines)
+        print(f"unknown state id {sid!r} ({args.completions} line {where})", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=1, ensure_ascii=False))
+    else:
+        print(score_table(report))
+    return 0 if report.complete else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -392,6 +432,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test-fraction", type=float, default=None, help="share of runs in test")
     p.add_argument("--seed", type=int, default=None, help="seed of the run-level split")
     p.add_argument("--store", default=None, help="store root (default STATEPOOL_STORE_DIR)")
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        help="local tokenizer folder or tokenizer.json: rows get prompt_tokens (never downloaded)",
+    )
+    p.add_argument(
+        "--max-prompt-tokens",
+        type=int,
+        default=None,
+        help="leave out (and name) states whose prompt is longer (without --tokenizer: "
+        "estimated from characters)",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument(
         "--force", action="store_true", help="replace an earlier export of another format"
@@ -400,6 +452,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="write the pool report, store/report/index.html")
     p.add_argument("--store", default=None, help="store root (default STATEPOOL_STORE_DIR)")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser(
+        "score", help="grade curator answers (JSONL: state_id, completion) against the store"
+    )
+    p.add_argument("--completions", required=True, help="JSONL file, one answer a line")
+    p.add_argument("--store", default=None, help="store root (default STATEPOOL_STORE_DIR)")
+    p.add_argument("--json", action="store_true", help="print rows, groups and summary as JSON")
+    p.set_defaults(func=cmd_score)
     return parser
 
 

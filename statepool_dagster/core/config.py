@@ -76,6 +76,27 @@ class Settings(BaseModel):
         0.0, ge=0, le=1, description="Share of runs in the exports' test split (0: no test split)."
     )
     export_seed: int = Field(0, description="Seed of the exports' run-level split.")
+    ops_parser: str | None = Field(
+        None,
+        description="Parser of curator answers into ops: `module:function`. Default: bundled.",
+    )
+    outcome_scorer: str | None = Field(
+        None,
+        description="Outcome hook `module:function(next_library, state) -> float`, "
+        "weighted into the reward. Default: none.",
+    )
+    reward_agreement_weight: float = Field(
+        1.0, ge=0, description="Weight of the agreement with the reference ops in the reward."
+    )
+    reward_validity_weight: float = Field(
+        0.2, ge=0, description="Weight of the share of valid ops in the reward."
+    )
+    reward_outcome_weight: float = Field(
+        1.0, ge=0, description="Weight of the outcome hook's value (when a hook is set)."
+    )
+    reward_format_error: float = Field(
+        -1.0, description="Reward of an answer with no well-formed list of ops."
+    )
     workers: int = Field(
         0, ge=0, description="Processes for a run covering several partitions (0: one per core)."
     )

@@ -100,6 +100,7 @@ class ExportRow:
     prompt: str
     state: str
     reference_ops: str
+    prompt_tokens: int | None = None  # set by export.lengths when a tokenizer counted it
 
     @property
     def ops(self) -> dict[str, Any]:
@@ -122,6 +123,7 @@ class ExportSet:
     runs: dict[str, list[str]] = field(default_factory=dict)  # split -> runs
     duplicates: dict[str, str] = field(default_factory=dict)  # dropped -> kept state_id
     problems: list[str] = field(default_factory=list)
+    prompt_lengths: dict[str, Any] | None = None
 
     def split_rows(self, split: str) -> list[ExportRow]:
         return [r for r in self.rows if r.split == split]
@@ -131,13 +133,16 @@ class ExportSet:
 
     def summary(self) -> dict[str, Any]:
         """What a manifest, the CLI and the asset's metadata report."""
-        return {
+        summary = {
             "rows": self.counts(),
             "runs": {s: self.runs.get(s, []) for s in self.options.splits},
             "duplicates_dropped": len(self.duplicates),
             "problems": self.problems,
             "options": self.options.model_dump(),
         }
+        if self.prompt_lengths is not None:
+            summary["prompt_lengths"] = self.prompt_lengths
+        return summary
 
 
 def _read(layout: StoreLayout, asset: str, run: str) -> list[dict[str, Any]]:
@@ -272,6 +277,7 @@ VERL_SCHEMA = pa.schema(
                     ("has_reference_ops", pa.bool_()),
                     ("state", pa.string()),
                     ("reference_ops", pa.string()),
+                    ("prompt_tokens", pa.int64()),
                 ]
             ),
         ),
@@ -289,6 +295,7 @@ TRL_SCHEMA = pa.schema(
         ("followup_qids", pa.list_(pa.string())),
         ("gt_map", pa.string()),
         ("state", pa.string()),
+        ("prompt_tokens", pa.int64()),
     ]
 )
 
@@ -310,6 +317,7 @@ def verl_table(rows: list[ExportRow]) -> pa.Table:
                 "has_reference_ops": r.ops.get("next_version") is not None,
                 "state": r.state,
                 "reference_ops": r.reference_ops,
+                "prompt_tokens": r.prompt_tokens,
             },
         }
         for r in rows
@@ -333,6 +341,7 @@ def trl_table(rows: list[ExportRow]) -> pa.Table:
                 "followup_qids": [str(q) for q in state.get("followup_qids", [])],
                 "gt_map": json.dumps(state.get("gt_map", {}), ensure_ascii=False),
                 "state": r.state,
+                "prompt_tokens": r.prompt_tokens,
             }
         )
     return pa.Table.from_pylist(records, schema=TRL_SCHEMA)

@@ -1,0 +1,152 @@
+"""Prompt lengths as a trainer counts them, and the states too long to train on.
+
+verl drops prompts longer than ``max_prompt_length`` when its dataset loads
+(``filter_overlong_prompts``), silently from the export's point of view. Counting here,
+with the trainer's own tokenizer (a local folder or ``tokenizer.json``; nothing is
+downloaded), leaves those states out of the export and names them instead. A
+tokenizer folder with a chat template is counted as verl counts it (the template applied,
+the generation prompt added); without a tokenizer the length is an estimate from
+characters, labelled so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import StatepoolError
+from .build import ExportSet
+
+CHARS_PER_TOKEN = 4
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class PromptCounter:
+    """Counts a prompt's tokens; ``method`` says how (shown in the export's summary)."""
+
+    method: str
+    count: Callable[[Messages], int]
+    exact: bool
+
+
+def char_estimate() -> PromptCounter:
+    def count(messages: Messages) -> int:
+        return math.ceil(sum(len(m.get("content") or "") for m in messages) / CHARS_PER_TOKEN)
+
+    return PromptCounter(f"estimate: characters / {CHARS_PER_TOKEN}, no tokenizer", count, False)
+
+
+def _token_ids(encoded: Any) -> list[int]:
+    """``apply_chat_template``'s ids, whether it returned a list or an encoding."""
+    if isinstance(encoded, dict) or hasattr(encoded, "keys"):
+        encoded = encoded["input_ids"]
+    if encoded and isinstance(encoded[0], list):
+        encoded = encoded[0]
+    return list(encoded)
+
+
+def _raw_tokenizer(file: Path) -> PromptCounter:
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise StatepoolError(
+            f"tokenizer {file}: reading it needs the tokenizers package "
+            "(pip install 'statepool_dagster[trainer]')"
+        ) from None
+    try:
+        tokenizer = Tokenizer.from_file(str(file))
+    except Exception as exc:  # the Rust library raises its own exception type
+        raise StatepoolError(f"tokenizer {file}: cannot be read: {exc}") from None
+
+    def count(messages: Messages) -> int:
+        return sum(
+            len(tokenizer.encode(m.get("content") or "", add_special_tokens=False).ids)
+            for m in messages
+        )
+
+    return PromptCounter(f"tokenizer {file} (message texts, no chat template)", count, True)
+
+
+def _pretrained(folder: Path) -> PromptCounter:
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise StatepoolError(f"tokenizer {folder}: cannot be loaded: {exc}") from None
+    if not getattr(tokenizer, "chat_template", None):
+
+        def count(messages: Messages) -> int:
+            return sum(
+                len(tokenizer.encode(m.get("content") or "", add_special_tokens=False))
+                for m in messages
+            )
+
+        return PromptCounter(f"tokenizer {folder} (message texts, no chat template)", count, True)
+
+    def templated(messages: Messages) -> int:
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        return len(_token_ids(ids))
+
+    return PromptCounter(f"tokenizer {folder} (chat template)", templated, True)
+
+
+def load_counter(path: str | None) -> PromptCounter:
+    """The counter for ``--tokenizer``: a folder, a ``tokenizer.json``, or ``None``."""
+    if path is None:
+        return char_estimate()
+    target = Path(path).expanduser()
+    if target.is_file():
+        return _raw_tokenizer(target)
+    if not target.is_dir():
+        raise StatepoolError(f"tokenizer {target}: no such file or folder (nothing is downloaded)")
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        if (target / "tokenizer.json").is_file():
+            return _raw_tokenizer(target / "tokenizer.json")
+        raise StatepoolError(
+            f"tokenizer {target}: a folder without tokenizer.json needs transformers "
+            "(pip install 'statepool_dagster[trainer]')"
+        ) from None
+    return _pretrained(target)
+
+
+def measure_prompts(export: ExportSet, counter: PromptCounter, max_tokens: int | None) -> None:
+    """Give each row ``prompt_tokens``; leave out (and name) rows over ``max_tokens``."""
+    kept = []
+    over: list[str] = []
+    lengths: list[int] = []
+    for row in export.rows:
+        tokens = counter.count(row.messages())
+        lengths.append(tokens)
+        if max_tokens is not None and tokens > max_tokens:
+            over.append(row.state_id)
+            export.problems.append(
+                f"{row.run}: state {row.state_id} left out: prompt of {tokens} tokens "
+                f"over --max-prompt-tokens {max_tokens} ({counter.method})"
+            )
+            continue
+        kept.append(dataclasses.replace(row, prompt_tokens=tokens if counter.exact else None))
+    index: dict[str, int] = {}
+    runs: dict[str, list[str]] = {}
+    for i, row in enumerate(kept):
+        kept[i] = dataclasses.replace(row, index=index.setdefault(row.split, 0))
+        index[row.split] += 1
+        if row.run not in runs.setdefault(row.split, []):
+            runs[row.split].append(row.run)
+    export.rows = kept
+    export.runs = runs
+    ordered = sorted(lengths)
+    export.prompt_lengths = {
+        "method": counter.method,
+        "max_prompt_tokens": max_tokens,
+        "longest": ordered[-1] if ordered else None,
+        "median": ordered[len(ordered) // 2] if ordered else None,
+        "left_out": over,
+    }
