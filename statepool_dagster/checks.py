@@ -24,7 +24,7 @@ from dagster import (
 
 from .core.names import PROMPTS, REJECTS, SNAPSHOTS, STATES
 from .core.rejects import Reject
-from .core.store.files import StoreLayout
+from .core.store.layout import StoreLayout
 from .core.store.parts import read_run_table
 from .partitions import runs_partitions
 

@@ -240,7 +240,7 @@ def _materialize_training_dataset(verbose: bool = False) -> str | None:
 
 def _report_path(settings: Settings):
     from .core.report import report_path
-    from .core.store.files import StoreLayout
+    from .core.store.layout import StoreLayout
 
     return report_path(StoreLayout(settings.store_dir))
 
@@ -320,7 +320,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Write one trainer-ready export of the store; reads files only, never Dagster."""
     from . import preflight
     from .core.errors import StatepoolError
-    from .core.export.build import collect_export, empty_train_problem, write_export
+    from .core.export.collect import collect_export, empty_train_problem
+    from .core.export.write import write_export
     from .core.locations import absolute, as_path
 
     settings = _export_settings(args)

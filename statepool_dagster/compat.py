@@ -16,7 +16,7 @@ from .core.prompts.render import build_curator_prompt as _render
 from .core.prompts.spec import PromptSpec
 from .core.runs.files import natural_key
 from .core.states.models import CheckpointState
-from .core.store.files import read_dir_files, write_bytes_atomic
+from .core.store.atomic import read_dir_files, write_bytes_atomic
 
 __all__ = ["CheckpointState", "build_curator_prompt", "collect_from_run", "load_state_pool"]
 

@@ -15,7 +15,8 @@ from upath import UPath
 from .core.locations import as_path
 from .core.names import SETTINGS
 from .core.runs.names import check_run_name
-from .core.store.files import StoreLayout, read_parquet, write_parquet_atomic
+from .core.store.atomic import read_parquet, write_parquet_atomic
+from .core.store.layout import StoreLayout
 from .core.store.parts import read_table
 from .core.store.tables import SCHEMAS
 from .readers import to_frame

@@ -15,9 +15,10 @@ import pyarrow as pa
 from .compat import load_state_pool as _load_pool_dir
 from .core.config import Settings
 from .core.errors import StatepoolError
+from .core.names import STATE_POOL
 from .core.runs.files import natural_key
 from .core.states.models import CheckpointState
-from .core.store.files import STATE_POOL, StoreLayout
+from .core.store.layout import StoreLayout
 from .core.store.parts import read_run_table
 from .core.store.tables import PROMPT_COLUMNS
 

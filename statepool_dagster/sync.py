@@ -18,7 +18,7 @@ from dagster._core.storage.tags import (
 from .core.names import FINAL_ASSET, IGNORED_METADATA, JOB, REJECT_COUNTS, STATE_COUNT, STATES
 from .core.runs.changes import RunStatus, SyncPlan, plan_sync
 from .core.runs.files import discover_runs
-from .core.store.files import StoreLayout
+from .core.store.layout import StoreLayout
 from .fingerprints import recorded_fingerprints
 from .interrupts import raise_if_signalled
 from .partitions import RUNS

@@ -28,16 +28,9 @@ from statepool_dagster import defs, load_prompts, load_state_pool
 from statepool_dagster.core.build import STAGES, RunJob, build_run
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.errors import StatepoolError
-from statepool_dagster.core.export.build import (
-    MANIFEST,
-    TRL_SCHEMA,
-    VERL_SCHEMA,
-    ExportOptions,
-    collect_export,
-    export_store,
-    split_of,
-    state_key,
-)
+from statepool_dagster.core.export.collect import collect_export
+from statepool_dagster.core.export.rows import MANIFEST, ExportOptions, split_of, state_key
+from statepool_dagster.core.export.write import TRL_SCHEMA, VERL_SCHEMA, export_store
 from statepool_dagster.core.names import PROMPTS, SNAPSHOTS, STATES
 from statepool_dagster.core.states.models import CheckpointState
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
@@ -401,7 +394,7 @@ def test_a_run_mid_rebuild_is_left_out_until_its_prompts_match_its_states(tmp_pa
     job = RunJob(settings, "run001")
     for stage in (SNAPSHOTS, STATES):  # the rebuild has not reached curator_prompts yet
         STAGES[stage](job)
-    monkeypatch.setattr("statepool_dagster.core.export.build.READ_RETRY_DELAYS", (0.01,))
+    monkeypatch.setattr("statepool_dagster.core.export.collect.READ_RETRY_DELAYS", (0.01,))
     midway = collect_export(store)
     assert {row.run for row in midway.rows} == {"run000"}
     assert [p for p in midway.problems if p.startswith("run001:")] == [

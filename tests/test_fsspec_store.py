@@ -21,16 +21,15 @@ from dagster import AssetCheckKey, AssetKey, build_sensor_context, instance_for_
 
 from statepool_dagster import defs, load_prompts, load_state_pool
 from statepool_dagster.core.errors import StatepoolError
-from statepool_dagster.core.export.build import FORMATS, export_store
+from statepool_dagster.core.export.rows import FORMATS
+from statepool_dagster.core.export.write import export_store
 from statepool_dagster.core.locations import as_path, is_local, upload_tree
-from statepool_dagster.core.store import files as store_module
-from statepool_dagster.core.store.files import (
-    DIR_MANIFEST,
-    StoreLayout,
-    read_parquet,
-    write_state_pool,
-)
+from statepool_dagster.core.names import DIR_MANIFEST
+from statepool_dagster.core.store import atomic as store_module
+from statepool_dagster.core.store.atomic import read_parquet
+from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.parts import read_run_table
+from statepool_dagster.core.store.pool import write_state_pool
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 from statepool_dagster.partitions import RUNS
 from statepool_dagster.sensors import runs_sensor

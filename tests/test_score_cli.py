@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from statepool_dagster.core.export.build import ExportOptions, collect_export
+from statepool_dagster.core.export.collect import collect_export
+from statepool_dagster.core.export.rows import ExportOptions
 from statepool_dagster.core.prompts.spec import load_tool_specs
 from statepool_dagster.core.rewards import Vocabulary, apply_ops
 from statepool_dagster.demo.sample_runs import SampleSpec

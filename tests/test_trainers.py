@@ -303,7 +303,7 @@ def test_verls_reward_loader_scores_a_reference_answer_top(exported, tmp_path):
 def test_a_bare_tokenizer_json_counts_the_message_texts(exported):
     from tokenizers import Tokenizer
 
-    from statepool_dagster.core.export.build import collect_export
+    from statepool_dagster.core.export.collect import collect_export
     from statepool_dagster.core.export.lengths import load_counter, measure_prompts
 
     export = collect_export(exported.store)

@@ -22,7 +22,7 @@ from .prompts.spec import PromptLimits, PromptSpec
 from .states.join import Followup, Pairing
 
 if TYPE_CHECKING:
-    from .export.build import ExportOptions
+    from .export.rows import ExportOptions
 
 ENV_PREFIX = "STATEPOOL_"
 
@@ -164,7 +164,7 @@ class Settings(BaseModel):
         )
 
     def export_options(self) -> ExportOptions:
-        from .export.build import ExportOptions
+        from .export.rows import ExportOptions
 
         return ExportOptions(
             val_fraction=self.export_val_fraction,

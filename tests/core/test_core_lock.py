@@ -11,11 +11,11 @@ import pytest
 
 from statepool_dagster.core.build import RunJob, StageReport, run_stage
 from statepool_dagster.core.config import Settings
-from statepool_dagster.core.store.files import StoreLayout
+from statepool_dagster.core.store.layout import StoreLayout
 
 HOLDER = """
 import sys, time
-from statepool_dagster.core.store.files import StoreLayout
+from statepool_dagster.core.store.layout import StoreLayout
 with StoreLayout(sys.argv[1]).lock("run000"):
     print("held", flush=True)
     time.sleep(1.5)

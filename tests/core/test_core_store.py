@@ -6,12 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from statepool_dagster.core.store.files import (
-    StoreLayout,
-    replace_dir_atomic,
-    write_bytes_atomic,
-    write_state_pool,
-)
+from statepool_dagster.core.store.atomic import replace_dir_atomic, write_bytes_atomic
+from statepool_dagster.core.store.layout import StoreLayout
+from statepool_dagster.core.store.pool import write_state_pool
 
 ESCAPING = ["..", "../other", "a/b", "/etc", ".", "", "..\\x", "run/../../x", "ok\x00"]
 

@@ -18,7 +18,7 @@ from ..names import EPISODES, IGNORED_FILES, SNAPSHOTS, STATES
 from ..rejects import Reject
 from ..states.join import SkippedCheckpoint
 from ..states.models import CheckpointState
-from ..store.files import StoreLayout
+from ..store.layout import StoreLayout
 from ..store.parts import read_run_table
 from .run import build_run
 

@@ -10,7 +10,7 @@ from ..config import Settings
 from ..locations import AnyPath, as_path
 from ..rejects import Reject
 from ..runs.names import check_run_name
-from ..store.files import StoreLayout
+from ..store.layout import StoreLayout
 from ..store.parts import RunTable
 from ..store.tables import SCHEMAS
 

@@ -15,7 +15,7 @@ from ..prompts.render import build_curator_prompt
 from ..prompts.spec import PromptSpec
 from ..rejects import Reject
 from ..states.models import CheckpointState
-from ..store.files import update_rejects
+from ..store.pool import update_rejects
 from ..store.tables import prompts_table, rejects_jsonl
 from .job import RENDER_VERSION, RunJob, StageReport, digest, reject_lines
 

@@ -12,7 +12,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from ..config import Settings
 from ..names import EPISODES, PROMPTS, RUN_ASSETS, SNAPSHOTS, STATES
-from ..store.files import libc_function
+from ..store.atomic import libc_function
 from ..store.tables import load_arrow
 from .episodes import build_episodes
 from .job import RunJob, StageReport

@@ -19,13 +19,8 @@ from ..names import EPISODES, IGNORED_SIDECARS, SNAPSHOTS, STATES
 from ..runs.sidecars import read_sidecars
 from ..states.join import PlannedState, join_checkpoint, plan_states
 from ..states.reference_ops import ops_json
-from ..store.files import (
-    state_pool_names,
-    update_rejects,
-    update_state_pool,
-    write_state_file,
-)
 from ..store.parts import RunTable, part_name
+from ..store.pool import state_pool_names, update_rejects, update_state_pool, write_state_file
 from ..store.tables import markdown_preview, rejects_jsonl, states_table
 from .job import STATE_VERSION, TABLE_FORMAT, RunJob, StageReport, combined, digest, reject_lines
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StatepoolError
-from .build import ExportSet
+from .rows import ExportSet
 
 CHARS_PER_TOKEN = 4
 Messages = list[dict[str, str]]

@@ -6,14 +6,16 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..export.build import FORMATS, MANIFEST, ExportOptions, ExportSet, collect_export
+from ..export.collect import collect_export
+from ..export.rows import FORMATS, MANIFEST, ExportOptions, ExportSet
 from ..locations import AnyPath, as_path
 from ..names import EPISODES, PROMPTS, SNAPSHOTS, SNAPSHOTS_DIR, STATES
 from ..runs.files import natural_key
 from ..runs.names import run_name_problem
 from ..runs.snapshots import list_snapshots
-from ..store.files import StoreLayout, read_rejects
+from ..store.layout import StoreLayout
 from ..store.parts import read_run_table
+from ..store.pool import read_rejects
 
 OP_KINDS = {"add_card": "add", "update_card": "update", "delete_card": "delete"}
 REJECT_SOURCES = ("episodes", "snapshots", "sidecars")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 
-from ..export.build import ExportOptions, ExportSet
+from ..export.rows import ExportOptions, ExportSet
 from ..locations import AnyPath
 from ..names import REPORT
-from ..store.files import StoreLayout, write_bytes_atomic
+from ..store.atomic import write_bytes_atomic
+from ..store.layout import StoreLayout
 from .numbers import pool_numbers
 from .page import render_page
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StatepoolError
-from ..export.build import ExportOptions, collect_export
+from ..export.collect import collect_export
+from ..export.rows import ExportOptions
 from .grader import Grader, reference_from_json, state_from_json
 from .score import Grade
 

@@ -31,7 +31,8 @@ import pyarrow.parquet as pq
 
 from ..locations import AnyPath, info_stamp, is_local
 from ..names import TABLE_INDEX
-from .files import StoreLayout, temp_sibling, write_bytes_atomic
+from .atomic import temp_sibling, write_bytes_atomic
+from .layout import StoreLayout
 
 SUFFIX = ".parquet"
 ROWS_META = b"statepool.rows"  # JSON: [[checkpoint, key, info], ...], one per row group

@@ -1,0 +1,102 @@
+"""Where each kind of file lives under the store root, and the per-run writer lock."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import posixpath
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..locations import AnyPath, as_path, is_local
+from ..names import EXPORTS, LOCKS, REJECTS_DIR, STATE_POOL
+from ..runs.names import check_run_name
+
+
+class StoreLayout:
+    """Where each kind of file lives under the store root; run names are checked first.
+
+    The root is a local folder or an fsspec URL (see ``core/locations.py``).
+    """
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = as_path(root)
+        self.local = is_local(self.root)
+
+    def _inside(self, *parts: str) -> AnyPath:
+        path = self.root.joinpath(*parts)
+        if self.local:
+            root = self.root.resolve()
+            if not path.resolve().is_relative_to(root):
+                raise ValueError(f"path {path} would leave the store root {root}")
+            return path
+        base = self.root.path.rstrip("/")
+        joined = posixpath.normpath(posixpath.join(base, *parts))
+        if any(p in ("", ".", "..") or "/" in p or "\\" in p for p in parts) or not (
+            joined.startswith(base + "/")
+        ):
+            raise ValueError(f"path {path} would leave the store root {self.root}")
+        return path
+
+    def table(self, asset: str, run: str) -> AnyPath:
+        """A run's table: a folder of per-checkpoint Parquet parts (see ``store/parts.py``)."""
+        return self._inside(asset, check_run_name(run))
+
+    def state_pool(self, run: str) -> AnyPath:
+        return self._inside(STATE_POOL, check_run_name(run))
+
+    def rejects(self, run: str) -> AnyPath:
+        return self._inside(REJECTS_DIR, f"{check_run_name(run)}.jsonl")
+
+    def exports(self) -> AnyPath:
+        return self._inside(EXPORTS)
+
+    def runs_with(self, asset: str) -> list[str]:
+        """Runs that have a table for ``asset``, temp files ignored."""
+        folder = self.root / asset
+        if not folder.is_dir():
+            return []
+        return [p.name for p in folder.iterdir() if not p.name.startswith(".") and p.is_dir()]
+
+    def _lock_file(self, run: str) -> Path:
+        name = f"{check_run_name(run)}.lock"
+        if self.local:
+            return self._inside(LOCKS, name)
+        # No flock on an object store: a local file per store URL serialises this machine.
+        key = hashlib.blake2b(str(self.root).encode(), digest_size=10).hexdigest()
+        return Path(tempfile.gettempdir()) / f"statepool-locks-{os.getuid()}" / key / name
+
+    @contextlib.contextmanager
+    def lock(self, run: str) -> Iterator[None]:
+        """Serialise writers of one run's files, even from processes outside the run queue.
+
+        Re-entrant within a process: ``statepool sync`` holds it around a whole run
+        while the assets inside take it again for their own writes. For a store on
+        an object store the lock covers one machine only; across machines the run
+        queue's limit of one run per partition keeps writers apart.
+        """
+        import fcntl
+
+        path = self._lock_file(run)
+        key = str(path.resolve())
+        if key in _HELD:
+            _HELD[key] += 1
+            try:
+                yield
+            finally:
+                _HELD[key] -= 1
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            _HELD[key] = 1
+            try:
+                yield
+            finally:
+                del _HELD[key]
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+_HELD: dict[str, int] = {}  # lock files this process holds, with their depth

@@ -1,0 +1,103 @@
+"""A run's state files and rejects: ``state_pool/<run>/*.json`` and ``rejects/<run>.jsonl``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from ..locations import AnyPath, is_local
+from ..names import DIR_MANIFEST
+from ..rejects import Reject
+from .atomic import _digest, _entries, _make_folder, _put, replace_dir_atomic, write_bytes_atomic
+from .layout import StoreLayout
+
+
+def write_state_pool(layout: StoreLayout, run: str, states: Iterable[tuple[str, str]]) -> int:
+    """Replace ``state_pool/<run>/`` with one ``<state_id>.json`` per ``(state_id, json)``."""
+    files = ((f"{sid}.json", text.encode("utf-8")) for sid, text in states)
+    with layout.lock(run):
+        return replace_dir_atomic(layout.state_pool(run), files)
+
+
+def state_pool_names(layout: StoreLayout, run: str) -> set[str]:
+    """The state ids that have a file in ``state_pool/<run>/``."""
+    return {
+        p.name[: -len(".json")]
+        for p in _entries(layout.state_pool(run))
+        if p.name.endswith(".json") and not p.name.startswith(".")
+    }
+
+
+def write_state_file(layout: StoreLayout, run: str, state_id: str, text: str) -> None:
+    """One ``state_pool/<run>/<state_id>.json``, written atomically (one put on an object store)."""
+    write_bytes_atomic(layout.state_pool(run) / f"{state_id}.json", text.encode("utf-8"))
+
+
+def update_state_pool(
+    layout: StoreLayout, run: str, writes: dict[str, str], keep: set[str]
+) -> None:
+    """Write each changed ``<state_id>.json`` on its own (atomically), drop those not kept.
+
+    Files of ``keep`` are left as they are: a new checkpoint writes one file, never the folder.
+    Through fsspec each file is one put, then the folder's manifest is rewritten.
+    """
+    folder = layout.state_pool(run)
+    _make_folder(folder)  # a run without states still has its (empty) folder
+    present = state_pool_names(layout, run)
+    for sid, text in writes.items():
+        write_bytes_atomic(folder / f"{sid}.json", text.encode("utf-8"))
+    if not is_local(folder):
+        _update_manifest(folder, writes, keep)
+    for sid in present - keep - set(writes):
+        (folder / f"{sid}.json").unlink(missing_ok=True)
+
+
+def _update_manifest(folder: AnyPath, writes: dict[str, str], keep: set[str]) -> None:
+    try:
+        named = json.loads((folder / DIR_MANIFEST).read_bytes())["files"]
+    except (FileNotFoundError, KeyError, ValueError):
+        named = {}
+    files = {n: d for n, d in named.items() if n[: -len(".json")] in keep}
+    for sid in keep:
+        name = f"{sid}.json"
+        if name not in files and (folder / name).exists():
+            files[name] = _digest((folder / name).read_bytes())
+    files.update({f"{sid}.json": _digest(text.encode("utf-8")) for sid, text in writes.items()})
+    manifest = json.dumps({"files": files}, ensure_ascii=False, indent=1, sort_keys=True)
+    _put(folder / DIR_MANIFEST, manifest.encode("utf-8"))
+
+
+def read_rejects(layout: StoreLayout, run: str, source: str) -> list[Reject]:
+    """One source's rejects from ``rejects/<run>.jsonl``, in the order they were written."""
+    import json
+
+    path = layout.rejects(run)
+    if not path.exists():
+        return []
+    rejects = []
+    for text in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(text) if text.strip() else {}
+        if record.pop("source", None) == source:
+            rejects.append(Reject.model_validate(record))
+    return rejects
+
+
+def update_rejects(layout: StoreLayout, run: str, source: str, lines: list[str]) -> None:
+    """Replace one source's rejects (``episodes`` or ``snapshots``) in ``rejects/<run>.jsonl``.
+
+    The file is removed once no source has any rejects left.
+    """
+    import json
+
+    path = layout.rejects(run)
+    with layout.lock(run):
+        kept: list[str] = []
+        if path.exists():
+            for text in path.read_text(encoding="utf-8").splitlines():
+                if text.strip() and json.loads(text).get("source") != source:
+                    kept.append(text)
+        kept.extend(lines)
+        if kept:
+            write_bytes_atomic(path, ("\n".join(kept) + "\n").encode("utf-8"))
+        else:
+            path.unlink(missing_ok=True)
