@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from statepool_dagster.demo.pools import TASKS
 from statepool_dagster.demo.sample_runs import (
-    TASKS,
     SampleSpec,
     append_checkpoint,
     generate_run,
