@@ -1,0 +1,126 @@
+"""The command line's instance home and what `statepool sync` prints: progress, summary."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_HOME = ".dagster_home"
+
+
+def ensure_dagster_home() -> Path:
+    """``DAGSTER_HOME``, by default ``./.dagster_home`` (using ``./dagster.yaml`` if present).
+
+    Creating a new home is said once on stderr: run from the wrong folder, a command would
+    otherwise quietly show an empty instance.
+    """
+    home = os.environ.get("DAGSTER_HOME")
+    path = Path(home) if home else Path.cwd() / DEFAULT_HOME
+    path = path.resolve()
+    if not path.exists():
+        print(
+            f"statepool: no Dagster instance in {path}: creating a new one there "
+            "(set DAGSTER_HOME to use another)",
+            file=sys.stderr,
+        )
+    path.mkdir(parents=True, exist_ok=True)
+    config = path / "dagster.yaml"
+    repo_config = Path.cwd() / "dagster.yaml"
+    if not home and not config.exists() and repo_config.is_file():
+        config.symlink_to(repo_config)
+    os.environ["DAGSTER_HOME"] = str(path)
+    return path
+
+
+def dagster_instance():
+    from dagster import DagsterInstance
+
+    ensure_dagster_home()
+    return DagsterInstance.get()
+
+
+class Reporter:
+    """Progress lines (a bar on a TTY) and the closing summary."""
+
+    def __init__(self, quiet: bool, as_json: bool, stream=sys.stderr):
+        self.quiet = quiet or as_json
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.total = 0
+        self.done = 0
+        self.states = 0
+
+    def plan(self, plan) -> None:
+        self.total = len(plan.to_materialize)
+        for name, reason in plan.invalid.items():
+            self._line(f"skipped run folder {name!r}: {reason}")
+        for problem in plan.problems:
+            self._line(problem)
+        self._line(f"runs: {plan.describe()}")
+
+    def outcome(self, outcome) -> None:
+        self.done += 1
+        self.states += outcome.states
+        if outcome.success:
+            extra = f", {outcome.rejects} rejects" if outcome.rejects else ""
+            extra += f", {outcome.ignored} ignored files" if outcome.ignored else ""
+            text = f"{outcome.run}: {outcome.states} states{extra} ({outcome.seconds:.1f}s)"
+        else:
+            text = f"{outcome.run}: FAILED: {outcome.error}"
+            if self.quiet:  # failures are never silent
+                print(text, file=self.stream, flush=True)
+        if self.tty and not self.quiet:
+            width = 24
+            filled = width * self.done // max(self.total, 1)
+            bar = "#" * filled + "." * (width - filled)
+            self.stream.write(
+                f"\r\x1b[K[{bar}] {self.done}/{self.total} runs, {self.states} states  {text}"
+            )
+            if self.done == self.total:
+                self.stream.write("\n")
+            self.stream.flush()
+        else:
+            self._line(text)
+
+    def _line(self, text: str) -> None:
+        if not self.quiet:
+            print(text, file=self.stream, flush=True)
+
+
+def summary_table(summary) -> str:
+    counts = summary.counts()
+    lines = ["", f"{'runs seen':<16}{counts['seen']:>8}"]
+    for key in ("new", "changed", "unchanged", "settling", "invalid", "failed"):
+        lines.append(f"{key:<16}{counts[key]:>8}")
+    lines.append(f"{'states written':<16}{counts['states_written']:>8}")
+    rejected = [o for o in summary.outcomes if o.rejects]
+    if rejected:
+        lines.append("rejects per run: " + ", ".join(f"{o.run}={o.rejects}" for o in rejected))
+    ignored = [o for o in summary.outcomes if o.ignored]
+    if ignored:
+        lines.append("ignored files per run: " + ", ".join(f"{o.run}={o.ignored}" for o in ignored))
+    for o in summary.failed:
+        lines.append(f"failed: {o.run}: {o.error}")
+    return "\n".join(lines)
+
+
+def summary_json(summary) -> dict[str, Any]:
+    return {
+        **summary.counts(),
+        "runs": [
+            {
+                "run": o.run,
+                "status": o.status,
+                "success": o.success,
+                "states": o.states,
+                "rejects": o.rejects,
+                "ignored": o.ignored,
+                "seconds": round(o.seconds, 3),
+                "error": o.error,
+            }
+            for o in summary.outcomes
+        ],
+        "invalid": summary.plan.invalid,
+    }

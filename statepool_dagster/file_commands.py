@@ -1,0 +1,159 @@
+"""The commands that only read and write files, never Dagster: export, score, report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .core.config import Settings
+
+
+def pool_report_path(settings: Settings):
+    from .core.report import report_path
+    from .core.store.layout import StoreLayout
+
+    return report_path(StoreLayout(settings.store_dir))
+
+
+def write_pool_report(settings: Settings, collect: bool = True) -> str:
+    from .core.report import write_report
+
+    options = settings.export_options()
+    return str(write_report(settings.store_dir, options, settings.runs_dir, collect=collect))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write the pool report (store/report/index.html) from the store's files."""
+    from . import preflight
+
+    settings = Settings.from_env(store_dir=args.store)
+    preflight.store_folder(
+        settings.store_dir, "--store" if args.store else preflight.STORE_SETTING, must_exist=True
+    )
+    print(write_pool_report(settings))
+    return 0
+
+
+# Settings an export takes from its flags: a bad value is reported under the flag's name.
+EXPORT_FLAGS = {
+    "store_dir": ("--store", "store"),
+    "export_val_fraction": ("--val-fraction", "val_fraction"),
+    "export_test_fraction": ("--test-fraction", "test_fraction"),
+    "export_seed": ("--seed", "seed"),
+}
+
+
+def _export_settings(args: argparse.Namespace) -> Settings:
+    """The export's settings; a bad value raises one line naming its flag (or variable)."""
+    from pydantic import ValidationError
+
+    from .core.errors import StatepoolError
+
+    given = {field: getattr(args, attr) for field, (_, attr) in EXPORT_FLAGS.items()}
+    try:
+        settings = Settings.from_env(**given)
+        settings.export_options()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else None
+        if field in EXPORT_FLAGS and given[field] is not None:
+            name = EXPORT_FLAGS[field][0]
+        elif field:
+            name = Settings.env_name(field)
+        else:
+            name = "--val-fraction + --test-fraction"
+        raise StatepoolError(f"{name}: {first['msg'].removeprefix('Value error, ')}") from None
+    return settings
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write one trainer-ready export of the store; reads files only, never Dagster."""
+    from . import preflight
+    from .core.errors import StatepoolError
+    from .core.export.collect import collect_export, empty_train_problem
+    from .core.export.write import write_export
+    from .core.locations import absolute, as_path
+
+    settings = _export_settings(args)
+    store_name = "--store" if args.store else preflight.STORE_SETTING
+    preflight.store_folder(settings.store_dir, store_name, must_exist=True)
+    if args.max_prompt_tokens is not None and args.max_prompt_tokens < 1:
+        raise StatepoolError("--max-prompt-tokens: must be at least 1")
+    options = settings.export_options()
+    export = collect_export(settings.store_dir, options)
+    if not export.rows:
+        for problem in export.problems:
+            print(problem, file=sys.stderr)
+        print(
+            f"statepool export: {store_name}: store {settings.store_dir} holds no materialized "
+            "run: nothing to export (`statepool sync` first)",
+            file=sys.stderr,
+        )
+        return 1
+    if args.tokenizer is not None or args.max_prompt_tokens is not None:
+        from .core.export.lengths import load_counter, measure_prompts
+
+        measure_prompts(export, load_counter(args.tokenizer), args.max_prompt_tokens)
+    problem = empty_train_problem(export)
+    if problem:
+        flags = ", ".join(
+            f"{flag} {value}"
+            for flag, value in (
+                ("--val-fraction", args.val_fraction),
+                ("--test-fraction", args.test_fraction),
+            )
+            if value is not None
+        )
+        raise StatepoolError(f"{flags or 'the split settings'}: {problem}")
+    try:
+        write_export(export, args.format, args.out, force=args.force)
+    except StatepoolError as exc:
+        raise StatepoolError(f"--out: {exc}") from None
+    for problem in export.problems:
+        print(problem, file=sys.stderr)
+    out = str(absolute(as_path(args.out)))
+    summary = {"format": args.format, "out": out, **export.summary()}
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        rows = ", ".join(f"{split} {n}" for split, n in summary["rows"].items())
+        runs = ", ".join(f"{split} {len(r)}" for split, r in summary["runs"].items())
+        print(f"{args.format} export in {summary['out']}: rows {rows}; runs {runs}")
+        if export.duplicates:
+            print(f"{len(export.duplicates)} duplicate states left out (see above)")
+        if export.prompt_lengths is not None:
+            lengths = export.prompt_lengths
+            print(
+                f"prompt tokens ({lengths['method']}): longest {lengths['longest']}, "
+                f"median {lengths['median']}; {len(lengths['left_out'])} over the limit left out"
+            )
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    """Grade a completions file against the store's states; reads files only, never Dagster."""
+    from .core.rewards.completions import score_completions, store_states
+    from .core.rewards.grader import Grader
+    from .core.rewards.report import score_table
+
+    settings = Settings.from_env(store_dir=args.store)
+    grader = Grader.from_settings(settings)
+    states, problems = store_states(settings.store_dir)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if not states:
+        print(f"statepool score: no states in the store {settings.store_dir}", file=sys.stderr)
+        return 2
+    report = score_completions(args.completions, states, grader)
+    report.store_problems = problems
+    for bad in report.bad_lines:
+        print(f"bad line: {bad}", file=sys.stderr)
+    for sid, lines in report.unknown_states.items():
+        where = ", ".join(str(n) for n in lines)
+        print(f"unknown state id {sid!r} ({args.completions} line {where})", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=1, ensure_ascii=False))
+    else:
+        print(score_table(report))
+    return 0 if report.complete else 1
