@@ -26,10 +26,9 @@ from statepool_dagster.core.export.write import export_store
 from statepool_dagster.core.locations import as_path, is_local, upload_tree
 from statepool_dagster.core.names import DIR_MANIFEST
 from statepool_dagster.core.store import atomic as store_module
-from statepool_dagster.core.store.atomic import read_parquet
+from statepool_dagster.core.store.atomic import read_parquet, replace_dir_atomic
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.parts import read_run_table
-from statepool_dagster.core.store.pool import write_state_pool
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 from statepool_dagster.partitions import RUNS
 from statepool_dagster.sensors import runs_sensor
@@ -128,6 +127,11 @@ def assert_same_store(store, expected: Path) -> None:
             assert table.equals(read_parquet(expected / rel), check_metadata=True), rel
         else:
             assert data == theirs[rel], rel
+
+
+def write_state_pool(layout: StoreLayout, run: str, states) -> None:
+    """A state folder written whole, as the exports' folders are: files, then the manifest."""
+    replace_dir_atomic(layout.state_pool(run), ((f"{s}.json", t.encode()) for s, t in states))
 
 
 def test_sync_on_a_memory_store_writes_exactly_what_the_local_store_holds(

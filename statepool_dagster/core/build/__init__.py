@@ -1,14 +1,13 @@
 """Build a run's four tables in the store, one checkpoint at a time (Dagster-free)."""
 
 from .job import RunJob, StageReport
-from .run import STAGES, build_run, build_runs, run_stage, without_cyclic_gc
+from .run import STAGES, build_run, run_stage, without_cyclic_gc
 
 __all__ = [
     "STAGES",
     "RunJob",
     "StageReport",
     "build_run",
-    "build_runs",
     "run_stage",
     "without_cyclic_gc",
 ]

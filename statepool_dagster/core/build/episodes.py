@@ -65,18 +65,26 @@ def _same_prefix(f: BinaryIO, seen: dict, hasher) -> bool:
 
 
 def _chunks(f: BinaryIO) -> Iterator[tuple[bytes, bool]]:
-    """``(bytes, complete)``: runs of whole lines, then a last line still being written."""
-    carry = b""
+    """``(bytes, complete)``: runs of whole lines, then a last line still being written.
+
+    A line longer than a chunk is gathered in one growing buffer (never re-concatenated).
+    """
+    pending = bytearray()
     while block := f.read(CHUNK):
-        block = carry + block
         cut = block.rfind(b"\n") + 1
         if cut == 0:
-            carry = block
+            pending += block
             continue
-        yield block[:cut], True
-        carry = block[cut:]
-    if carry:
-        yield carry, False
+        if pending:
+            pending += block[:cut]
+            whole = bytes(pending)
+            pending = bytearray(block[cut:])
+            yield whole, True
+        else:
+            pending = bytearray(block[cut:])
+            yield block[:cut], True
+    if pending:
+        yield bytes(pending), False
 
 
 def _write_batch(table: RunTable, version: int, batch: pa.Table) -> bool:

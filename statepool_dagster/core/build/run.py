@@ -40,18 +40,6 @@ def build_run(
         return {asset: STAGES[asset](job) for asset in RUN_ASSETS if asset in wanted}
 
 
-def build_runs(
-    settings: Settings, runs: list[str], assets: Iterable[str] = RUN_ASSETS, workers: int = 0
-) -> list[dict[str, StageReport]]:
-    """``build_run`` for every run, on up to ``workers`` processes (0: one per core)."""
-    assets = tuple(assets)
-    return _pool_map(_build_task, [(settings, run, assets) for run in runs], workers)
-
-
-def _build_task(task: tuple[Settings, str, tuple[str, ...]]) -> dict[str, StageReport]:
-    return build_run(*task)
-
-
 def run_stage(stage: Stage, jobs: list[RunJob], workers: int = 0) -> list[StageReport]:
     """Run one ``stage`` for every job, on up to ``workers`` processes (0: one per core)."""
     return _pool_map(_locked, [(stage, job) for job in jobs], workers)

@@ -94,13 +94,6 @@ def read_parquet(path: AnyPath, columns: list[str] | None = None) -> pa.Table:
         return parquet.read(columns=columns)
 
 
-def read_parquet_schema(path: AnyPath) -> pa.Schema:
-    if is_local(path):
-        return pq.read_schema(path)
-    with path.open("rb") as f:
-        return pq.read_schema(f)
-
-
 _RENAME_EXCHANGE = 2
 
 

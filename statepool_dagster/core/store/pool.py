@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 
 from ..locations import AnyPath, is_local
 from ..names import DIR_MANIFEST
 from ..rejects import Reject
-from .atomic import _digest, _entries, _make_folder, _put, replace_dir_atomic, write_bytes_atomic
+from .atomic import _digest, _entries, _make_folder, _put, write_bytes_atomic
 from .layout import StoreLayout
-
-
-def write_state_pool(layout: StoreLayout, run: str, states: Iterable[tuple[str, str]]) -> int:
-    """Replace ``state_pool/<run>/`` with one ``<state_id>.json`` per ``(state_id, json)``."""
-    files = ((f"{sid}.json", text.encode("utf-8")) for sid, text in states)
-    with layout.lock(run):
-        return replace_dir_atomic(layout.state_pool(run), files)
 
 
 def state_pool_names(layout: StoreLayout, run: str) -> set[str]:
