@@ -9,6 +9,7 @@ import pandas as pd
 from dagster import instance_for_test
 
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
+from statepool_dagster.readers import load_prompts
 from statepool_dagster.sync import sync
 
 from helpers import latest_metadata, materialize_run, store_pool
@@ -93,7 +94,7 @@ def test_snapshot_rewritten_in_place_is_parsed_again(workspace, instance):
         (workspace.store / "state_pool" / "run000" / "run000_ckpt2.json").read_text("utf-8")
     )
     assert state["lib_snapshot"]["cards"][0]["trigger"] == "When the rewritten trigger applies"
-    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "run000")
+    prompts = load_prompts(workspace.store, runs=["run000"])
     assert "When the rewritten trigger applies" in prompts.loc[2, "prompt"]
 
 
@@ -107,7 +108,7 @@ def test_changed_prompt_template_renders_every_prompt_again(
     monkeypatch.setenv("STATEPOOL_PROMPT_TEMPLATE", str(template))
     assert materialize_run(instance, "run000").success
     assert latest_metadata(instance, "curator_prompts", "run000")["reused"] == 0
-    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "run000")
+    prompts = load_prompts(workspace.store, runs=["run000"])
     assert prompts["prompt"].str.startswith("v").all()
 
 
@@ -122,5 +123,5 @@ def test_edited_episode_formatter_renders_every_prompt_again(
     formatter.write_text("def f(episodes):\n    return 'second wording'\n", encoding="utf-8")
     assert materialize_run(instance, "run000").success
     assert latest_metadata(instance, "curator_prompts", "run000")["reused"] == 0
-    prompts = pd.read_parquet(workspace.store / "curator_prompts" / "run000")
+    prompts = load_prompts(workspace.store, runs=["run000"])
     assert prompts["prompt"].str.contains("second wording").all()

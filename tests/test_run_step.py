@@ -204,7 +204,7 @@ def test_the_settings_resource_reaches_the_assets_checks_and_io_manager(register
         instance=registered, partition_key="run000", run_config=config
     )
     assert result.success
-    assert (other / "curator_prompts" / "run000.parquet").is_file()
+    assert (other / "curator_prompts" / "run000").is_dir()
     assert all(e.passed for e in result.get_asset_check_evaluations())
 
 
