@@ -8,7 +8,7 @@ import pytest
 
 from statepool_dagster.core.store.atomic import replace_dir_atomic, write_bytes_atomic
 from statepool_dagster.core.store.layout import StoreLayout
-from statepool_dagster.core.store.pool import write_state_pool
+from statepool_dagster.core.store.pool import update_state_pool, write_state_file
 
 ESCAPING = ["..", "../other", "a/b", "/etc", ".", "", "..\\x", "run/../../x", "ok\x00"]
 
@@ -100,10 +100,11 @@ def test_replace_dir_atomic_that_fails_midway_keeps_the_old_folder_and_no_temp(t
     assert entries(final.parent) == ["run000"]
 
 
-def test_write_state_pool_writes_one_file_per_state_and_drops_stale_ones(tmp_path):
+def test_state_files_are_written_one_by_one_and_stale_ones_dropped(tmp_path):
     layout = StoreLayout(tmp_path / "store")
-    write_state_pool(layout, "run000", [("run000_ckpt1", "{}"), ("run000_ckpt2", "{}")])
-    write_state_pool(layout, "run000", [("run000_ckpt2", '{"é": 1}')])
+    write_state_file(layout, "run000", "run000_ckpt1", "{}")
+    write_state_file(layout, "run000", "run000_ckpt2", "{}")
+    update_state_pool(layout, "run000", {"run000_ckpt2": '{"é": 1}'}, {"run000_ckpt2"})
     folder = layout.state_pool("run000")
     assert entries(folder) == ["run000_ckpt2.json"]
     assert (folder / "run000_ckpt2.json").read_bytes() == '{"é": 1}'.encode()

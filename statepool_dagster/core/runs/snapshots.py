@@ -12,7 +12,7 @@ import msgspec
 from ..errors import BadRecordError
 from ..locations import AnyPath, is_local
 from ..rejects import RAW_LIMIT, Reject, escape_bytes
-from .embeddings import blank_embeddings
+from .embeddings import KEY, blank_embeddings
 from .files import read_run_file, run_file_problem
 from .json_read import check_depth, python_loads
 
@@ -154,7 +154,11 @@ def _parse_blanked(text: bytes, count: int) -> dict[str, Any] | None:
     # Every blanked array must have been a card's own, and every member of that name in
     # the file one that was blanked (a `\u`-escaped spelling is not): else the exact path.
     own = sum(EMBEDDING_KEY in c for c in cards)
-    if own != count or _embedding_keys(library) != count:
+    if own != count:
+        return None
+    # Another member of that name would be a literal occurrence left unblanked, or a
+    # `\u`-escaped spelling: only then is the decoded library walked to count them.
+    if (b"\\u" in text or text.count(KEY) != count) and _embedding_keys(library) != count:
         return None
     for card in cards:
         card.pop(EMBEDDING_KEY, None)

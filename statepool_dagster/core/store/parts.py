@@ -196,8 +196,29 @@ class RunTable:
         return self._file(part.file).read_row_group(part.group, columns=columns)
 
     def read(self, columns: list[str] | None = None) -> pa.Table:
-        """Every checkpoint as one table, in checkpoint order (empty, with the schema, if none)."""
-        return self._concat([self.read_part(n, columns) for n in self.names()], columns)
+        """Every checkpoint as one table, in checkpoint order (empty, with the schema, if none).
+
+        Each part file is read in one call (its current row groups); a table built over
+        several builds is then put back in checkpoint order.
+        """
+        if self._held is not None or self._writer is not None:  # mid-build: one by one
+            return self._concat([self.read_part(n, columns) for n in self.names()], columns)
+        groups: dict[str, list[tuple[str, int]]] = {}
+        for name in self.names():
+            part = self.parts[name]
+            groups.setdefault(part.file, []).append((name, part.group))
+        tables, order = [], []
+        for file in sorted(groups, key=_order):
+            wanted = groups[file]
+            tables.append(self._file(file).read_row_groups([g for _, g in wanted], columns))
+            order.extend(name for name, _ in wanted)
+        table = self._concat(tables, columns)
+        if order == sorted(order) or table.num_rows == 0:
+            return table
+        keys = [k for k in ("version", "line") if k in table.column_names]
+        if not keys:  # without the version column, read checkpoint by checkpoint
+            return self._concat([self.read_part(n, columns) for n in self.names()], columns)
+        return table.sort_by([(k, "ascending") for k in keys])
 
     def head(self, columns: list[str], rows: int = 10) -> pa.Table:
         """The first ``rows`` rows, reading only the checkpoints that hold them."""
