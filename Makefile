@@ -10,6 +10,12 @@ export DAGSTER_HOME := $(HOME_DIR)
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev,postgres,celery]'
+	touch $@
+
+# The trainer extra (TRL, verl, torch: several GB) only for the tests that train on the exports;
+# building the pool never needs it.
+$(BIN)/.installed-trainer: $(BIN)/.installed
 	$(BIN)/python -m pip install -q -e '.[dev,postgres,celery,trainer]'
 	touch $@
 
@@ -23,7 +29,7 @@ demo: install  ## generate sample runs (if ./runs is empty), sync them into ./st
 	$(BIN)/statepool demo
 	@echo "statepool is in $(BIN)/: run 'source $(BIN)/activate' to have it on the PATH"
 
-test: install  ## lint, then the whole test suite
+test: install $(BIN)/.installed-trainer  ## lint, then the whole test suite (with the trainer extra)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
