@@ -108,20 +108,33 @@ def _write_batch(table: RunTable, version: int, batch: pa.Table) -> bool:
     return True
 
 
+def _stored_lines(table: RunTable, seen: dict) -> int:
+    """How many stored rows come from lines before the mark (a tail line read unfinished: 1)."""
+    rows = sum(p.info["rows"] for p in table.parts.values())
+    return rows - any(p.info["max_line"] > seen["lines"] for p in table.parts.values())
+
+
 class _Batches:
-    """Rows grouped by version, each batch written out once the file moves past it."""
+    """Rows grouped by version; a batch is written once a whole chunk of the file passed
+    without it (so interleaved versions are not written again and again)."""
 
     def __init__(self, table: RunTable, keep_lines: int | None):
         self.table = table
         self.keep_lines = keep_lines  # a grown file: stored rows up to this line stay
         self.pending: dict[int, list[tuple]] = {}
+        self.in_chunk: set[int] = set()
         self.done: set[int] = set()
-        self.written = 0
+        self.written: set[int] = set()
 
     def add(self, version: int, row: tuple) -> None:
-        if version not in self.pending:
-            self.flush()  # the file moved on to another batch: write the one before
         self.pending.setdefault(version, []).append(row)
+        self.in_chunk.add(version)
+
+    def end_chunk(self) -> None:
+        """Write the batches this chunk had no line of: the file has moved past them."""
+        for version in [v for v in self.pending if v not in self.in_chunk]:
+            self._store(version, episodes_table(self.pending.pop(version)))
+        self.in_chunk.clear()
 
     def flush(self) -> None:
         for version, rows in self.pending.items():
@@ -139,7 +152,8 @@ class _Batches:
         batch = pa.concat_tables(parts)
         self.done.add(version)
         if batch.num_rows:
-            self.written += _write_batch(self.table, version, batch)
+            if _write_batch(self.table, version, batch):
+                self.written.add(version)
         else:
             self.table.drop(name)
 
@@ -174,11 +188,15 @@ def build_episodes(job: RunJob) -> StageReport:
             hasher = hashlib.blake2b(digest_size=16)
             if f is not None:
                 f.seek(0)
-        marked, lines, blank = (seen["bytes"], seen["lines"], seen["blank"]) if grown else (0, 0, 0)
         rejects: list[Reject] = []
         if grown:
             old = read_rejects(job.layout, job.run, "episodes")
-            rejects = [r for r in old if (r.line or 0) <= lines]
+            rejects = [r for r in old if (r.line or 0) <= seen["lines"]]
+            grown = _stored_lines(table, seen) + len(rejects) + seen["blank"] == seen["lines"]
+            if not grown:  # parts lost or edited by hand: read the file again from the start
+                rejects, hasher = [], hashlib.blake2b(digest_size=16)
+                f.seek(0)
+        marked, lines, blank = (seen["bytes"], seen["lines"], seen["blank"]) if grown else (0, 0, 0)
         batches = _Batches(table, lines if grown else None)
         tail_blank = 0
         notes: list[str] = []
@@ -186,8 +204,19 @@ def build_episodes(job: RunJob) -> StageReport:
             read = parse_episodes(chunk, display, lines + 1, strict)
             notes.extend(read.notes[: NOTES_LIMIT - len(notes)])
             for episode in read.episodes:
-                batches.add(episode.version, episode_row(episode))
+                row = episode_row(episode)
+                try:
+                    row[-1].encode("utf-8")  # a lone surrogate (`\ud800`) cannot be stored
+                except UnicodeEncodeError:
+                    error = "not storable as UTF-8: a lone surrogate escape in a string"
+                    reject = Reject(file=display, line=episode.line, error=error, raw=None)
+                    if strict:
+                        raise BadRecordError(reject.describe()) from None
+                    rejects.append(reject)
+                    continue
+                batches.add(episode.version, row)
             rejects += read.rejects
+            batches.end_chunk()
             if complete:  # a last line still being written is read, not marked
                 hasher.update(chunk)
                 marked += len(chunk)
@@ -195,7 +224,8 @@ def build_episodes(job: RunJob) -> StageReport:
                 blank += read.blank_lines
             else:
                 tail_blank = read.blank_lines
-        batches.finish()
+        if unreadable is None:  # a file that cannot be read now keeps what was stored
+            batches.finish()
     rejects += [unreadable] if unreadable else []
     update_rejects(job.layout, job.run, "episodes", rejects_jsonl(rejects, "episodes"))
     mark = {
@@ -207,7 +237,7 @@ def build_episodes(job: RunJob) -> StageReport:
     }
     table.mark(seen=None if unreadable else mark, fingerprint=fingerprint)
     table.save()
-    report = _report(job, table, fingerprint, rejects, blank + tail_blank, batches.written)
+    report = _report(job, table, fingerprint, rejects, blank + tail_blank, len(batches.written))
     report.notes += notes
     return report
 

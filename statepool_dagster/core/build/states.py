@@ -20,7 +20,13 @@ from ..runs.sidecars import read_sidecars
 from ..states.join import PlannedState, join_checkpoint, plan_states
 from ..states.reference_ops import ops_json
 from ..store.parts import RunTable, part_name
-from ..store.pool import state_pool_names, update_rejects, update_state_pool, write_state_file
+from ..store.pool import (
+    file_digest,
+    state_pool_names,
+    update_rejects,
+    update_state_pool,
+    write_state_file,
+)
 from ..store.tables import markdown_preview, rejects_jsonl, states_table
 from .job import STATE_VERSION, TABLE_FORMAT, RunJob, StageReport, combined, digest, reject_lines
 
@@ -112,6 +118,7 @@ def build_states(job: RunJob) -> StageReport:
     settings_key = digest(STATE_VERSION, TABLE_FORMAT, job.run, settings.dataset, settings.pairing)
     on_disk = state_pool_names(job.layout, job.run)
     writes: dict[str, str] = {}
+    fresh: dict[str, str] = {}  # digests of the state files written one by one (manifests)
     kept: set[str] = set()
     reused = 0
     for plan in planned:
@@ -141,15 +148,18 @@ def build_states(job: RunJob) -> StageReport:
             key,
         )
         info = {"state_id": sid, "rows": 1, "text": digest(text)}
+        same_text = part is not None and part.info.get("text") == info["text"]
         table.write(name, states_table([row]), key, info)
-        write_state_file(job.layout, job.run, sid, text)
+        if not (same_text and sid in on_disk):  # e.g. only the reference ops moved on
+            write_state_file(job.layout, job.run, sid, text)
+            fresh[sid] = file_digest(text)
         kept.add(name)
     for name in set(table.parts) - kept:
         table.drop(name)
     table.mark(fingerprint=fingerprint)
     table.save()
     state_ids = {table.parts[name].info["state_id"] for name in kept}
-    update_state_pool(job.layout, job.run, writes, state_ids)
+    update_state_pool(job.layout, job.run, writes, state_ids, fresh)
     return _report(job, table, fingerprint, len(kept), reused, skipped, sidecars)
 
 

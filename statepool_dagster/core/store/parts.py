@@ -68,20 +68,19 @@ class RecentParts:
         self._size = 0
 
     def put(self, where: tuple[str, str, str], table: pa.Table) -> None:
+        old = self._tables.pop(where, None)
+        if old is not None:
+            self._size -= old.nbytes
         if table.nbytes > self.budget:
             return
         self._tables[where] = table
         self._size += table.nbytes
-        while self._size > self.budget:
-            _, old = self._tables.popitem(last=False)
-            self._size -= old.nbytes
+        while self._tables and self._size > self.budget:
+            _, dropped = self._tables.popitem(last=False)
+            self._size -= dropped.nbytes
 
     def get(self, where: tuple[str, str, str]) -> pa.Table | None:
         return self._tables.get(where)
-
-    def resize(self, budget: int) -> None:
-        self.budget = budget
-        self.put(("", "", ""), pa.table({}))  # evict down to the new budget
 
 
 RECENT = RecentParts()
@@ -162,8 +161,11 @@ class RunTable:
     def _footer(self, name: str) -> list[list[Any]] | None:
         try:
             meta = self._file(name).metadata.metadata or {}
+        except pa.ArrowInvalid:  # not Parquet at all
+            return None
+        try:
             return json.loads(meta[ROWS_META])
-        except (OSError, KeyError, ValueError, pa.ArrowException):
+        except (KeyError, ValueError):  # Parquet, but not a part this store wrote
             return None
 
     def _file(self, name: str) -> pq.ParquetFile:
@@ -319,8 +321,7 @@ class RunTable:
             self._prune(file, groups)
         self._stale.clear()
         self._close_files()
-        # A store from before parts held a run's table as one file beside this folder.
-        (self.folder.parent / f"{self.folder.name}{SUFFIX}").unlink(missing_ok=True)
+        self._sweep()
         if not self._dirty and (self.folder / TABLE_INDEX).exists():
             return
         listing = self._listing()
@@ -334,42 +335,45 @@ class RunTable:
             write_bytes_atomic(self.folder / TABLE_INDEX, body.encode("utf-8"))
         self._dirty = False
 
+    def _sweep(self) -> None:
+        """Remove what a killed writer left (we hold the run lock) and an old-layout file."""
+        legacy = self.folder.parent / f"{self.folder.name}{SUFFIX}"  # a run's table before parts
+        if legacy.is_file():
+            legacy.unlink(missing_ok=True)
+        if not is_local(self.folder) or not self.folder.is_dir():
+            return
+        for entry in os.scandir(self.folder):
+            if entry.name.startswith(".p") and ".parquet.tmp-" in entry.name:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+
     def _prune(self, file: str, groups: set[int]) -> None:
-        """Rewrite ``file`` without ``groups`` (delete it when nothing current is left)."""
+        """Drop ``groups`` of ``file``: its current row groups move to a new part, then it goes.
+
+        Never rewritten in place, so a reader holding its group numbers never gets other
+        rows; the copy goes one row group at a time; a kill between the two leaves both,
+        and the newer wins when the table is next loaded.
+        """
         rows = self._files.get(file, [])
         keep = [g for g in range(len(rows)) if g not in groups and -1 not in groups]
-        path = self.folder / file
-        if not keep:
-            self._close_files()
-            path.unlink(missing_ok=True)
-            self._files.pop(file, None)
-            return
-        source = self._file(file)
-        tables = [(g, source.read_row_group(g)) for g in keep]
-        self._close_files()
-        kept = [rows[g] for g in keep]
-        if is_local(path):
-            target = temp_sibling(path)
-            sink: Any = str(target)
-        else:
-            target = path.open("wb")
-            sink = target
-        with pq.ParquetWriter(sink, self.schema, compression="zstd") as writer:
-            for _, table in tables:
-                writer.write_table(
-                    table.replace_schema_metadata(None).cast(self.schema),
-                    row_group_size=max(1, len(table)),
+        if keep:
+            source = self._file(file)
+            self._start_writer()
+            new = self._writing[0]
+            for g in keep:
+                self._writer.write_table(
+                    source.read_row_group(g).replace_schema_metadata(None).cast(self.schema),
+                    row_group_size=max(1, source.metadata.row_group(g).num_rows),
                 )
-            writer.add_key_value_metadata({ROWS_META.decode(): json.dumps(kept)})
-        if is_local(path):
-            os.replace(target, path)
-        else:
-            target.close()
-        self._files[file] = kept
-        for group, (checkpoint, _, _) in enumerate(kept):
-            part = self.parts.get(checkpoint)
-            if part is not None and part.file == file:
-                part.group = group
+                checkpoint = rows[g][0]
+                self._files[new].append(rows[g])
+                part = self.parts.get(checkpoint)
+                if part is not None and part.file == file and part.group == g:
+                    part.file, part.group = new, len(self._files[new]) - 1
+            self._finish_writer()
+        self._close_files()
+        (self.folder / file).unlink(missing_ok=True)
+        self._files.pop(file, None)
 
 
 def _order(file: str) -> tuple[int, str]:

@@ -25,12 +25,22 @@ def write_state_file(layout: StoreLayout, run: str, state_id: str, text: str) ->
     write_bytes_atomic(layout.state_pool(run) / f"{state_id}.json", text.encode("utf-8"))
 
 
-def update_state_pool(
-    layout: StoreLayout, run: str, writes: dict[str, str], keep: set[str]
-) -> None:
-    """Write each changed ``<state_id>.json`` on its own (atomically), drop those not kept.
+def file_digest(text: str) -> str:
+    """The digest a folder manifest records for a state file of ``text``."""
+    return _digest(text.encode("utf-8"))
 
-    Files of ``keep`` are left as they are: a new checkpoint writes one file, never the folder.
+
+def update_state_pool(
+    layout: StoreLayout,
+    run: str,
+    writes: dict[str, str],
+    keep: set[str],
+    written: dict[str, str] | None = None,
+) -> None:
+    """Write each ``writes`` file on its own (atomically), drop the files not kept.
+
+    Files of ``keep`` are left as they are: a new checkpoint writes one file, never the
+    folder. ``written``: digests of the files already written one by one this build.
     Through fsspec each file is one put, then the folder's manifest is rewritten.
     """
     folder = layout.state_pool(run)
@@ -39,22 +49,24 @@ def update_state_pool(
     for sid, text in writes.items():
         write_bytes_atomic(folder / f"{sid}.json", text.encode("utf-8"))
     if not is_local(folder):
-        _update_manifest(folder, writes, keep)
+        fresh = {**(written or {}), **{sid: file_digest(text) for sid, text in writes.items()}}
+        _update_manifest(folder, fresh, keep)
     for sid in present - keep - set(writes):
         (folder / f"{sid}.json").unlink(missing_ok=True)
 
 
-def _update_manifest(folder: AnyPath, writes: dict[str, str], keep: set[str]) -> None:
+def _update_manifest(folder: AnyPath, fresh: dict[str, str], keep: set[str]) -> None:
+    """Rewrite the manifest: ``fresh`` digests, the old ones of unchanged files kept."""
     try:
         named = json.loads((folder / DIR_MANIFEST).read_bytes())["files"]
     except (FileNotFoundError, KeyError, ValueError):
         named = {}
     files = {n: d for n, d in named.items() if n[: -len(".json")] in keep}
+    files.update({f"{sid}.json": d for sid, d in fresh.items()})
     for sid in keep:
         name = f"{sid}.json"
         if name not in files and (folder / name).exists():
             files[name] = _digest((folder / name).read_bytes())
-    files.update({f"{sid}.json": _digest(text.encode("utf-8")) for sid, text in writes.items()})
     manifest = json.dumps({"files": files}, ensure_ascii=False, indent=1, sort_keys=True)
     _put(folder / DIR_MANIFEST, manifest.encode("utf-8"))
 
