@@ -217,3 +217,47 @@ def test_a_new_checkpoint_rewrites_no_older_part_but_the_newest(run, tmp_path, p
     changed = {p for p in files_before if files_after[p] != files_before[p]}
     assert len(changed) <= (1 if pairing == "seed" else 0)
     assert len(files_after) == len(files_before) + 1
+
+
+def test_lost_part_is_noticed_and_the_file_read_again(run, tmp_path):
+    """Parts deleted by hand: the stored rows no longer add up to the mark, so all is re-read."""
+    store = tmp_path / "store"
+    build(run.parent, store)
+    for part in (store / EPISODES / RUN).glob("p*.parquet"):
+        part.unlink()
+    append_checkpoint(run, SPEC, 0)
+    build(run.parent, store)
+    assert_same_as_fresh(run.parent, store, tmp_path)
+
+
+def test_interleaved_versions_keep_every_line_in_its_batch(run, tmp_path):
+    """A trainer writing two versions' episodes alternately: one batch each, lines in order."""
+    path = run / "episodes.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[0::2] + lines[1::2]))
+    store = tmp_path / "store"
+    build(run.parent, store)
+    table = pq.read_table(store / EPISODES / RUN)
+    assert table.num_rows == len(lines)
+    assert_same_as_fresh(run.parent, store, tmp_path)
+
+
+def test_a_lone_surrogate_is_a_reject_not_a_failed_run(run, tmp_path):
+    store = tmp_path / "store"
+    with open(run / "episodes.jsonl", "ab") as f:
+        f.write(b'{"id": "bad", "skill_lib_version": 1, "response": "\\ud800"}\n')
+    build(run.parent, store)
+    (reject,) = [json.loads(line) for line in _rejects(store)]
+    assert "lone surrogate" in reject["error"] and reject["line"] > 1
+
+
+def test_state_text_change_on_an_object_store_keeps_its_manifest_whole(run, tmp_path):
+    """Every state file rewritten one by one on memory://: the manifest names the new digests."""
+    from statepool_dagster.compat import load_state_pool
+
+    store = f"memory://statepool-test-{tmp_path.name}/store"
+    build(run.parent, store)
+    rebuilt = build(run.parent, store, dataset="another")
+    assert rebuilt[STATES] == 0
+    states = load_state_pool(f"{store}/state_pool/{RUN}")
+    assert states and {s.dataset for s in states} == {"another"}
