@@ -15,7 +15,7 @@ import pyarrow as pa
 from .compat import load_state_pool as _load_pool_dir
 from .core.config import Settings
 from .core.errors import StatepoolError
-from .core.names import STATE_POOL
+from .core.names import PROMPTS, STATE_POOL
 from .core.runs.files import natural_key
 from .core.states.models import CheckpointState
 from .core.store.layout import StoreLayout
@@ -25,7 +25,6 @@ from .core.store.tables import PROMPT_COLUMNS
 if TYPE_CHECKING:  # imported where a DataFrame is made: most callers never pay for pandas
     import pandas as pd
 
-PROMPTS = "curator_prompts"
 # Nullable columns whose pandas dtype the Arrow type alone does not give.
 PANDAS_DTYPES = {"correct": "boolean", "declared_version": "Int64"}
 StorePath = str | os.PathLike[str]

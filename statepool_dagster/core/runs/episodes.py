@@ -18,9 +18,8 @@ from ..errors import BadRecordError
 from ..locations import AnyPath, is_local
 from ..rejects import Reject, escape_bytes
 from .files import open_run_file
-from .json_read import loads
+from .json_read import INT64_MAX, INT64_MIN, loads
 
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _JSON_WS = b" \t\r\n"
 _LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")  # one line and its universal end
 

@@ -17,6 +17,9 @@ from typing import Any
 
 import msgspec
 
+# The range of the tables' integer columns (Arrow int64): versions outside it are refused.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
 DEPTH_LIMIT = 512  # arrays and objects nested inside each other; deeper is a reject
 _decode = msgspec.json.Decoder().decode
 _skip = msgspec.json.Decoder(msgspec.Raw).decode

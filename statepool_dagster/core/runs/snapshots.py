@@ -14,12 +14,11 @@ from ..locations import AnyPath, is_local
 from ..rejects import RAW_LIMIT, Reject, escape_bytes
 from .embeddings import KEY, blank_embeddings
 from .files import read_run_file, run_file_problem
-from .json_read import check_depth, python_loads
+from .json_read import INT64_MAX, check_depth, python_loads
 
 EMBEDDING_KEY = "_trigger_emb"
 SNAPSHOT_NAME = re.compile(r"skills_v([0-9]+)\.json")  # ASCII digits only
 SNAPSHOT_TEMPLATE = "skills_v<ASCII digits>.json"
-INT64_MAX = 2**63 - 1
 # Below this size the exact reader is as fast: blanking pays off on long embedding arrays.
 FAST_PATH_BYTES = 512 * 1024
 

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from ..names import EPISODES, PROMPTS, SNAPSHOTS, STATES
 from ..runs.episodes import EpisodeLine
+from ..runs.json_read import INT64_MAX, INT64_MIN
 from ..runs.snapshots import Snapshot
 from ..states.models import dumps
 
@@ -30,9 +31,6 @@ def _number(value: Any) -> float | None:
         return float(value)
     except OverflowError:
         return None
-
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _int64(value: Any) -> int | None:
