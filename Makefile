@@ -42,8 +42,10 @@ fmt: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-validate: install  ## check that the code location loads
-	$(BIN)/dagster definitions validate -w workspace.yaml
+# `dagster definitions validate` is superseded by `dg check defs` (a separate package):
+# the same check through Dagster's API, any warning an error.
+validate: install  ## check that the code location loads and its definitions validate
+	$(BIN)/python -W error -c "import dagster as dg; from statepool_dagster.definitions import defs; dg.Definitions.validate_loadable(defs); print('definitions valid')"
 
 # `dagster dev`, less its two warnings that do not apply here (see statepool_dagster/dev.py).
 dev: install  ## the Dagster UI and daemon on http://127.0.0.1:3000, sensor live
