@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -20,18 +21,19 @@ from ..errors import BadRecordError
 from ..locations import is_local
 from ..names import EPISODES, EPISODES_FILE
 from ..rejects import Reject
-from ..runs.episodes import parse_episodes
+from ..runs.episodes import EpisodesRead, parse_episodes
 from ..runs.files import fingerprint_run, open_run_file
 from ..runs.notes import present, run_notes
 from ..store.parts import RunTable, part_name
 from ..store.pool import read_rejects, update_rejects
 from ..store.tables import episode_row, episodes_table, markdown_preview, rejects_jsonl
-from .job import TABLE_FORMAT, RunJob, StageReport, digest, reject_lines, round3
+from .job import TABLE_FORMAT, RunJob, StageReport, digest_pieces, reject_lines, round3
 
 PREVIEW = ["line", "version", "id", "task", "gt", "response", "correct"]
 NOTES_LIMIT = 50  # notes about values kept whole but left out of a flat column
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 CHUNK = 1 << 18  # bytes read at a time; a batch is written before the next one is read
 
 
@@ -64,10 +66,11 @@ def _same_prefix(f: BinaryIO, seen: dict, hasher) -> bool:
     return hasher.copy().hexdigest() == seen["digest"]
 
 
-def _chunks(f: BinaryIO) -> Iterator[tuple[bytes, bool]]:
+def _chunks(f: BinaryIO) -> Iterator[tuple[bytes | bytearray, bool]]:
     """``(bytes, complete)``: runs of whole lines, then a last line still being written.
 
-    A line longer than a chunk is gathered in one growing buffer (never re-concatenated).
+    A line longer than a chunk is gathered in one growing buffer and handed over alone,
+    as that buffer: never copied again, and no longer held here while it is read.
     """
     pending = bytearray()
     while block := f.read(CHUNK):
@@ -75,23 +78,35 @@ def _chunks(f: BinaryIO) -> Iterator[tuple[bytes, bool]]:
         if cut == 0:
             pending += block
             continue
-        if pending:
+        if len(pending) >= CHUNK:
+            first = block.find(b"\n") + 1
+            pending += block[:first]
+            held, pending = [pending], bytearray()
+            yield held.pop(), True
+            if first < cut:
+                yield block[first:cut], True
+        elif pending:
             pending += block[:cut]
-            whole = bytes(pending)
-            pending = bytearray(block[cut:])
-            yield whole, True
+            yield bytes(pending), True
         else:
-            pending = bytearray(block[cut:])
             yield block[:cut], True
+        pending = bytearray(block[cut:])
     if pending:
-        yield bytes(pending), False
+        held, pending = [pending], bytearray()
+        yield held.pop(), False
+
+
+def _texts(column: pa.ChunkedArray) -> list[pa.Buffer]:
+    """Each value's UTF-8 bytes, viewed where Arrow holds them (no Python string is made)."""
+    return [value.as_buffer() for chunk in column.chunks for value in chunk]
 
 
 def _write_batch(table: RunTable, version: int, batch: pa.Table) -> bool:
     """Store one batch's part unless the stored one holds the same lines; True if written."""
     lines = batch["line"].to_pylist()
-    records = batch["record"].to_pylist()
-    key = digest(TABLE_FORMAT, *(f"{n}:{r}" for n, r in zip(lines, records, strict=True)))
+    records = _texts(batch["record"])
+    numbered = ((f"{n}:".encode(), r) for n, r in zip(lines, records, strict=True))
+    key = digest_pieces([(TABLE_FORMAT.encode(),), *numbered])
     name = part_name(version)
     if name in table.parts and table.parts[name].key == key:
         return False
@@ -99,11 +114,13 @@ def _write_batch(table: RunTable, version: int, batch: pa.Table) -> bool:
     info = {
         "version": version,
         "rows": batch.num_rows,
-        "batch": digest(str(len(records)), *records),  # what states are keyed by
+        # what states are keyed by
+        "batch": digest_pieces([(str(len(records)).encode(),), *((r,) for r in records)]),
         "max_line": max(lines, default=0),
         "scored": len(flags),
         "correct": sum(flags),
     }
+    del records
     table.write(name, batch, key, info)
     return True
 
@@ -168,6 +185,32 @@ class _Batches:
                 self._store(version, episodes_table([]))
 
 
+def _storable(text: str) -> bool:
+    """Whether ``text`` can be stored as UTF-8: no lone surrogate (``\\ud800`` read alone)."""
+    return text.isascii() or _SURROGATE.search(text) is None
+
+
+def _add_episodes(
+    batches: _Batches, read: EpisodesRead, display: str, strict: bool
+) -> list[Reject]:
+    """Move ``read``'s episodes into ``batches`` as rows; the ones that cannot be stored back."""
+    rejects = []
+    episodes, read.episodes = read.episodes, []
+    episodes.reverse()
+    while episodes:  # each record let go once its row holds it
+        episode = episodes.pop()
+        row = episode_row(episode)
+        if _storable(row[-1]):
+            batches.add(episode.version, row)
+            continue
+        error = "not storable as UTF-8: a lone surrogate escape in a string"
+        reject = Reject(file=display, line=episode.line, error=error, raw=None)
+        if strict:
+            raise BadRecordError(reject.describe())
+        rejects.append(reject)
+    return rejects
+
+
 def build_episodes(job: RunJob) -> StageReport:
     """``run_episodes``: every usable line of episodes.jsonl; bad lines set aside."""
     fingerprint = fingerprint_run(job.run_dir).digest  # before reading: never newer than the data
@@ -202,21 +245,6 @@ def build_episodes(job: RunJob) -> StageReport:
         notes: list[str] = []
         for chunk, complete in _chunks(f) if f is not None else ():
             read = parse_episodes(chunk, display, lines + 1, strict)
-            notes.extend(read.notes[: NOTES_LIMIT - len(notes)])
-            for episode in read.episodes:
-                row = episode_row(episode)
-                try:
-                    row[-1].encode("utf-8")  # a lone surrogate (`\ud800`) cannot be stored
-                except UnicodeEncodeError:
-                    error = "not storable as UTF-8: a lone surrogate escape in a string"
-                    reject = Reject(file=display, line=episode.line, error=error, raw=None)
-                    if strict:
-                        raise BadRecordError(reject.describe()) from None
-                    rejects.append(reject)
-                    continue
-                batches.add(episode.version, row)
-            rejects += read.rejects
-            batches.end_chunk()
             if complete:  # a last line still being written is read, not marked
                 hasher.update(chunk)
                 marked += len(chunk)
@@ -224,6 +252,11 @@ def build_episodes(job: RunJob) -> StageReport:
                 blank += read.blank_lines
             else:
                 tail_blank = read.blank_lines
+            del chunk  # the records hold what they need: a long line is not kept twice
+            notes.extend(read.notes[: NOTES_LIMIT - len(notes)])
+            rejects += _add_episodes(batches, read, display, strict)
+            rejects += read.rejects
+            batches.end_chunk()
         if unreadable is None:  # a file that cannot be read now keeps what was stored
             batches.finish()
     rejects += [unreadable] if unreadable else []

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import pyarrow as pa
 
 from ..config import Settings
 from ..locations import AnyPath, as_path
@@ -58,6 +61,22 @@ def digest(*parts: str) -> str:
     h = hashlib.blake2b(digest_size=16)
     for part in parts:
         h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+BytesLike = bytes | bytearray | memoryview | pa.Buffer
+
+
+def digest_pieces(parts: Iterable[Sequence[BytesLike]]) -> str:
+    """:func:`digest` of parts already in UTF-8, each given as pieces hashed one after another.
+
+    Same value as ``digest`` of the joined texts, without joining (or copying) them.
+    """
+    h = hashlib.blake2b(digest_size=16)
+    for pieces in parts:
+        for piece in pieces:
+            h.update(piece)
         h.update(b"\0")
     return h.hexdigest()
 

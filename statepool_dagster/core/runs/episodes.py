@@ -91,21 +91,22 @@ def column_notes(record: dict[str, Any], where: str) -> list[str]:
     return []
 
 
-def lines_with_ends(data: bytes) -> Iterator[bytes]:
+def lines_with_ends(data: bytes | bytearray) -> Iterator[bytes | bytearray]:
     """Each line of ``data`` with its own line end (``\\n``, ``\\r\\n`` or ``\\r``).
 
-    The ends stay on: both parsers take them as trailing whitespace, and a file of one
-    huge line is then parsed without a copy of it (a slice of all of ``bytes`` is itself).
+    The ends stay on: both parsers take them as trailing whitespace, and a chunk of one
+    huge line is then parsed without a copy of it (``data`` itself is yielded).
     """
+    size = len(data)
     if b"\r" in data:
         for match in _LINE.finditer(data):
-            yield match.group()
+            yield data if match.end() - match.start() == size else match.group()
         return
-    start, size = 0, len(data)
+    start = 0
     while start < size:
         end = data.find(b"\n", start)
         end = size if end < 0 else end + 1
-        yield data[start:end]
+        yield data if end - start == size else data[start:end]
         start = end
 
 
@@ -149,7 +150,7 @@ def read_episodes(path: AnyPath, display: str, strict: bool = False) -> Episodes
 
 
 def parse_episodes(
-    data: bytes, display: str, first_line: int = 1, strict: bool = False
+    data: bytes | bytearray, display: str, first_line: int = 1, strict: bool = False
 ) -> EpisodesRead:
     """:func:`read_episodes` on bytes already read, numbering lines from ``first_line``.
 

@@ -289,7 +289,10 @@ class RunTable:
                 final.parent.mkdir(parents=True, exist_ok=True)
             target = final.open("wb")  # an object store publishes it whole at close
             sink = target
-        self._writer = pq.ParquetWriter(sink, self.schema, compression="zstd")
+        numbers = number_columns(self.schema)
+        self._writer = pq.ParquetWriter(
+            sink, self.schema, compression="zstd", use_dictionary=numbers, write_statistics=numbers
+        )
         self._writing = (file, final, target)
         self._files[file] = []
 
@@ -374,6 +377,16 @@ class RunTable:
         self._close_files()
         (self.folder / file).unlink(missing_ok=True)
         self._files.pop(file, None)
+
+
+def number_columns(schema: pa.Schema) -> list[str]:
+    """The columns given a dictionary and statistics in Parquet: all but the text ones.
+
+    A text cell of any size may turn up (a 100 MB episode field): its min/max statistics
+    and a dictionary page are copies of it, made while writing and again while reading.
+    """
+    text = (pa.types.is_string, pa.types.is_large_string)
+    return [f.name for f in schema if not any(is_text(f.type) for is_text in text)]
 
 
 def _order(file: str) -> tuple[int, str]:

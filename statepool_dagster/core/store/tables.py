@@ -80,13 +80,21 @@ def _schema(columns: dict[str, str], types: dict[str, pa.DataType]) -> pa.Schema
 
 
 def _table(columns: dict[str, str], types: dict[str, pa.DataType], rows: list[tuple]) -> pa.Table:
-    """An Arrow table from row tuples in ``columns``' order; strings are ``large_string``."""
-    values = list(zip(*rows, strict=True)) if rows else [()] * len(columns)
+    """An Arrow table from row tuples in ``columns``' order; strings are ``large_string``.
+
+    ``rows`` is emptied, and each column's Python values are let go once converted: a
+    huge cell is never held in Python and in Arrow for longer than its own column takes.
+    """
+    values: list = list(zip(*rows, strict=True)) if rows else [()] * len(columns)
+    rows.clear()
     schema = _schema(columns, types)
-    return pa.Table.from_arrays(
-        [pa.array(column, type=f.type) for column, f in zip(values, schema, strict=True)],
-        schema=schema,
-    )
+    if len(values) != len(schema):
+        raise ValueError(f"rows of {len(values)} values for {len(schema)} columns")
+    arrays = []
+    for i, f in enumerate(schema):
+        arrays.append(pa.array(values[i], type=f.type))
+        values[i] = None
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def episode_row(e: EpisodeLine) -> tuple:
