@@ -26,7 +26,13 @@ from ..runs.files import fingerprint_run, open_run_file
 from ..runs.notes import present, run_notes
 from ..store.parts import RunTable, part_name
 from ..store.pool import read_rejects, update_rejects
-from ..store.tables import episode_row, episodes_table, markdown_preview, rejects_jsonl
+from ..store.tables import (
+    episode_row,
+    episodes_table,
+    markdown_preview,
+    rejects_jsonl,
+    utf8_views,
+)
 from .job import TABLE_FORMAT, RunJob, StageReport, digest_pieces, reject_lines, round3
 
 PREVIEW = ["line", "version", "id", "task", "gt", "response", "correct"]
@@ -96,15 +102,10 @@ def _chunks(f: BinaryIO) -> Iterator[tuple[bytes | bytearray, bool]]:
         yield held.pop(), False
 
 
-def _texts(column: pa.ChunkedArray) -> list[pa.Buffer]:
-    """Each value's UTF-8 bytes, viewed where Arrow holds them (no Python string is made)."""
-    return [value.as_buffer() for chunk in column.chunks for value in chunk]
-
-
 def _write_batch(table: RunTable, version: int, batch: pa.Table) -> bool:
     """Store one batch's part unless the stored one holds the same lines; True if written."""
     lines = batch["line"].to_pylist()
-    records = _texts(batch["record"])
+    records = utf8_views(batch["record"])
     numbered = ((f"{n}:".encode(), r) for n, r in zip(lines, records, strict=True))
     key = digest_pieces([(TABLE_FORMAT.encode(),), *numbered])
     name = part_name(version)

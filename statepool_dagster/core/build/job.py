@@ -7,12 +7,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
 from ..config import Settings
 from ..locations import AnyPath, as_path
 from ..rejects import Reject
 from ..runs.names import check_run_name
+from ..states.models import BytesLike
 from ..store.layout import StoreLayout
 from ..store.parts import RunTable
 from ..store.tables import SCHEMAS
@@ -63,9 +62,6 @@ def digest(*parts: str) -> str:
         h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\0")
     return h.hexdigest()
-
-
-BytesLike = bytes | bytearray | memoryview | pa.Buffer
 
 
 def digest_pieces(parts: Iterable[Sequence[BytesLike]]) -> str:

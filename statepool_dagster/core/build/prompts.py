@@ -15,11 +15,12 @@ from ..prompts.render import build_curator_prompt
 from ..prompts.spec import PromptSpec
 from ..rejects import Reject
 from ..states.models import CheckpointState
+from ..store.parts import RunTable
 from ..store.pool import update_rejects
-from ..store.tables import prompts_table, rejects_jsonl
+from ..store.tables import prompts_table, rejects_jsonl, release_arrow_memory
 from .job import RENDER_VERSION, RunJob, StageReport, digest, reject_lines
 
-COLUMNS = ["state_id", "version", "library_version", "state", "reference_ops", "input_key"]
+COLUMNS = ["state_id", "version", "library_version", "reference_ops", "input_key"]
 
 
 def _formatter_identity(formatter: Callable[..., Any]) -> str:
@@ -42,6 +43,15 @@ def spec_digest(spec: PromptSpec) -> str:
         _formatter_identity(spec.episode_formatter),
         spec.limits.model_dump_json(),
     )
+
+
+def _read_state(states: RunTable, name: str) -> CheckpointState:
+    """A stored state, parsed straight from where Arrow holds its text, which is then let go."""
+    text = states.read_part(name, ["state"])["state"]
+    state = CheckpointState.trusted(memoryview(text[0].as_buffer()))
+    del text
+    release_arrow_memory()  # a huge state's text is not kept beside it while rendering
+    return state
 
 
 def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
@@ -68,7 +78,7 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
             prompt = table.read_part(name, ["prompt"])["prompt"][0].as_py()
         else:
             try:
-                prompt = build_curator_prompt(CheckpointState.trusted(row["state"]), spec)
+                prompt = build_curator_prompt(_read_state(states, name), spec)
             except PromptInputError as exc:  # the state is kept as the original keeps it
                 library = f"{job.run}/{SNAPSHOTS_DIR}/skills_v{row['library_version']}.json"
                 error = f"{row['state_id']}: {exc}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import multiprocessing
 import os
@@ -13,7 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from ..config import Settings
 from ..names import EPISODES, PROMPTS, RUN_ASSETS, SNAPSHOTS, STATES
 from ..store.atomic import libc_function
-from ..store.tables import load_arrow
+from ..store.tables import load_arrow, release_arrow_memory
 from .episodes import build_episodes
 from .job import RunJob, StageReport
 from .prompts import build_prompts
@@ -21,11 +22,26 @@ from .snapshots import build_snapshots
 from .states import build_states
 
 Stage = Callable[[RunJob], StageReport]
+
+
+def _releasing(stage: Stage) -> Stage:
+    """``stage``, then the memory Arrow kept from it handed back (the next stage starts lean)."""
+
+    @functools.wraps(stage)
+    def run(job: RunJob) -> StageReport:
+        try:
+            return stage(job)
+        finally:
+            release_arrow_memory()
+
+    return run
+
+
 STAGES: dict[str, Stage] = {
-    EPISODES: build_episodes,
-    SNAPSHOTS: build_snapshots,
-    STATES: build_states,
-    PROMPTS: build_prompts,
+    EPISODES: _releasing(build_episodes),
+    SNAPSHOTS: _releasing(build_snapshots),
+    STATES: _releasing(build_states),
+    PROMPTS: _releasing(build_prompts),
 }
 _PR_SET_PDEATHSIG = 1
 

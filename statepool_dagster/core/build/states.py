@@ -27,8 +27,17 @@ from ..store.pool import (
     update_state_pool,
     write_state_file,
 )
-from ..store.tables import markdown_preview, rejects_jsonl, states_table
-from .job import STATE_VERSION, TABLE_FORMAT, RunJob, StageReport, combined, digest, reject_lines
+from ..store.tables import markdown_preview, rejects_jsonl, states_table, utf8_views
+from .job import (
+    STATE_VERSION,
+    TABLE_FORMAT,
+    RunJob,
+    StageReport,
+    combined,
+    digest,
+    digest_pieces,
+    reject_lines,
+)
 
 PREVIEW = ["state_id", "version", "batch_version", "n_cards", "n_episodes"]
 _decode = msgspec.json.Decoder().decode
@@ -64,13 +73,16 @@ class CheckpointInputs:
     def n_cards(self, version: int) -> int:
         return self.snapshots.parts[part_name(version)].info["n_cards"]
 
-    def library_text(self, version: int) -> str:
-        return self.snapshots.read_part(part_name(version), ["library"])["library"][0].as_py()
+    def library_text(self, version: int) -> memoryview:
+        """The library's stored text as UTF-8, viewed where Arrow holds it."""
+        library = self.snapshots.read_part(part_name(version), ["library"])["library"]
+        return memoryview(library[0].as_buffer())
 
-    def batch_texts(self, version: int | None) -> list[str]:
+    def batch_texts(self, version: int | None) -> list[memoryview]:
+        """The batch's stored records as UTF-8, viewed where Arrow holds them (never copied)."""
         if version is None or part_name(version) not in self.episodes.parts:
             return []
-        return self.episodes.read_part(part_name(version), ["record"])["record"].to_pylist()
+        return utf8_views(self.episodes.read_part(part_name(version), ["record"])["record"])
 
     def library(self, version: int) -> dict[str, Any]:
         """A decoded library (the last few are kept: consecutive states share them)."""
@@ -117,7 +129,7 @@ def build_states(job: RunJob) -> StageReport:
     table = job.table(STATES)
     settings_key = digest(STATE_VERSION, TABLE_FORMAT, job.run, settings.dataset, settings.pairing)
     on_disk = state_pool_names(job.layout, job.run)
-    writes: dict[str, str] = {}
+    writes: dict[str, memoryview] = {}
     fresh: dict[str, str] = {}  # digests of the state files written one by one (manifests)
     kept: set[str] = set()
     reused = 0
@@ -129,12 +141,13 @@ def build_states(job: RunJob) -> StageReport:
             kept.add(name)
             reused += 1
             if part.info["state_id"] not in on_disk:  # a state file deleted by hand
-                writes[part.info["state_id"]] = table.read_part(name, ["state"])["state"][0].as_py()
+                state = table.read_part(name, ["state"])["state"]
+                writes[part.info["state_id"]] = memoryview(state[0].as_buffer())
             continue
         joined = join_checkpoint(
             job.run, settings.dataset, plan, inputs, sidecars.analyses, sidecars.receipts
         )
-        sid, text = joined.state_id, joined.text
+        sid, data = joined.state_id, joined.data
         row = (
             sid,
             job.run,
@@ -143,16 +156,17 @@ def build_states(job: RunJob) -> StageReport:
             plan.batch_version,
             inputs.n_cards(plan.library_version),
             joined.n_episodes,
-            text,
+            data,  # taken into Arrow as it is: a state is held once, however large
             ops_json(joined.reference_ops),
             key,
         )
-        info = {"state_id": sid, "rows": 1, "text": digest(text)}
+        info = {"state_id": sid, "rows": 1, "text": digest_pieces([(data,)])}
         same_text = part is not None and part.info.get("text") == info["text"]
         table.write(name, states_table([row]), key, info)
         if not (same_text and sid in on_disk):  # e.g. only the reference ops moved on
-            write_state_file(job.layout, job.run, sid, text)
-            fresh[sid] = file_digest(text)
+            write_state_file(job.layout, job.run, sid, data)
+            fresh[sid] = file_digest(data)
+        del joined, row, data
         kept.add(name)
     for name in set(table.parts) - kept:
         table.drop(name)

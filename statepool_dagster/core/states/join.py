@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
-from .models import CheckpointState, dumps, state_json
+from .models import BytesLike, CheckpointState, dumps, state_bytes
 from .reference_ops import next_version_after, reference_ops
 
 OFFLINE_RECEIPT = "(collected offline)"
@@ -139,34 +139,39 @@ def state_fields(
 
 
 class CheckpointSource(Protocol):
-    """Where a run's libraries and batches come from, by version, as the state files' text.
+    """Where a run's libraries and batches come from, by version, as the state files' text
+    (or that text's UTF-8 bytes).
 
     A run folder read into the store is one source (``build/states.py``); a rollout engine
     streaming states during training is another. Every source feeds the same join.
     """
 
-    def library_text(self, version: int) -> str: ...
+    def library_text(self, version: int) -> str | BytesLike: ...
 
-    def batch_texts(self, version: int | None) -> list[str]: ...
+    def batch_texts(self, version: int | None) -> Sequence[str | BytesLike]: ...
 
     def library(self, version: int) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
 class JoinedCheckpoint:
-    """One joined state: its JSON text exactly as the original writes it, and its ops."""
+    """One joined state: its file's bytes exactly as the original writes them, and its ops."""
 
     state_id: str
     version: int
     library_version: int
     batch_version: int
-    text: str
+    data: bytes
     reference_ops: dict[str, Any]
     n_episodes: int
 
     @property
+    def text(self) -> str:
+        return self.data.decode("utf-8")
+
+    @property
     def state(self) -> CheckpointState:
-        return CheckpointState.from_json(self.text)
+        return CheckpointState.from_json(self.data)
 
 
 def join_checkpoint(
@@ -181,7 +186,7 @@ def join_checkpoint(
     followup = [_decode(t) for t in source.batch_texts(plan.followup_version)]
     fields = state_fields(run, plan, followup, analyses, receipts)
     batch = source.batch_texts(plan.batch_version)
-    text = state_json(
+    data = state_bytes(
         fields.state_id,
         dataset,
         source.library_text(plan.library_version),
@@ -199,7 +204,7 @@ def join_checkpoint(
         plan.version,
         plan.library_version,
         plan.batch_version,
-        text,
+        data,
         ops,
         len(batch),
     )

@@ -8,6 +8,7 @@ models validate those dicts and give typed access where logic needs it.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -99,18 +100,70 @@ class CheckpointState(BaseModel):
         return CheckpointState(**json.loads(text))
 
     @staticmethod
-    def trusted(text: str | bytes) -> CheckpointState:
+    def trusted(text: str | bytes | memoryview) -> CheckpointState:
         """:meth:`from_json` for a text this package wrote itself: parsed fast, not validated."""
         try:
             fields = _decode(text)
         except msgspec.MsgspecError:  # NaN or Infinity, which json writes and msgspec refuses
-            fields = json.loads(text)
+            fields = json.loads(bytes(text) if isinstance(text, memoryview) else text)
         return CheckpointState.model_construct(**fields)
 
 
 def dumps(value: Any) -> str:
     """The original's JSON text for ``value`` (``json.dumps``, ``ensure_ascii=False``)."""
     return json.dumps(value, ensure_ascii=False)
+
+
+BytesLike = bytes | bytearray | memoryview
+
+
+def _utf8(text: str | BytesLike, errors: str) -> BytesLike:
+    return text.encode("utf-8", errors) if isinstance(text, str) else text
+
+
+def state_bytes(
+    state_id: str,
+    dataset: str,
+    library_json: str | BytesLike,
+    episode_jsons: Sequence[str | BytesLike],
+    analysis: dict[str, Any] | None,
+    last_receipt: str,
+    followup_qids: list[str],
+    gt_map: dict[str, Any],
+    errors: str = "strict",
+) -> bytes:
+    """:meth:`CheckpointState.to_json` in UTF-8, from a library and episodes in :func:`dumps` form.
+
+    Without indentation ``json.dumps`` writes a nested value exactly as it writes it
+    alone, so the text is assembled from the stored parts (text, or its UTF-8 bytes as
+    the store holds them) instead of decoding them and encoding the whole state again:
+    one copy of the whole, however large a part. ``errors`` encodes the text parts.
+    """
+    small = [dumps(state_id), dumps(dataset), dumps(analysis), dumps(last_receipt)]
+    state_id, dataset, analysis, last_receipt = (t.encode("utf-8", errors) for t in small)
+    pieces: list[BytesLike] = [
+        b'{"state_id": ',
+        state_id,
+        b', "dataset": ',
+        dataset,
+        b', "lib_snapshot": ',
+        _utf8(library_json, errors),
+        b', "episodes": [',
+    ]
+    for i, episode in enumerate(episode_jsons):
+        pieces += [b", ", _utf8(episode, errors)] if i else [_utf8(episode, errors)]
+    pieces += [
+        b'], "analysis": ',
+        analysis,
+        b', "last_receipt": ',
+        last_receipt,
+        b', "followup_qids": ',
+        dumps(followup_qids).encode("utf-8", errors),
+        b', "gt_map": ',
+        dumps(gt_map).encode("utf-8", errors),
+        b"}",
+    ]
+    return b"".join(pieces)
 
 
 def state_json(
@@ -123,30 +176,16 @@ def state_json(
     followup_qids: list[str],
     gt_map: dict[str, Any],
 ) -> str:
-    """:meth:`CheckpointState.to_json`, from a library and episodes already in :func:`dumps` form.
-
-    Without indentation ``json.dumps`` writes a nested value exactly as it writes it
-    alone, so the text is assembled from the stored parts instead of decoding them
-    and encoding the whole state again.
-    """
-    return "".join(
-        (
-            '{"state_id": ',
-            dumps(state_id),
-            ', "dataset": ',
-            dumps(dataset),
-            ', "lib_snapshot": ',
-            library_json,
-            ', "episodes": [',
-            ", ".join(episode_jsons),
-            '], "analysis": ',
-            dumps(analysis),
-            ', "last_receipt": ',
-            dumps(last_receipt),
-            ', "followup_qids": ',
-            dumps(followup_qids),
-            ', "gt_map": ',
-            dumps(gt_map),
-            "}",
-        )
+    """:func:`state_bytes` as text (any lone surrogate in the parts kept as it was)."""
+    data = state_bytes(
+        state_id,
+        dataset,
+        library_json,
+        episode_jsons,
+        analysis,
+        last_receipt,
+        followup_qids,
+        gt_map,
+        errors="surrogatepass",
     )
+    return data.decode("utf-8", "surrogatepass")

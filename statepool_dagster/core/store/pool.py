@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from ..locations import AnyPath, is_local
 from ..names import DIR_MANIFEST
 from ..rejects import Reject
+from ..states.models import BytesLike
 from .atomic import _digest, _entries, _make_folder, _put, write_bytes_atomic
 from .layout import StoreLayout
 
@@ -20,20 +22,24 @@ def state_pool_names(layout: StoreLayout, run: str) -> set[str]:
     }
 
 
-def write_state_file(layout: StoreLayout, run: str, state_id: str, text: str) -> None:
-    """One ``state_pool/<run>/<state_id>.json``, written atomically (one put on an object store)."""
-    write_bytes_atomic(layout.state_pool(run) / f"{state_id}.json", text.encode("utf-8"))
+def _utf8(text: str | BytesLike) -> BytesLike:
+    return text.encode("utf-8") if isinstance(text, str) else text
 
 
-def file_digest(text: str) -> str:
-    """The digest a folder manifest records for a state file of ``text``."""
-    return _digest(text.encode("utf-8"))
+def write_state_file(layout: StoreLayout, run: str, state_id: str, text: str | BytesLike) -> None:
+    """One ``state_pool/<run>/<state_id>.json`` (text, or its UTF-8 bytes), written atomically."""
+    write_bytes_atomic(layout.state_pool(run) / f"{state_id}.json", _utf8(text))
+
+
+def file_digest(text: str | BytesLike) -> str:
+    """The digest a folder manifest records for a state file of ``text`` (or its UTF-8 bytes)."""
+    return _digest(_utf8(text))
 
 
 def update_state_pool(
     layout: StoreLayout,
     run: str,
-    writes: dict[str, str],
+    writes: Mapping[str, str | BytesLike],
     keep: set[str],
     written: dict[str, str] | None = None,
 ) -> None:
@@ -47,7 +53,7 @@ def update_state_pool(
     _make_folder(folder)  # a run without states still has its (empty) folder
     present = state_pool_names(layout, run)
     for sid, text in writes.items():
-        write_bytes_atomic(folder / f"{sid}.json", text.encode("utf-8"))
+        write_bytes_atomic(folder / f"{sid}.json", _utf8(text))
     if not is_local(folder):
         fresh = {**(written or {}), **{sid: file_digest(text) for sid, text in writes.items()}}
         _update_manifest(folder, fresh, keep)

@@ -75,6 +75,15 @@ def load_arrow() -> None:
     pa.array([])
 
 
+def release_arrow_memory() -> None:
+    """Hand the memory Arrow freed back to the system.
+
+    Arrow's allocator keeps freed blocks for its next allocations; after a huge cell
+    was read or written, that would stay counted while Python allocates its own.
+    """
+    pa.default_memory_pool().release_unused()
+
+
 def _schema(columns: dict[str, str], types: dict[str, pa.DataType]) -> pa.Schema:
     return pa.schema([(name, types.get(name, pa.large_string())) for name in columns])
 
@@ -92,9 +101,22 @@ def _table(columns: dict[str, str], types: dict[str, pa.DataType], rows: list[tu
         raise ValueError(f"rows of {len(values)} values for {len(schema)} columns")
     arrays = []
     for i, f in enumerate(schema):
-        arrays.append(pa.array(values[i], type=f.type))
+        arrays.append(_array(values[i], f.type))
         values[i] = None
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _array(values: tuple, type: pa.DataType) -> pa.Array:
+    """A column's array; one text given as its UTF-8 ``bytes`` is taken in place, not copied."""
+    if len(values) == 1 and isinstance(values[0], bytes) and type == pa.large_string():
+        offsets = pa.array([0, len(values[0])], pa.int64()).buffers()[1]
+        return pa.Array.from_buffers(type, 1, [None, offsets, pa.py_buffer(values[0])])
+    return pa.array(values, type=type)
+
+
+def utf8_views(column: pa.ChunkedArray) -> list[memoryview]:
+    """Each text of ``column`` as UTF-8, viewed where Arrow holds it (no string is made)."""
+    return [memoryview(value.as_buffer()) for chunk in column.chunks for value in chunk]
 
 
 def episode_row(e: EpisodeLine) -> tuple:
@@ -162,7 +184,7 @@ STATE_COLUMNS = {
     "input_key": "digest of everything the state was built from (unchanged inputs are reused)",
 }
 
-StateRow = tuple[str, str, int, int, int, int, int, str, str | None, str]
+StateRow = tuple[str, str, int, int, int, int, int, bytes, str | None, str]  # state: UTF-8
 
 
 STATE_TYPES = {
