@@ -31,6 +31,7 @@ from ..store.tables import (
     episodes_table,
     markdown_preview,
     rejects_jsonl,
+    release_arrow_memory,
     utf8_views,
 )
 from .job import TABLE_FORMAT, RunJob, StageReport, digest_pieces, reject_lines, round3
@@ -271,6 +272,7 @@ def build_episodes(job: RunJob) -> StageReport:
     }
     table.mark(seen=None if unreadable else mark, fingerprint=fingerprint)
     table.save()
+    release_arrow_memory()  # what the batches' writing freed, before the preview reads
     report = _report(job, table, fingerprint, rejects, blank + tail_blank, len(batches.written))
     report.notes += notes
     return report

@@ -17,7 +17,7 @@ from ..rejects import Reject
 from ..states.models import CheckpointState
 from ..store.parts import RunTable
 from ..store.pool import update_rejects
-from ..store.tables import prompts_table, rejects_jsonl, release_arrow_memory
+from ..store.tables import prompts_table, rejects_jsonl, release_arrow_memory, utf8_views
 from .job import RENDER_VERSION, RunJob, StageReport, digest, reject_lines
 
 COLUMNS = ["state_id", "version", "library_version", "reference_ops", "input_key"]
@@ -48,9 +48,11 @@ def spec_digest(spec: PromptSpec) -> str:
 def _read_state(states: RunTable, name: str) -> CheckpointState:
     """A stored state, parsed straight from where Arrow holds its text, which is then let go."""
     text = states.read_part(name, ["state"])["state"]
-    state = CheckpointState.trusted(memoryview(text[0].as_buffer()))
+    size = text.nbytes
+    release_arrow_memory(size)  # the pages it was read from
+    state = CheckpointState.trusted(utf8_views(text)[0])
     del text
-    release_arrow_memory()  # a huge state's text is not kept beside it while rendering
+    release_arrow_memory(size)  # not kept beside the parsed state while it is rendered
     return state
 
 

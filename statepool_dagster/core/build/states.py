@@ -27,7 +27,13 @@ from ..store.pool import (
     update_state_pool,
     write_state_file,
 )
-from ..store.tables import markdown_preview, rejects_jsonl, states_table, utf8_views
+from ..store.tables import (
+    markdown_preview,
+    rejects_jsonl,
+    release_arrow_memory,
+    states_table,
+    utf8_views,
+)
 from .job import (
     STATE_VERSION,
     TABLE_FORMAT,
@@ -76,13 +82,15 @@ class CheckpointInputs:
     def library_text(self, version: int) -> memoryview:
         """The library's stored text as UTF-8, viewed where Arrow holds it."""
         library = self.snapshots.read_part(part_name(version), ["library"])["library"]
-        return memoryview(library[0].as_buffer())
+        return utf8_views(library)[0]
 
     def batch_texts(self, version: int | None) -> list[memoryview]:
         """The batch's stored records as UTF-8, viewed where Arrow holds them (never copied)."""
         if version is None or part_name(version) not in self.episodes.parts:
             return []
-        return utf8_views(self.episodes.read_part(part_name(version), ["record"])["record"])
+        records = self.episodes.read_part(part_name(version), ["record"])["record"]
+        release_arrow_memory(records.nbytes)  # the pages it was read from
+        return utf8_views(records)
 
     def library(self, version: int) -> dict[str, Any]:
         """A decoded library (the last few are kept: consecutive states share them)."""
@@ -142,12 +150,13 @@ def build_states(job: RunJob) -> StageReport:
             reused += 1
             if part.info["state_id"] not in on_disk:  # a state file deleted by hand
                 state = table.read_part(name, ["state"])["state"]
-                writes[part.info["state_id"]] = memoryview(state[0].as_buffer())
+                writes[part.info["state_id"]] = utf8_views(state)[0]
             continue
         joined = join_checkpoint(
             job.run, settings.dataset, plan, inputs, sidecars.analyses, sidecars.receipts
         )
         sid, data = joined.state_id, joined.data
+        release_arrow_memory(len(data))  # the batch it was joined from is gone
         row = (
             sid,
             job.run,

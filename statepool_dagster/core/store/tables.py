@@ -75,13 +75,17 @@ def load_arrow() -> None:
     pa.array([])
 
 
-def release_arrow_memory() -> None:
-    """Hand the memory Arrow freed back to the system.
+LARGE = 16 << 20  # bytes: a cell this large leaves blocks as large behind in Arrow's allocator
+
+
+def release_arrow_memory(size: int | None = None) -> None:
+    """Hand the memory Arrow freed back to the system (when ``size`` is given: if it is large).
 
     Arrow's allocator keeps freed blocks for its next allocations; after a huge cell
     was read or written, that would stay counted while Python allocates its own.
     """
-    pa.default_memory_pool().release_unused()
+    if size is None or size >= LARGE:
+        pa.default_memory_pool().release_unused()
 
 
 def _schema(columns: dict[str, str], types: dict[str, pa.DataType]) -> pa.Schema:
@@ -115,8 +119,18 @@ def _array(values: tuple, type: pa.DataType) -> pa.Array:
 
 
 def utf8_views(column: pa.ChunkedArray) -> list[memoryview]:
-    """Each text of ``column`` as UTF-8, viewed where Arrow holds it (no string is made)."""
-    return [memoryview(value.as_buffer()) for chunk in column.chunks for value in chunk]
+    """Each text of a ``large_string`` column as UTF-8, viewed where Arrow holds it.
+
+    Nothing is copied (a scalar of the column would copy its value); a null is empty.
+    """
+    views = []
+    for chunk in column.chunks:
+        _, offsets, data = chunk.buffers()
+        ends = memoryview(offsets).cast("B").cast("q")
+        text = memoryview(data if data is not None else b"")
+        first = chunk.offset
+        views += [text[ends[i] : ends[i + 1]] for i in range(first, first + len(chunk))]
+    return views
 
 
 def episode_row(e: EpisodeLine) -> tuple:
