@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 
@@ -37,12 +38,35 @@ def format_episode(index: int, episode: dict[str, Any]) -> str:
     return "".join(_pieces(index, episode))
 
 
-def format_episodes(episodes: list[dict[str, Any]]) -> str:
-    """The batch, one block per episode, with its accuracy first."""
+def format_episodes(episodes: list[dict[str, Any]], limit: int | None = None) -> str:
+    """The batch, one block per episode, with its accuracy first.
+
+    With ``limit`` (>= 0), only the text's first ``limit`` characters: the same as
+    cutting the whole text, but what is cut off is never built (a huge field stays
+    where it is; episodes past the limit are not formatted at all).
+    """
     scored = [e for e in episodes if isinstance(e.get("correct"), bool)]
     right = sum(1 for e in scored if e["correct"])
-    pieces = [f"{len(episodes)} episodes, {right}/{len(scored)} correct"]
+    summary = f"{len(episodes)} episodes, {right}/{len(scored)} correct"
+    pieces = _batch_pieces(summary, episodes)
+    return "".join(pieces) if limit is None else _head(pieces, limit)
+
+
+def _batch_pieces(summary: str, episodes: list[dict[str, Any]]) -> Iterator[str]:
+    yield summary
     for i, episode in enumerate(episodes, 1):
-        pieces.append("\n")
-        pieces += _pieces(i, episode)
-    return "".join(pieces)
+        yield "\n"
+        yield from _pieces(i, episode)
+
+
+def _head(pieces: Iterable[str], limit: int) -> str:
+    """``"".join(pieces)[:limit]``, joining only what is kept."""
+    kept: list[str] = []
+    size = 0
+    for piece in pieces:
+        if size + len(piece) >= limit:
+            kept.append(piece[: limit - size])
+            break
+        kept.append(piece)
+        size += len(piece)
+    return "".join(kept)

@@ -6,6 +6,7 @@ import json
 
 from ..errors import PromptInputError
 from ..states.models import CheckpointState
+from .formatting import format_episodes
 from .spec import PromptSpec, default_prompt_spec
 
 ANALYSIS_KEYS = ("failure_patterns", "observations", "summary")
@@ -63,8 +64,11 @@ def render_analysis_block(state: CheckpointState, spec: PromptSpec) -> str:
     if state.analysis is not None:
         shown = {k: state.analysis.get(k) for k in ANALYSIS_KEYS}
         return json.dumps(shown, ensure_ascii=False, indent=1)[: spec.limits.analysis_chars]
+    limit = spec.limits.episodes_chars
+    if spec.episode_formatter is format_episodes:  # the bundled one builds only what is kept
+        return "## Raw episodes\n" + format_episodes(state.episodes, limit)
     formatted = spec.episode_formatter(state.episodes)
-    return "## Raw episodes\n" + formatted[: spec.limits.episodes_chars]
+    return "## Raw episodes\n" + formatted[:limit]
 
 
 def build_curator_prompt(state: CheckpointState, spec: PromptSpec | None = None) -> str:
