@@ -111,10 +111,15 @@ def _table(columns: dict[str, str], types: dict[str, pa.DataType], rows: list[tu
 
 
 def _array(values: tuple, type: pa.DataType) -> pa.Array:
-    """A column's array; one text given as its UTF-8 ``bytes`` is taken in place, not copied."""
-    if len(values) == 1 and isinstance(values[0], bytes) and type == pa.large_string():
-        offsets = pa.array([0, len(values[0])], pa.int64()).buffers()[1]
-        return pa.Array.from_buffers(type, 1, [None, offsets, pa.py_buffer(values[0])])
+    """A column's array (text may be given as UTF-8 ``bytes``).
+
+    One large text is taken in place, not copied; smaller ones are copied into Arrow's
+    memory like any other value (the recent-parts cache then holds Arrow's, as always).
+    """
+    one = values[0] if len(values) == 1 else None
+    if isinstance(one, bytes) and len(one) >= LARGE and type == pa.large_string():
+        offsets = pa.array([0, len(one)], pa.int64()).buffers()[1]
+        return pa.Array.from_buffers(type, 1, [None, offsets, pa.py_buffer(one)])
     return pa.array(values, type=type)
 
 
