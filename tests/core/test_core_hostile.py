@@ -517,7 +517,7 @@ print(peak() - base, len(preview))
 
 
 def test_one_huge_line_peaks_within_a_few_times_its_size():
-    """Reader, flat table and preview on one 50 MB line: 5.5x measured (README), 6x allowed.
+    """Reader, flat table and preview on one 50 MB line: 5.0x measured (README), 6x allowed.
 
     The line's bytes (1x, 2x while being built), its record, its ``json.dumps`` text
     (2x while encoding) and the table's two copies (``response`` and ``record``).

@@ -165,8 +165,11 @@ class _Batches:
         parts = [fresh]
         if name in self.table.parts and (version in self.done or self.keep_lines is not None):
             old = self.table.read_part(name).cast(fresh.schema)
+            release_arrow_memory(old.nbytes)  # the pages it was read from
             if version not in self.done:  # a grown file: the stored rows before the mark stay
-                old = old.filter(pc.less_equal(old["line"], self.keep_lines))
+                stay = pc.less_equal(old["line"], self.keep_lines)
+                if not pc.all(stay).as_py():  # a filter copies every column, kept rows too
+                    old = old.filter(stay)
             parts.insert(0, old)
         batch = pa.concat_tables(parts)
         self.done.add(version)
