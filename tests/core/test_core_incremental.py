@@ -13,6 +13,7 @@ import pytest
 from statepool_dagster.core.build import STAGES, RunJob, build_run
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES, TABLE_INDEX
+from statepool_dagster.core.store.parts import part_name
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 
 from helpers import store_pool
@@ -172,9 +173,9 @@ def test_part_of_another_build_is_rebuilt_not_reused(run, tmp_path):
     for part in (store / STATES / RUN).glob("p*.parquet"):
         table = pq.read_table(part)
         rows = json.loads(pq.ParquetFile(part).metadata.metadata[b"statepool.rows"])
-        if any(name == "v0000000002" for name, _, _ in rows):
+        if any(name == part_name(2) for name, _, _ in rows):
             break
-    rows = [[n, "stale" if n == "v0000000002" else key, info] for n, key, info in rows]
+    rows = [[n, "stale" if n == part_name(2) else key, info] for n, key, info in rows]
     meta = {b"statepool.rows": json.dumps(rows).encode()}
     pq.write_table(table.replace_schema_metadata(meta), part, row_group_size=1)
     reused = build(run.parent, store)
