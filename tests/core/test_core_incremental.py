@@ -13,7 +13,7 @@ import pytest
 from statepool_dagster.core.build import STAGES, RunJob, build_run
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES, TABLE_INDEX
-from statepool_dagster.core.store.parts import part_name
+from statepool_dagster.core.store.parts import MERGE, part_name
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 
 from helpers import store_pool
@@ -262,3 +262,17 @@ def test_state_text_change_on_an_object_store_keeps_its_manifest_whole(run, tmp_
     assert rebuilt[STATES] == 0
     states = load_state_pool(f"{store}/state_pool/{RUN}")
     assert states and {s.dataset for s in states} == {"another"}
+
+
+def test_a_run_grown_one_checkpoint_at_a_time_keeps_few_parts(run, tmp_path):
+    """Parts of a size merge (tiered): files stay O(log n), the tables and states unchanged."""
+    store = tmp_path / "store"
+    build(run.parent, store)
+    for _ in range(40):
+        append_checkpoint(run, SPEC, 0)
+        build(run.parent, store)
+    for asset in ASSETS:
+        parts = list((store / asset / RUN).glob("p*.parquet"))
+        # from scratch: 2 parts; each growth adds 1-2; 40 growths leave fewer than 2 tiers' worth
+        assert len(parts) <= 2 * (MERGE - 1) + 2, (asset, len(parts))
+    assert_same_as_fresh(run.parent, store, tmp_path)

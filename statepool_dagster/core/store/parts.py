@@ -333,6 +333,7 @@ class RunTable:
         for file, groups in sorted(self._stale.items()):
             self._prune(file, groups)
         self._stale.clear()
+        self._compact()
         self._close_files()
         self._sweep()
         if not self._dirty and (self.folder / TABLE_INDEX).exists():
@@ -367,26 +368,70 @@ class RunTable:
         rows; the copy goes one row group at a time; a kill between the two leaves both,
         and the newer wins when the table is next loaded.
         """
-        rows = self._files.get(file, [])
-        keep = [g for g in range(len(rows)) if g not in groups and -1 not in groups]
-        if keep:
-            source = self._file(file)
-            self._start_writer()
-            new = self._writing[0]
-            for g in keep:
+        self._move({file: groups})
+
+    def _compact(self) -> None:
+        """Merge parts of a size, :data:`MERGE` at a time, into one (tiered, as an LSM tree).
+
+        A run grown one checkpoint at a time adds a part per growth; merged this way it
+        keeps at most ``MERGE - 1`` parts per size tier (tiers grow by ``MERGE``×), and each
+        row is copied once per tier: O(log n) copies, never the run at each growth. The
+        part holding the newest checkpoint is left alone: the next growth replaces it.
+        """
+        newest = max(self.parts, default=None)
+        while True:
+            tiers: dict[int, list[str]] = {}
+            for file, rows in self._files.items():
+                if rows and all(row[0] != newest for row in rows):
+                    tiers.setdefault(_tier(len(rows)), []).append(file)
+            full = [files for files in tiers.values() if len(files) >= MERGE]
+            if not full:
+                return
+            self._move({file: set() for file in sorted(full[0], key=_order)[:MERGE]})
+
+    def _move(self, sources: dict[str, set[int]]) -> None:
+        """The current row groups of ``sources`` (less each one's dropped groups) go to one new
+        part, in order; then the sources are removed."""
+        moved = False
+        for file, groups in sorted(sources.items(), key=lambda item: _order(item[0])):
+            rows = self._files.get(file, [])
+            if -1 in groups:
+                continue
+            source = None
+            for g, row in enumerate(rows):
+                part = self.parts.get(row[0])
+                if g in groups or part is None or (part.file, part.group) != (file, g):
+                    continue  # dropped, or stored again elsewhere
+                if not moved:
+                    self._start_writer()
+                    moved = True
+                source = source or self._file(file)
                 self._writer.write_table(
                     source.read_row_group(g).replace_schema_metadata(None).cast(self.schema),
                     row_group_size=max(1, source.metadata.row_group(g).num_rows),
                 )
-                checkpoint = rows[g][0]
-                self._files[new].append(rows[g])
-                part = self.parts.get(checkpoint)
-                if part is not None and part.file == file and part.group == g:
-                    part.file, part.group = new, len(self._files[new]) - 1
+                new = self._writing[0]
+                self._files[new].append(row)
+                part.file, part.group = new, len(self._files[new]) - 1
+        if moved:
             self._finish_writer()
         self._close_files()
-        (self.folder / file).unlink(missing_ok=True)
-        self._files.pop(file, None)
+        self._dirty = True
+        for file in sources:
+            (self.folder / file).unlink(missing_ok=True)
+            self._files.pop(file, None)
+
+
+MERGE = 8  # parts of a size tier merged into one at a time
+
+
+def _tier(rows: int) -> int:
+    """The size tier of a part of ``rows`` row groups: 0 below MERGE, then one per ×MERGE."""
+    tier = 0
+    while rows >= MERGE:
+        rows //= MERGE
+        tier += 1
+    return tier
 
 
 def _order(file: str) -> tuple[int, str]:
