@@ -13,7 +13,7 @@ import pytest
 from statepool_dagster.core.build import STAGES, RunJob, build_run
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES, TABLE_INDEX
-from statepool_dagster.core.store.parts import MERGE, part_name
+from statepool_dagster.core.store.part_files import MERGE, part_name
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 
 from helpers import store_pool

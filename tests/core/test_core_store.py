@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from statepool_dagster.core.runs.json_read import INT64_MAX, INT64_MIN
 from statepool_dagster.core.store.atomic import replace_dir_atomic, write_bytes_atomic
 from statepool_dagster.core.store.layout import StoreLayout
-from statepool_dagster.core.store.parts import part_name
+from statepool_dagster.core.store.part_files import part_name
 from statepool_dagster.core.store.pool import update_state_pool, write_state_file
 
 ESCAPING = ["..", "../other", "a/b", "/etc", ".", "", "..\\x", "run/../../x", "ok\x00"]

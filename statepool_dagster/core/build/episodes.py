@@ -23,7 +23,8 @@ from ..rejects import Reject
 from ..runs.episodes import parse_episodes
 from ..runs.files import fingerprint_run, open_run_file
 from ..runs.notes import present, run_notes
-from ..store.parts import RunTable, part_name
+from ..store.part_files import part_name
+from ..store.parts import RunTable
 from ..store.pool import read_rejects, update_rejects
 from ..store.tables import episode_row, episodes_table, markdown_preview, rejects_jsonl
 from .job import TABLE_FORMAT, RunJob, StageReport, digest, reject_lines, round3

@@ -5,7 +5,8 @@ checkpoint (or episode batch) it built. A build from scratch writes one part; a 
 grown by one checkpoint adds a small part and rewrites nothing it did not change. The
 newest checkpoint of a build always gets a part of its own, because it is the one the
 next growth changes (its reference ops gain a next library): replacing it then costs
-one small file, never the run. ``pyarrow.dataset``, pandas and ``datasets`` read the
+one small file, never the run. Small parts are merged eight of a size at a time, so a run
+grown one checkpoint at a time keeps a few dozen files at most. ``pyarrow.dataset``, pandas and ``datasets`` read the
 folder as one table (they skip dot files).
 
 Each part's footer names the checkpoint, input key and small facts (``info``) of every
@@ -19,84 +20,31 @@ older copy dropped at the next save.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
-import re
-from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..locations import AnyPath, info_stamp, is_local
+from ..locations import AnyPath, is_local
 from ..names import TABLE_INDEX
 from .atomic import temp_sibling, write_bytes_atomic
 from .layout import StoreLayout
-
-SUFFIX = ".parquet"
-ROWS_META = b"statepool.rows"  # JSON: [[checkpoint, key, info], ...], one per row group
-_PART = re.compile(r"p(\d{8,})\.parquet")
-
-
-def writer_options(schema: pa.Schema) -> dict[str, Any]:
-    """How parts are written: zstd; no dictionary; statistics only for non-text columns.
-
-    A row group is one checkpoint, so per-row-group costs dominate: dictionaries and
-    min/max statistics of large text cells (a state, a prompt) cost a third of the write
-    and make the file larger; numeric statistics stay, for readers that filter on them.
-    """
-    numeric = [
-        f.name for f in schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
-    ]
-    return dict(compression="zstd", use_dictionary=False, write_statistics=numeric or False)
-
-
-def part_name(version: int) -> str:
-    """The checkpoint (or batch) name of ``version`` (int64); names sort in version order."""
-    return f"v{version:019d}" if version >= 0 else f"n{version + 2**63:019d}"
-
-
-@dataclass
-class Part:
-    """Where a checkpoint's rows are stored, what they were built from, small facts."""
-
-    key: str
-    info: dict[str, Any] = field(default_factory=dict)
-    file: str | None = None  # None: not yet written out
-    group: int = -1
-
-
-class RecentParts:
-    """The checkpoints this process wrote last, up to a byte budget (a constant, not a run).
-
-    The next stage of the same run reads them back from here instead of from disk: a
-    states build right after its snapshots, prompts right after states. Entries are keyed
-    by the checkpoint's input key, so a changed checkpoint never matches an old entry.
-    """
-
-    def __init__(self, budget: int = 64 << 20):
-        self.budget = budget
-        self._tables: OrderedDict[tuple[str, str, str], pa.Table] = OrderedDict()
-        self._size = 0
-
-    def put(self, where: tuple[str, str, str], table: pa.Table) -> None:
-        old = self._tables.pop(where, None)
-        if old is not None:
-            self._size -= old.nbytes
-        if table.nbytes > self.budget:
-            return
-        self._tables[where] = table
-        self._size += table.nbytes
-        while self._tables and self._size > self.budget:
-            _, dropped = self._tables.popitem(last=False)
-            self._size -= dropped.nbytes
-
-    def get(self, where: tuple[str, str, str]) -> pa.Table | None:
-        return self._tables.get(where)
-
-
-RECENT = RecentParts()
+from .part_files import (
+    MERGE,
+    RECENT,
+    ROWS_META,
+    SUFFIX,
+    Part,
+    file_order,
+    footer_rows,
+    list_parts,
+    sweep,
+    tier,
+    writer_options,
+)
 
 
 class RunTable:
@@ -118,32 +66,6 @@ class RunTable:
 
     # ------------------------------------------------------------------ reading
 
-    def _listing(self) -> dict[str, str]:
-        """``{part file: stamp}`` of the Parquet files in the folder."""
-        found: dict[str, str] = {}
-        if is_local(self.folder):
-            try:
-                with os.scandir(self.folder) as entries:
-                    for entry in entries:
-                        if entry.name.endswith(SUFFIX) and not entry.name.startswith("."):
-                            st = entry.stat()
-                            found[entry.name] = f"{st.st_size}:{st.st_mtime_ns}"
-            except (FileNotFoundError, NotADirectoryError):
-                pass
-            return found
-        try:
-            infos = self.folder.fs.ls(self.folder.path, detail=True, refresh=True)
-        except (FileNotFoundError, NotADirectoryError):
-            return found
-        except TypeError:  # a backend without listings-cache refresh
-            infos = self.folder.fs.ls(self.folder.path, detail=True)
-        for info in infos:
-            name = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
-            if name.endswith(SUFFIX) and not name.startswith("."):
-                size, mtime, tag = info_stamp(info)
-                found[name] = f"{size}:{mtime}:{tag}"
-        return found
-
     def _load(self) -> None:
         try:
             cached = json.loads((self.folder / TABLE_INDEX).read_bytes())
@@ -151,13 +73,13 @@ class RunTable:
             cached = {}
         self.marks = dict(cached.get("marks") or {})
         known = cached.get("files") or {}
-        listing = self._listing()
-        for name in sorted(listing, key=_order):
+        listing = list_parts(self.folder)
+        for name in sorted(listing, key=file_order):
             entry = known.get(name)
             if isinstance(entry, dict) and entry.get("stamp") == listing[name]:
                 rows = entry["rows"]
             else:
-                rows = self._footer(name)
+                rows = footer_rows(functools.partial(self._file, name))
                 self._dirty = True
             self._files[name] = rows or []
             if rows is None:  # not a part of ours: dropped at the next save
@@ -170,16 +92,6 @@ class RunTable:
                 self.parts[checkpoint] = Part(key, info, name, group)
         if set(known) - set(listing):
             self._dirty = True
-
-    def _footer(self, name: str) -> list[list[Any]] | None:
-        try:
-            meta = self._file(name).metadata.metadata or {}
-        except pa.ArrowInvalid:  # not Parquet at all
-            return None
-        try:
-            return json.loads(meta[ROWS_META])
-        except (KeyError, ValueError):  # Parquet, but not a part this store wrote
-            return None
 
     def _file(self, name: str) -> pq.ParquetFile:
         if name not in self._open:
@@ -223,7 +135,7 @@ class RunTable:
             part = self.parts[name]
             groups.setdefault(part.file, []).append((name, part.group))
         tables, order = [], []
-        for file in sorted(groups, key=_order):
+        for file in sorted(groups, key=file_order):
             wanted = groups[file]
             tables.append(self._file(file).read_row_groups([g for _, g in wanted], columns))
             order.extend(name for name, _ in wanted)
@@ -290,7 +202,7 @@ class RunTable:
         part.file, part.group = file, len(self._files[file]) - 1
 
     def _start_writer(self) -> None:
-        seq = max((_order(n)[0] for n in self._files), default=0) + 1
+        seq = max((file_order(n)[0] for n in self._files), default=0) + 1
         file = f"p{seq:08d}{SUFFIX}"
         final = self.folder / file
         if is_local(final):
@@ -335,10 +247,10 @@ class RunTable:
         self._stale.clear()
         self._compact()
         self._close_files()
-        self._sweep()
+        sweep(self.folder)
         if not self._dirty and (self.folder / TABLE_INDEX).exists():
             return
-        listing = self._listing()
+        listing = list_parts(self.folder)
         files = {
             name: {"stamp": listing[name], "rows": rows}
             for name, rows in self._files.items()
@@ -348,18 +260,6 @@ class RunTable:
         if self.parts or files or self.marks:
             write_bytes_atomic(self.folder / TABLE_INDEX, body.encode("utf-8"))
         self._dirty = False
-
-    def _sweep(self) -> None:
-        """Remove what a killed writer left (we hold the run lock) and an old-layout file."""
-        legacy = self.folder.parent / f"{self.folder.name}{SUFFIX}"  # a run's table before parts
-        if legacy.is_file():
-            legacy.unlink(missing_ok=True)
-        if not is_local(self.folder) or not self.folder.is_dir():
-            return
-        for entry in os.scandir(self.folder):
-            if entry.name.startswith(".p") and ".parquet.tmp-" in entry.name:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(entry.path)
 
     def _prune(self, file: str, groups: set[int]) -> None:
         """Drop ``groups`` of ``file``: its current row groups move to a new part, then it goes.
@@ -383,17 +283,17 @@ class RunTable:
             tiers: dict[int, list[str]] = {}
             for file, rows in self._files.items():
                 if rows and all(row[0] != newest for row in rows):
-                    tiers.setdefault(_tier(len(rows)), []).append(file)
+                    tiers.setdefault(tier(len(rows)), []).append(file)
             full = [files for files in tiers.values() if len(files) >= MERGE]
             if not full:
                 return
-            self._move({file: set() for file in sorted(full[0], key=_order)[:MERGE]})
+            self._move({file: set() for file in sorted(full[0], key=file_order)[:MERGE]})
 
     def _move(self, sources: dict[str, set[int]]) -> None:
         """The current row groups of ``sources`` (less each one's dropped groups) go to one new
         part, in order; then the sources are removed."""
         moved = False
-        for file, groups in sorted(sources.items(), key=lambda item: _order(item[0])):
+        for file, groups in sorted(sources.items(), key=lambda item: file_order(item[0])):
             rows = self._files.get(file, [])
             if -1 in groups:
                 continue
@@ -420,23 +320,6 @@ class RunTable:
         for file in sources:
             (self.folder / file).unlink(missing_ok=True)
             self._files.pop(file, None)
-
-
-MERGE = 8  # parts of a size tier merged into one at a time
-
-
-def _tier(rows: int) -> int:
-    """The size tier of a part of ``rows`` row groups: 0 below MERGE, then one per ×MERGE."""
-    tier = 0
-    while rows >= MERGE:
-        rows //= MERGE
-        tier += 1
-    return tier
-
-
-def _order(file: str) -> tuple[int, str]:
-    match = _PART.fullmatch(file)
-    return (int(match.group(1)), file) if match else (0, file)
 
 
 def read_table(folder: AnyPath, schema: pa.Schema, columns: list[str] | None = None) -> pa.Table:
