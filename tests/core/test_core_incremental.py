@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,7 +14,9 @@ import pytest
 from statepool_dagster.core.build import STAGES, RunJob, build_run
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES, TABLE_INDEX
+from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.part_files import MERGE, part_name
+from statepool_dagster.core.store.parts import read_run_table
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 
 from helpers import store_pool
@@ -276,3 +279,30 @@ def test_a_run_grown_one_checkpoint_at_a_time_keeps_few_parts(run, tmp_path):
         # from scratch: 2 parts; each growth adds 1-2; 40 growths leave fewer than 2 tiers' worth
         assert len(parts) <= 2 * (MERGE - 1) + 2, (asset, len(parts))
     assert_same_as_fresh(run.parent, store, tmp_path)
+
+
+def test_readers_never_fail_while_a_growing_run_merges_its_parts(run, tmp_path):
+    """A lock-free reader racing the saves that prune and merge parts always gets a table."""
+    store = tmp_path / "store"
+    build(run.parent, store)
+    done, errors, reads = threading.Event(), [], []
+
+    def read_until_done() -> None:
+        while not done.is_set():
+            for asset in ASSETS:
+                try:
+                    reads.append(read_run_table(StoreLayout(store), asset, RUN).num_rows)
+                except Exception as error:
+                    errors.append(repr(error))
+
+    reader = threading.Thread(target=read_until_done)
+    reader.start()
+    try:
+        for _ in range(20):
+            append_checkpoint(run, SPEC, 0)
+            build(run.parent, store)
+    finally:
+        done.set()
+        reader.join()
+    assert errors == []
+    assert len(reads) > 20

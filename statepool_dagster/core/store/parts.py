@@ -6,8 +6,8 @@ grown by one checkpoint adds a small part and rewrites nothing it did not change
 newest checkpoint of a build always gets a part of its own, because it is the one the
 next growth changes (its reference ops gain a next library): replacing it then costs
 one small file, never the run. Small parts are merged eight of a size at a time, so a run
-grown one checkpoint at a time keeps a few dozen files at most. ``pyarrow.dataset``, pandas and ``datasets`` read the
-folder as one table (they skip dot files).
+grown one checkpoint at a time keeps a few dozen files at most. ``pyarrow.dataset``,
+pandas and ``datasets`` read the folder as one table (they skip dot files).
 
 Each part's footer names the checkpoint, input key and small facts (``info``) of every
 row group, so the parts are the truth. ``.index.json`` caches them with each part's size
@@ -323,12 +323,26 @@ class RunTable:
 
 
 def read_table(folder: AnyPath, schema: pa.Schema, columns: list[str] | None = None) -> pa.Table:
-    """A run table's current rows as one table, in checkpoint order."""
-    table = RunTable(folder, schema)
-    try:
-        return table.read(columns)
-    finally:
-        table._close_files()
+    """A run table's current rows as one table, in checkpoint order.
+
+    Readers take no lock: a save may remove a part (pruned or merged) between the listing
+    and the read. Its rows are then already in a newer part, so the table is read again.
+    """
+    for attempt in range(_READ_ATTEMPTS):
+        table = None
+        try:
+            table = RunTable(folder, schema)
+            return table.read(columns)
+        except FileNotFoundError:
+            if attempt == _READ_ATTEMPTS - 1:
+                raise
+        finally:
+            if table is not None:
+                table._close_files()
+    raise AssertionError("unreachable")
+
+
+_READ_ATTEMPTS = 8
 
 
 def read_run_table(
