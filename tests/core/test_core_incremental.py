@@ -15,7 +15,7 @@ from statepool_dagster.core.build import STAGES, RunJob, build_run
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES, TABLE_INDEX
 from statepool_dagster.core.store.layout import StoreLayout
-from statepool_dagster.core.store.part_files import MERGE, part_name
+from statepool_dagster.core.store.part_files import MERGE, PART_ROWS, part_name
 from statepool_dagster.core.store.parts import read_run_table
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 
@@ -306,3 +306,18 @@ def test_readers_never_fail_while_a_growing_run_merges_its_parts(run, tmp_path):
         reader.join()
     assert errors == []
     assert len(reads) > 20
+
+
+def test_a_long_run_is_cut_into_parts_of_bounded_size(tmp_path):
+    """Writers and open footers hold per-row-group metadata: no part exceeds PART_ROWS."""
+    runs, store = tmp_path / "runs", tmp_path / "store"
+    n = PART_ROWS + 40
+    tiny = SampleSpec(n_runs=1, n_checkpoints=n, n_cards=2, emb_dim=2, episodes_per_batch=1)
+    generate_run(runs / RUN, tiny, 0)
+    build(runs, store)
+    for asset in (SNAPSHOTS, STATES, PROMPTS):
+        parts = sorted((store / asset / RUN).glob("p*.parquet"))
+        sizes = [pq.ParquetFile(p).num_row_groups for p in parts]
+        assert len(parts) >= 2 and max(sizes) <= PART_ROWS and sum(sizes) == n, (asset, sizes)
+        versions = read_run_table(StoreLayout(store), asset, RUN, columns=["version"])
+        assert versions.column("version").to_pylist() == list(range(n))

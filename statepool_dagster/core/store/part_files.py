@@ -67,14 +67,14 @@ class RecentParts:
     def put(self, where: tuple[str, str, str], table: pa.Table) -> None:
         old = self._tables.pop(where, None)
         if old is not None:
-            self._size -= old.nbytes
-        if table.nbytes > self.budget:
+            self._size -= _cost(old)
+        if _cost(table) > self.budget:
             return
         self._tables[where] = table
-        self._size += table.nbytes
+        self._size += _cost(table)
         while self._tables and self._size > self.budget:
             _, dropped = self._tables.popitem(last=False)
-            self._size -= dropped.nbytes
+            self._size -= _cost(dropped)
 
     def get(self, where: tuple[str, str, str]) -> pa.Table | None:
         return self._tables.get(where)
@@ -83,7 +83,16 @@ class RecentParts:
 RECENT = RecentParts()
 
 
+def _cost(table: pa.Table) -> int:
+    """What a cached table holds: its buffers, plus the objects around them (many are tiny)."""
+    return table.nbytes + 4096
+
+
 MERGE = 8  # parts of a size tier merged into one at a time
+# Row groups a part holds at most: what a writer or an open footer keeps in memory (~10 KB
+# per row group of the widest table) stays bounded however long the run.
+PART_ROWS = 512
+OPEN_PARTS = 4  # part files a table keeps open at once (each holds its footer)
 
 
 def tier(rows: int) -> int:
@@ -93,6 +102,12 @@ def tier(rows: int) -> int:
         rows //= MERGE
         tier += 1
     return tier
+
+
+def mergeable(rows: int) -> bool:
+    """Whether a part of ``rows`` row groups is merged with ``MERGE - 1`` others of its tier:
+    only while the result cannot exceed :data:`PART_ROWS`."""
+    return MERGE ** (tier(rows) + 2) <= PART_ROWS
 
 
 def file_order(file: str) -> tuple[int, str]:

@@ -34,6 +34,8 @@ from .atomic import temp_sibling, write_bytes_atomic
 from .layout import StoreLayout
 from .part_files import (
     MERGE,
+    OPEN_PARTS,
+    PART_ROWS,
     RECENT,
     ROWS_META,
     SUFFIX,
@@ -41,6 +43,7 @@ from .part_files import (
     file_order,
     footer_rows,
     list_parts,
+    mergeable,
     sweep,
     tier,
     writer_options,
@@ -94,10 +97,15 @@ class RunTable:
             self._dirty = True
 
     def _file(self, name: str) -> pq.ParquetFile:
-        if name not in self._open:
+        parquet = self._open.pop(name, None)
+        if parquet is None:
+            if len(self._open) >= OPEN_PARTS:  # the least recently used one goes
+                with contextlib.suppress(Exception):
+                    self._open.pop(next(iter(self._open))).close()
             path = self.folder / name
-            self._open[name] = pq.ParquetFile(path if is_local(path) else path.open("rb"))
-        return self._open[name]
+            parquet = pq.ParquetFile(path if is_local(path) else path.open("rb"))
+        self._open[name] = parquet  # most recently used last
+        return parquet
 
     def _close_files(self) -> None:
         for parquet in self._open.values():
@@ -191,6 +199,8 @@ class RunTable:
             self._stale.setdefault(part.file, set()).add(part.group)
 
     def _append(self, name: str, table: pa.Table) -> None:
+        if self._writer is not None and len(self._files[self._writing[0]]) >= PART_ROWS:
+            self._finish_writer()
         if self._writer is None:
             self._start_writer()
         file = self._writing[0]
@@ -271,18 +281,20 @@ class RunTable:
         self._move({file: groups})
 
     def _compact(self) -> None:
-        """Merge parts of a size, :data:`MERGE` at a time, into one (tiered, as an LSM tree).
+        """Merge small parts of a size, :data:`MERGE` at a time, into one (tiered, as an LSM tree).
 
         A run grown one checkpoint at a time adds a part per growth; merged this way it
         keeps at most ``MERGE - 1`` parts per size tier (tiers grow by ``MERGE``×), and each
-        row is copied once per tier: O(log n) copies, never the run at each growth. The
-        part holding the newest checkpoint is left alone: the next growth replaces it.
+        row is copied once per tier, never the run at each growth. Tiers are merged while
+        the result stays within :data:`PART_ROWS` (parts of 1–7 rows into 8–63, those into
+        64–511), so such a run keeps about n / 64 files. The part holding the newest
+        checkpoint is left alone: the next growth replaces it.
         """
         newest = max(self.parts, default=None)
         while True:
             tiers: dict[int, list[str]] = {}
             for file, rows in self._files.items():
-                if rows and all(row[0] != newest for row in rows):
+                if rows and mergeable(len(rows)) and all(row[0] != newest for row in rows):
                     tiers.setdefault(tier(len(rows)), []).append(file)
             full = [files for files in tiers.values() if len(files) >= MERGE]
             if not full:
