@@ -205,11 +205,15 @@ class RunTable:
             self._start_writer()
         file = self._writing[0]
         part = self.parts[name]
-        self._writer.write_table(
-            table.replace_schema_metadata(None).cast(self.schema), row_group_size=max(1, len(table))
-        )
+        self._writer.write_table(self._conformed(table), row_group_size=max(1, len(table)))
         self._files[file].append([name, part.key, part.info])
         part.file, part.group = file, len(self._files[file]) - 1
+
+    def _conformed(self, table: pa.Table) -> pa.Table:
+        """``table`` in the table's schema, without metadata (a cast only where it differs)."""
+        if table.schema.metadata:
+            table = table.replace_schema_metadata(None)
+        return table if table.schema.equals(self.schema) else table.cast(self.schema)
 
     def _start_writer(self) -> None:
         seq = max((file_order(n)[0] for n in self._files), default=0) + 1
@@ -319,7 +323,7 @@ class RunTable:
                     moved = True
                 source = source or self._file(file)
                 self._writer.write_table(
-                    source.read_row_group(g).replace_schema_metadata(None).cast(self.schema),
+                    self._conformed(source.read_row_group(g)),
                     row_group_size=max(1, source.metadata.row_group(g).num_rows),
                 )
                 new = self._writing[0]
