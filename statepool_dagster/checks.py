@@ -7,7 +7,6 @@ records each partition's results too. They read a few columns of the store's sma
 tables. Each can still be launched on its own from the UI.
 """
 
-import json
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -23,9 +22,9 @@ from dagster import (
 )
 
 from .core.names import PROMPTS, REJECTS, SNAPSHOTS, STATES
-from .core.rejects import Reject
 from .core.store.layout import StoreLayout
 from .core.store.parts import read_run_table
+from .core.store.pool import read_rejects
 from .partitions import runs_partitions
 
 
@@ -44,9 +43,7 @@ class _Run:
 
 
 def no_rejects(run: _Run) -> dict[str, Any]:
-    path = run.layout.rejects(run.run)
-    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-    rejects = [Reject.model_validate(json.loads(line)) for line in lines if line.strip()]
+    rejects = read_rejects(run.layout, run.run)
     shown = [f"- {r.describe()}" for r in rejects[:20]]
     return dict(
         passed=not rejects,

@@ -34,7 +34,8 @@ def test_benchmark_runs_at_tiny_size_and_reports_every_figure(tmp_path):
     assert results["core_grow"]["full_s"] > 0 and results["core_grow"]["grown_s"] > 0
     assert results["rss_half_runs_mb"] > 0 and results["noop_step_s"] > 0
     assert "the same for the core alone" in done.stdout
-    assert results["dagster_floor"]["seconds"] > 0
+    assert results["dagster_floor"]["seconds"] > 0 and results["dagster_floor_step_s"] > 0
+    assert results["long_short"]["dagster_one_partition_step_s"] > 0
     assert "Dagster alone: import, fresh instance" in done.stdout
     assert results["sync_floor"]["seconds"] > 0
     long_short = results["long_short"]

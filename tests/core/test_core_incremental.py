@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,6 +14,9 @@ import pytest
 from statepool_dagster.core.build import STAGES, RunJob, build_run
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES, TABLE_INDEX
+from statepool_dagster.core.store.layout import StoreLayout
+from statepool_dagster.core.store.part_files import MERGE, PART_ROWS, part_name
+from statepool_dagster.core.store.parts import read_run_table
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 
 from helpers import store_pool
@@ -172,9 +176,9 @@ def test_part_of_another_build_is_rebuilt_not_reused(run, tmp_path):
     for part in (store / STATES / RUN).glob("p*.parquet"):
         table = pq.read_table(part)
         rows = json.loads(pq.ParquetFile(part).metadata.metadata[b"statepool.rows"])
-        if any(name == "v0000000002" for name, _, _ in rows):
+        if any(name == part_name(2) for name, _, _ in rows):
             break
-    rows = [[n, "stale" if n == "v0000000002" else key, info] for n, key, info in rows]
+    rows = [[n, "stale" if n == part_name(2) else key, info] for n, key, info in rows]
     meta = {b"statepool.rows": json.dumps(rows).encode()}
     pq.write_table(table.replace_schema_metadata(meta), part, row_group_size=1)
     reused = build(run.parent, store)
@@ -261,3 +265,59 @@ def test_state_text_change_on_an_object_store_keeps_its_manifest_whole(run, tmp_
     assert rebuilt[STATES] == 0
     states = load_state_pool(f"{store}/state_pool/{RUN}")
     assert states and {s.dataset for s in states} == {"another"}
+
+
+def test_a_run_grown_one_checkpoint_at_a_time_keeps_few_parts(run, tmp_path):
+    """Parts of a size merge (tiered): files stay O(log n), the tables and states unchanged."""
+    store = tmp_path / "store"
+    build(run.parent, store)
+    for _ in range(40):
+        append_checkpoint(run, SPEC, 0)
+        build(run.parent, store)
+    for asset in ASSETS:
+        parts = list((store / asset / RUN).glob("p*.parquet"))
+        # from scratch: 2 parts; each growth adds 1-2; 40 growths leave fewer than 2 tiers' worth
+        assert len(parts) <= 2 * (MERGE - 1) + 2, (asset, len(parts))
+    assert_same_as_fresh(run.parent, store, tmp_path)
+
+
+def test_readers_never_fail_while_a_growing_run_merges_its_parts(run, tmp_path):
+    """A lock-free reader racing the saves that prune and merge parts always gets a table."""
+    store = tmp_path / "store"
+    build(run.parent, store)
+    done, errors, reads = threading.Event(), [], []
+
+    def read_until_done() -> None:
+        while not done.is_set():
+            for asset in ASSETS:
+                try:
+                    reads.append(read_run_table(StoreLayout(store), asset, RUN).num_rows)
+                except Exception as error:
+                    errors.append(repr(error))
+
+    reader = threading.Thread(target=read_until_done)
+    reader.start()
+    try:
+        for _ in range(20):
+            append_checkpoint(run, SPEC, 0)
+            build(run.parent, store)
+    finally:
+        done.set()
+        reader.join()
+    assert errors == []
+    assert len(reads) > 20
+
+
+def test_a_long_run_is_cut_into_parts_of_bounded_size(tmp_path):
+    """Writers and open footers hold per-row-group metadata: no part exceeds PART_ROWS."""
+    runs, store = tmp_path / "runs", tmp_path / "store"
+    n = PART_ROWS + 40
+    tiny = SampleSpec(n_runs=1, n_checkpoints=n, n_cards=2, emb_dim=2, episodes_per_batch=1)
+    generate_run(runs / RUN, tiny, 0)
+    build(runs, store)
+    for asset in (SNAPSHOTS, STATES, PROMPTS):
+        parts = sorted((store / asset / RUN).glob("p*.parquet"))
+        sizes = [pq.ParquetFile(p).num_row_groups for p in parts]
+        assert len(parts) >= 2 and max(sizes) <= PART_ROWS and sum(sizes) == n, (asset, sizes)
+        versions = read_run_table(StoreLayout(store), asset, RUN, columns=["version"])
+        assert versions.column("version").to_pylist() == list(range(n))

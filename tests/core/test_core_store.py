@@ -5,9 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from statepool_dagster.core.runs.json_read import INT64_MAX, INT64_MIN
 from statepool_dagster.core.store.atomic import replace_dir_atomic, write_bytes_atomic
 from statepool_dagster.core.store.layout import StoreLayout
+from statepool_dagster.core.store.part_files import part_name
 from statepool_dagster.core.store.pool import update_state_pool, write_state_file
 
 ESCAPING = ["..", "../other", "a/b", "/etc", ".", "", "..\\x", "run/../../x", "ok\x00"]
@@ -108,3 +112,11 @@ def test_state_files_are_written_one_by_one_and_stale_ones_dropped(tmp_path):
     folder = layout.state_pool("run000")
     assert entries(folder) == ["run000_ckpt2.json"]
     assert (folder / "run000_ckpt2.json").read_bytes() == '{"é": 1}'.encode()
+
+
+@given(st.lists(st.integers(INT64_MIN, INT64_MAX), min_size=2, max_size=8, unique=True))
+def test_checkpoint_names_sort_in_version_order(versions: list[int]) -> None:
+    """Negative, 10- and 19-digit versions alike: a table read by name is in version order."""
+    names = {part_name(v): v for v in versions}
+    assert len(names) == len(versions)
+    assert [names[n] for n in sorted(names)] == sorted(versions)

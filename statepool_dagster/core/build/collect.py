@@ -20,6 +20,7 @@ from ..states.join import SkippedCheckpoint
 from ..states.models import CheckpointState
 from ..store.layout import StoreLayout
 from ..store.parts import read_run_table
+from ..store.pool import read_rejects
 from .run import build_run
 
 
@@ -74,13 +75,7 @@ def read_run(
         reports = build_run(settings, run, (EPISODES, SNAPSHOTS, STATES))
         layout = StoreLayout(store)
         rows = read_run_table(layout, STATES, run).to_pylist()
-        rejects_file = layout.rejects(run)
-        rejects = []
-        if rejects_file.exists():
-            for line in rejects_file.read_text(encoding="utf-8").splitlines():
-                record = json.loads(line)
-                record.pop("source", None)
-                rejects.append(Reject.model_validate(record))
+        rejects = read_rejects(layout, run)
     states = [
         JoinedState(
             run,

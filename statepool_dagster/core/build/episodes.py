@@ -24,7 +24,8 @@ from ..rejects import Reject
 from ..runs.episodes import EpisodesRead, parse_episodes
 from ..runs.files import fingerprint_run, open_run_file
 from ..runs.notes import present, run_notes
-from ..store.parts import RunTable, part_name
+from ..store.part_files import part_name
+from ..store.parts import RunTable
 from ..store.pool import read_rejects, update_rejects
 from ..store.tables import (
     episode_row,

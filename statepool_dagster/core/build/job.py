@@ -17,7 +17,7 @@ from ..store.parts import RunTable
 from ..store.tables import SCHEMAS
 
 # Bump when what a stage writes for the same inputs changes: its parts are rebuilt.
-TABLE_FORMAT = "3"  # 3: per-checkpoint parts
+TABLE_FORMAT = "4"  # 3: per-checkpoint parts; 4: checkpoint names sort as int64 versions
 STATE_VERSION = "1"  # join.py / models.py: what a state looks like
 RENDER_VERSION = "1"  # render.py: what a prompt looks like
 

@@ -7,7 +7,7 @@ from ..rejects import Reject
 from ..runs.files import file_stamp, fingerprint_run
 from ..runs.notes import run_notes
 from ..runs.snapshots import list_snapshots, read_snapshot
-from ..store.parts import part_name
+from ..store.part_files import part_name
 from ..store.pool import update_rejects
 from ..store.tables import markdown_preview, rejects_jsonl, snapshot_row, snapshots_table
 from .job import TABLE_FORMAT, RunJob, StageReport, digest, reject_lines

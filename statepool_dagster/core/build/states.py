@@ -19,7 +19,8 @@ from ..names import EPISODES, IGNORED_SIDECARS, SNAPSHOTS, STATES
 from ..runs.sidecars import read_sidecars
 from ..states.join import PlannedState, join_checkpoint, plan_states
 from ..states.reference_ops import ops_json
-from ..store.parts import RunTable, part_name
+from ..store.part_files import part_name
+from ..store.parts import RunTable
 from ..store.pool import (
     file_digest,
     state_pool_names,

@@ -12,7 +12,9 @@ return ``None``.
 Only the literal spelling is blanked, and only where it is a whole key: text that
 merely ends in it (``"a\\"_trigger_emb"``, an escaped quote before it) is left alone.
 Each blanked array must be JSON that Python's ``json`` reads (``[1,,2]``, ``[+1]``,
-``[01]``, ``[nan]`` are not), checked without building a float.
+``[01]``, ``[nan]`` are not), checked without building a float. A card keeps its
+embedding from version to version until its trigger changes, so each distinct array
+is checked once (:class:`_Checked`), not once per snapshot.
 """
 
 from __future__ import annotations
@@ -23,6 +25,31 @@ KEY = b'"_trigger_emb"'
 _WS = b" \t\r\n"
 # Digits and JSON number syntax, plus NaN / Infinity, which Python's json accepts.
 _NUMBER_CHARS = b"0123456789eE+-.,NaInfity" + _WS
+
+
+class _Checked:
+    """Arrays already found valid, up to a byte budget (then forgotten and found again)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.arrays: set[bytes] = set()
+        self.size = 0
+
+    def valid(self, array: bytes) -> bool:
+        """Whether ``array`` (``[`` … ``]``) is a flat array of numbers Python's json reads."""
+        if array in self.arrays:
+            return True
+        if array[1:-1].translate(None, _NUMBER_CHARS) or not number_array_valid(array):
+            return False
+        if self.size + len(array) > self.budget:
+            self.arrays.clear()
+            self.size = 0
+        self.arrays.add(array)
+        self.size += len(array)
+        return True
+
+
+_CHECKED = _Checked(budget=32 << 20)
 
 
 def _escaped(data: bytes, quote: int) -> bool:
@@ -57,10 +84,8 @@ def blank_embeddings(data: bytes) -> tuple[bytes, int] | None:
         if bracket >= len(data) or data[bracket] != ord("["):
             return None
         close = data.find(b"]", bracket)
-        if close < 0 or data[bracket + 1 : close].translate(None, _NUMBER_CHARS):
-            return None  # not a flat array of numbers
-        if not number_array_valid(data[bracket : close + 1]):
-            return None  # the exact path names what is wrong
+        if close < 0 or not _CHECKED.valid(data[bracket : close + 1]):
+            return None  # not a flat array of numbers Python's json reads: the exact path names it
         parts.append(data[copied:bracket])
         parts.append(b"[]")
         search = copied = close + 1

@@ -89,11 +89,11 @@ def plan_states(
     followup: Followup = "none",
 ) -> tuple[list[PlannedState], list[SkippedCheckpoint]]:
     """The pairing for each snapshot version (in the order given), or why it has none."""
-    ordered = sorted(versions)
+    ordered, libraries, batches = sorted(versions), set(versions), set(batch_versions)
     planned: list[PlannedState] = []
     skipped: list[SkippedCheckpoint] = []
     for k in versions:
-        paired = _pair(k, versions, batch_versions, pairing)
+        paired = _pair(k, libraries, batches, pairing)
         if isinstance(paired, str):
             skipped.append(SkippedCheckpoint(k, paired))
             continue

@@ -9,6 +9,7 @@ then additions in the new library's order (the prompt's own order of preference)
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -57,10 +58,10 @@ def reference_ops(
     return {"next_version": next_version, "ops": card_ops(library, next_library)}
 
 
-def next_version_after(versions: Sequence[int], version: int) -> int | None:
-    """The smallest of ``versions`` above ``version``, if any."""
-    later = [v for v in versions if v > version]
-    return min(later) if later else None
+def next_version_after(ordered: Sequence[int], version: int) -> int | None:
+    """The smallest of ``ordered`` (sorted ascending) above ``version``, if any."""
+    at = bisect.bisect_right(ordered, version)
+    return ordered[at] if at < len(ordered) else None
 
 
 def ops_json(ops: dict[str, Any]) -> str:

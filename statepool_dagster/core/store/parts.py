@@ -5,8 +5,9 @@ checkpoint (or episode batch) it built. A build from scratch writes one part; a 
 grown by one checkpoint adds a small part and rewrites nothing it did not change. The
 newest checkpoint of a build always gets a part of its own, because it is the one the
 next growth changes (its reference ops gain a next library): replacing it then costs
-one small file, never the run. ``pyarrow.dataset``, pandas and ``datasets`` read the
-folder as one table (they skip dot files).
+one small file, never the run. Small parts are merged eight of a size at a time, so a run
+grown one checkpoint at a time keeps a few dozen files at most. ``pyarrow.dataset``,
+pandas and ``datasets`` read the folder as one table (they skip dot files).
 
 Each part's footer names the checkpoint, input key and small facts (``info``) of every
 row group, so the parts are the truth. ``.index.json`` caches them with each part's size
@@ -19,71 +20,34 @@ older copy dropped at the next save.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
-import re
-from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..locations import AnyPath, info_stamp, is_local
+from ..locations import AnyPath, is_local
 from ..names import TABLE_INDEX
 from .atomic import temp_sibling, write_bytes_atomic
 from .layout import StoreLayout
-
-SUFFIX = ".parquet"
-ROWS_META = b"statepool.rows"  # JSON: [[checkpoint, key, info], ...], one per row group
-_PART = re.compile(r"p(\d{8,})\.parquet")
-
-
-def part_name(version: int) -> str:
-    """The checkpoint (or batch) name of ``version``; names sort in version order."""
-    return f"v{version:010d}" if version >= 0 else f"n{-version:010d}"
-
-
-@dataclass
-class Part:
-    """Where a checkpoint's rows are stored, what they were built from, small facts."""
-
-    key: str
-    info: dict[str, Any] = field(default_factory=dict)
-    file: str | None = None  # None: not yet written out
-    group: int = -1
-
-
-class RecentParts:
-    """The checkpoints this process wrote last, up to a byte budget (a constant, not a run).
-
-    The next stage of the same run reads them back from here instead of from disk: a
-    states build right after its snapshots, prompts right after states. Entries are keyed
-    by the checkpoint's input key, so a changed checkpoint never matches an old entry.
-    """
-
-    def __init__(self, budget: int = 64 << 20):
-        self.budget = budget
-        self._tables: OrderedDict[tuple[str, str, str], pa.Table] = OrderedDict()
-        self._size = 0
-
-    def put(self, where: tuple[str, str, str], table: pa.Table) -> None:
-        old = self._tables.pop(where, None)
-        if old is not None:
-            self._size -= old.nbytes
-        if table.nbytes > self.budget:
-            return
-        self._tables[where] = table
-        self._size += table.nbytes
-        while self._tables and self._size > self.budget:
-            _, dropped = self._tables.popitem(last=False)
-            self._size -= dropped.nbytes
-
-    def get(self, where: tuple[str, str, str]) -> pa.Table | None:
-        return self._tables.get(where)
-
-
-RECENT = RecentParts()
+from .part_files import (
+    MERGE,
+    OPEN_PARTS,
+    PART_ROWS,
+    RECENT,
+    ROWS_META,
+    SUFFIX,
+    Part,
+    file_order,
+    footer_rows,
+    list_parts,
+    mergeable,
+    sweep,
+    tier,
+    writer_options,
+)
 
 
 class RunTable:
@@ -105,32 +69,6 @@ class RunTable:
 
     # ------------------------------------------------------------------ reading
 
-    def _listing(self) -> dict[str, str]:
-        """``{part file: stamp}`` of the Parquet files in the folder."""
-        found: dict[str, str] = {}
-        if is_local(self.folder):
-            try:
-                with os.scandir(self.folder) as entries:
-                    for entry in entries:
-                        if entry.name.endswith(SUFFIX) and not entry.name.startswith("."):
-                            st = entry.stat()
-                            found[entry.name] = f"{st.st_size}:{st.st_mtime_ns}"
-            except (FileNotFoundError, NotADirectoryError):
-                pass
-            return found
-        try:
-            infos = self.folder.fs.ls(self.folder.path, detail=True, refresh=True)
-        except (FileNotFoundError, NotADirectoryError):
-            return found
-        except TypeError:  # a backend without listings-cache refresh
-            infos = self.folder.fs.ls(self.folder.path, detail=True)
-        for info in infos:
-            name = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
-            if name.endswith(SUFFIX) and not name.startswith("."):
-                size, mtime, tag = info_stamp(info)
-                found[name] = f"{size}:{mtime}:{tag}"
-        return found
-
     def _load(self) -> None:
         try:
             cached = json.loads((self.folder / TABLE_INDEX).read_bytes())
@@ -138,13 +76,13 @@ class RunTable:
             cached = {}
         self.marks = dict(cached.get("marks") or {})
         known = cached.get("files") or {}
-        listing = self._listing()
-        for name in sorted(listing, key=_order):
+        listing = list_parts(self.folder)
+        for name in sorted(listing, key=file_order):
             entry = known.get(name)
             if isinstance(entry, dict) and entry.get("stamp") == listing[name]:
                 rows = entry["rows"]
             else:
-                rows = self._footer(name)
+                rows = footer_rows(functools.partial(self._file, name))
                 self._dirty = True
             self._files[name] = rows or []
             if rows is None:  # not a part of ours: dropped at the next save
@@ -158,21 +96,16 @@ class RunTable:
         if set(known) - set(listing):
             self._dirty = True
 
-    def _footer(self, name: str) -> list[list[Any]] | None:
-        try:
-            meta = self._file(name).metadata.metadata or {}
-        except pa.ArrowInvalid:  # not Parquet at all
-            return None
-        try:
-            return json.loads(meta[ROWS_META])
-        except (KeyError, ValueError):  # Parquet, but not a part this store wrote
-            return None
-
     def _file(self, name: str) -> pq.ParquetFile:
-        if name not in self._open:
+        parquet = self._open.pop(name, None)
+        if parquet is None:
+            if len(self._open) >= OPEN_PARTS:  # the least recently used one goes
+                with contextlib.suppress(Exception):
+                    self._open.pop(next(iter(self._open))).close()
             path = self.folder / name
-            self._open[name] = pq.ParquetFile(path if is_local(path) else path.open("rb"))
-        return self._open[name]
+            parquet = pq.ParquetFile(path if is_local(path) else path.open("rb"))
+        self._open[name] = parquet  # most recently used last
+        return parquet
 
     def _close_files(self) -> None:
         for parquet in self._open.values():
@@ -210,7 +143,7 @@ class RunTable:
             part = self.parts[name]
             groups.setdefault(part.file, []).append((name, part.group))
         tables, order = [], []
-        for file in sorted(groups, key=_order):
+        for file in sorted(groups, key=file_order):
             wanted = groups[file]
             tables.append(self._file(file).read_row_groups([g for _, g in wanted], columns))
             order.extend(name for name, _ in wanted)
@@ -266,18 +199,24 @@ class RunTable:
             self._stale.setdefault(part.file, set()).add(part.group)
 
     def _append(self, name: str, table: pa.Table) -> None:
+        if self._writer is not None and len(self._files[self._writing[0]]) >= PART_ROWS:
+            self._finish_writer()
         if self._writer is None:
             self._start_writer()
         file = self._writing[0]
         part = self.parts[name]
-        self._writer.write_table(
-            table.replace_schema_metadata(None).cast(self.schema), row_group_size=max(1, len(table))
-        )
+        self._writer.write_table(self._conformed(table), row_group_size=max(1, len(table)))
         self._files[file].append([name, part.key, part.info])
         part.file, part.group = file, len(self._files[file]) - 1
 
+    def _conformed(self, table: pa.Table) -> pa.Table:
+        """``table`` in the table's schema, without metadata (a cast only where it differs)."""
+        if table.schema.metadata:
+            table = table.replace_schema_metadata(None)
+        return table if table.schema.equals(self.schema) else table.cast(self.schema)
+
     def _start_writer(self) -> None:
-        seq = max((_order(n)[0] for n in self._files), default=0) + 1
+        seq = max((file_order(n)[0] for n in self._files), default=0) + 1
         file = f"p{seq:08d}{SUFFIX}"
         final = self.folder / file
         if is_local(final):
@@ -289,15 +228,7 @@ class RunTable:
                 final.parent.mkdir(parents=True, exist_ok=True)
             target = final.open("wb")  # an object store publishes it whole at close
             sink = target
-        numbers = number_columns(self.schema)
-        self._writer = pq.ParquetWriter(
-            sink,
-            self.schema,
-            compression="zstd",
-            use_dictionary=numbers,
-            write_statistics=numbers,
-            data_page_version="2.0",  # pages compressed straight from the encoder: one copy less
-        )
+        self._writer = pq.ParquetWriter(sink, self.schema, **writer_options(self.schema))
         self._writing = (file, final, target)
         self._files[file] = []
 
@@ -328,11 +259,12 @@ class RunTable:
         for file, groups in sorted(self._stale.items()):
             self._prune(file, groups)
         self._stale.clear()
+        self._compact()
         self._close_files()
-        self._sweep()
+        sweep(self.folder)
         if not self._dirty and (self.folder / TABLE_INDEX).exists():
             return
-        listing = self._listing()
+        listing = list_parts(self.folder)
         files = {
             name: {"stamp": listing[name], "rows": rows}
             for name, rows in self._files.items()
@@ -343,18 +275,6 @@ class RunTable:
             write_bytes_atomic(self.folder / TABLE_INDEX, body.encode("utf-8"))
         self._dirty = False
 
-    def _sweep(self) -> None:
-        """Remove what a killed writer left (we hold the run lock) and an old-layout file."""
-        legacy = self.folder.parent / f"{self.folder.name}{SUFFIX}"  # a run's table before parts
-        if legacy.is_file():
-            legacy.unlink(missing_ok=True)
-        if not is_local(self.folder) or not self.folder.is_dir():
-            return
-        for entry in os.scandir(self.folder):
-            if entry.name.startswith(".p") and ".parquet.tmp-" in entry.name:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(entry.path)
-
     def _prune(self, file: str, groups: set[int]) -> None:
         """Drop ``groups`` of ``file``: its current row groups move to a new part, then it goes.
 
@@ -362,50 +282,83 @@ class RunTable:
         rows; the copy goes one row group at a time; a kill between the two leaves both,
         and the newer wins when the table is next loaded.
         """
-        rows = self._files.get(file, [])
-        keep = [g for g in range(len(rows)) if g not in groups and -1 not in groups]
-        if keep:
-            source = self._file(file)
-            self._start_writer()
-            new = self._writing[0]
-            for g in keep:
+        self._move({file: groups})
+
+    def _compact(self) -> None:
+        """Merge small parts of a size, :data:`MERGE` at a time, into one (tiered, as an LSM tree).
+
+        A run grown one checkpoint at a time adds a part per growth; merged this way it
+        keeps at most ``MERGE - 1`` parts per size tier (tiers grow by ``MERGE``×), and each
+        row is copied once per tier, never the run at each growth. Tiers are merged while
+        the result stays within :data:`PART_ROWS` (parts of 1–7 rows into 8–63, those into
+        64–511), so such a run keeps about n / 64 files. The part holding the newest
+        checkpoint is left alone: the next growth replaces it.
+        """
+        newest = max(self.parts, default=None)
+        while True:
+            tiers: dict[int, list[str]] = {}
+            for file, rows in self._files.items():
+                if rows and mergeable(len(rows)) and all(row[0] != newest for row in rows):
+                    tiers.setdefault(tier(len(rows)), []).append(file)
+            full = [files for files in tiers.values() if len(files) >= MERGE]
+            if not full:
+                return
+            self._move({file: set() for file in sorted(full[0], key=file_order)[:MERGE]})
+
+    def _move(self, sources: dict[str, set[int]]) -> None:
+        """The current row groups of ``sources`` (less each one's dropped groups) go to one new
+        part, in order; then the sources are removed."""
+        moved = False
+        for file, groups in sorted(sources.items(), key=lambda item: file_order(item[0])):
+            rows = self._files.get(file, [])
+            if -1 in groups:
+                continue
+            source = None
+            for g, row in enumerate(rows):
+                part = self.parts.get(row[0])
+                if g in groups or part is None or (part.file, part.group) != (file, g):
+                    continue  # dropped, or stored again elsewhere
+                if not moved:
+                    self._start_writer()
+                    moved = True
+                source = source or self._file(file)
                 self._writer.write_table(
-                    source.read_row_group(g).replace_schema_metadata(None).cast(self.schema),
+                    self._conformed(source.read_row_group(g)),
                     row_group_size=max(1, source.metadata.row_group(g).num_rows),
                 )
-                checkpoint = rows[g][0]
-                self._files[new].append(rows[g])
-                part = self.parts.get(checkpoint)
-                if part is not None and part.file == file and part.group == g:
-                    part.file, part.group = new, len(self._files[new]) - 1
+                new = self._writing[0]
+                self._files[new].append(row)
+                part.file, part.group = new, len(self._files[new]) - 1
+        if moved:
             self._finish_writer()
         self._close_files()
-        (self.folder / file).unlink(missing_ok=True)
-        self._files.pop(file, None)
-
-
-def number_columns(schema: pa.Schema) -> list[str]:
-    """The columns given a dictionary and statistics in Parquet: all but the text ones.
-
-    A text cell of any size may turn up (a 100 MB episode field): its min/max statistics
-    and a dictionary page are copies of it, made while writing and again while reading.
-    """
-    text = (pa.types.is_string, pa.types.is_large_string)
-    return [f.name for f in schema if not any(is_text(f.type) for is_text in text)]
-
-
-def _order(file: str) -> tuple[int, str]:
-    match = _PART.fullmatch(file)
-    return (int(match.group(1)), file) if match else (0, file)
+        self._dirty = True
+        for file in sources:
+            (self.folder / file).unlink(missing_ok=True)
+            self._files.pop(file, None)
 
 
 def read_table(folder: AnyPath, schema: pa.Schema, columns: list[str] | None = None) -> pa.Table:
-    """A run table's current rows as one table, in checkpoint order."""
-    table = RunTable(folder, schema)
-    try:
-        return table.read(columns)
-    finally:
-        table._close_files()
+    """A run table's current rows as one table, in checkpoint order.
+
+    Readers take no lock: a save may remove a part (pruned or merged) between the listing
+    and the read. Its rows are then already in a newer part, so the table is read again.
+    """
+    for attempt in range(_READ_ATTEMPTS):
+        table = None
+        try:
+            table = RunTable(folder, schema)
+            return table.read(columns)
+        except FileNotFoundError:
+            if attempt == _READ_ATTEMPTS - 1:
+                raise
+        finally:
+            if table is not None:
+                table._close_files()
+    raise AssertionError("unreachable")
+
+
+_READ_ATTEMPTS = 8
 
 
 def read_run_table(

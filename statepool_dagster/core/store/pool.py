@@ -77,8 +77,8 @@ def _update_manifest(folder: AnyPath, fresh: dict[str, str], keep: set[str]) -> 
     _put(folder / DIR_MANIFEST, manifest.encode("utf-8"))
 
 
-def read_rejects(layout: StoreLayout, run: str, source: str) -> list[Reject]:
-    """One source's rejects from ``rejects/<run>.jsonl``, in the order they were written."""
+def read_rejects(layout: StoreLayout, run: str, source: str | None = None) -> list[Reject]:
+    """The rejects in ``rejects/<run>.jsonl`` (of one ``source`` if given), in written order."""
     import json
 
     path = layout.rejects(run)
@@ -86,8 +86,10 @@ def read_rejects(layout: StoreLayout, run: str, source: str) -> list[Reject]:
         return []
     rejects = []
     for text in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(text) if text.strip() else {}
-        if record.pop("source", None) == source:
+        if not text.strip():
+            continue
+        record = json.loads(text)
+        if record.pop("source", None) == source or source is None:
             rejects.append(Reject.model_validate(record))
     return rejects
 

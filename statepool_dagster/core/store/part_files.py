@@ -1,0 +1,174 @@
+"""What a part file is: its name, its footer, how it is written, its size tier; and the
+cache of the parts this process wrote last. ``parts.RunTable`` is what uses them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..locations import AnyPath, info_stamp, is_local
+
+SUFFIX = ".parquet"
+ROWS_META = b"statepool.rows"  # JSON: [[checkpoint, key, info], ...], one per row group
+PART_FILE = re.compile(r"p(\d{8,})\.parquet")
+
+
+def writer_options(schema: pa.Schema) -> dict[str, Any]:
+    """How parts are written: zstd; no dictionary; statistics only for non-text columns.
+
+    A row group is one checkpoint, so per-row-group costs dominate: dictionaries and
+    min/max statistics of large text cells (a state, a prompt) cost a third of the write
+    and make the file larger; numeric statistics stay, for readers that filter on them.
+    Both are also copies of a cell, of any size (a 100 MB episode field). Data pages v2
+    are compressed straight from the encoder's buffer: one copy of a huge cell less.
+    """
+    numeric = [
+        f.name for f in schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
+    ]
+    return dict(
+        compression="zstd",
+        use_dictionary=False,
+        write_statistics=numeric or False,
+        data_page_version="2.0",
+    )
+
+
+def part_name(version: int) -> str:
+    """The checkpoint (or batch) name of ``version`` (int64); names sort in version order."""
+    return f"v{version:019d}" if version >= 0 else f"n{version + 2**63:019d}"
+
+
+@dataclass
+class Part:
+    """Where a checkpoint's rows are stored, what they were built from, small facts."""
+
+    key: str
+    info: dict[str, Any] = field(default_factory=dict)
+    file: str | None = None  # None: not yet written out
+    group: int = -1
+
+
+class RecentParts:
+    """The checkpoints this process wrote last, up to a byte budget (a constant, not a run).
+
+    The next stage of the same run reads them back from here instead of from disk: a
+    states build right after its snapshots, prompts right after states. Entries are keyed
+    by the checkpoint's input key, so a changed checkpoint never matches an old entry.
+    """
+
+    def __init__(self, budget: int = 64 << 20):
+        self.budget = budget
+        self._tables: OrderedDict[tuple[str, str, str], pa.Table] = OrderedDict()
+        self._size = 0
+
+    def put(self, where: tuple[str, str, str], table: pa.Table) -> None:
+        old = self._tables.pop(where, None)
+        if old is not None:
+            self._size -= _cost(old)
+        if _cost(table) > self.budget:
+            return
+        self._tables[where] = table
+        self._size += _cost(table)
+        while self._tables and self._size > self.budget:
+            _, dropped = self._tables.popitem(last=False)
+            self._size -= _cost(dropped)
+
+    def get(self, where: tuple[str, str, str]) -> pa.Table | None:
+        return self._tables.get(where)
+
+
+RECENT = RecentParts()
+
+
+def _cost(table: pa.Table) -> int:
+    """What a cached table holds: its buffers, plus the objects around them (many are tiny)."""
+    return table.nbytes + 4096
+
+
+MERGE = 8  # parts of a size tier merged into one at a time
+# Row groups a part holds at most: what a writer or an open footer keeps in memory (~10 KB
+# per row group of the widest table) stays bounded however long the run.
+PART_ROWS = 512
+OPEN_PARTS = 4  # part files a table keeps open at once (each holds its footer)
+
+
+def tier(rows: int) -> int:
+    """The size tier of a part of ``rows`` row groups: 0 below MERGE, then one per ×MERGE."""
+    tier = 0
+    while rows >= MERGE:
+        rows //= MERGE
+        tier += 1
+    return tier
+
+
+def mergeable(rows: int) -> bool:
+    """Whether a part of ``rows`` row groups is merged with ``MERGE - 1`` others of its tier:
+    only while the result cannot exceed :data:`PART_ROWS`."""
+    return MERGE ** (tier(rows) + 2) <= PART_ROWS
+
+
+def file_order(file: str) -> tuple[int, str]:
+    match = PART_FILE.fullmatch(file)
+    return (int(match.group(1)), file) if match else (0, file)
+
+
+def list_parts(folder: AnyPath) -> dict[str, str]:
+    """``{part file: stamp}`` of the Parquet files in ``folder`` (temp files left out)."""
+    found: dict[str, str] = {}
+    if is_local(folder):
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.name.endswith(SUFFIX) and not entry.name.startswith("."):
+                        st = entry.stat()
+                        found[entry.name] = f"{st.st_size}:{st.st_mtime_ns}"
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        return found
+    try:
+        infos = folder.fs.ls(folder.path, detail=True, refresh=True)
+    except (FileNotFoundError, NotADirectoryError):
+        return found
+    except TypeError:  # a backend without listings-cache refresh
+        infos = folder.fs.ls(folder.path, detail=True)
+    for info in infos:
+        name = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
+        if name.endswith(SUFFIX) and not name.startswith("."):
+            size, mtime, tag = info_stamp(info)
+            found[name] = f"{size}:{mtime}:{tag}"
+    return found
+
+
+def footer_rows(parquet: Callable[[], pq.ParquetFile]) -> list[list[Any]] | None:
+    """``[checkpoint, key, info]`` of each row group, from the footer; ``None``: not our part."""
+    try:
+        meta = parquet().metadata.metadata or {}
+    except pa.ArrowInvalid:  # not Parquet at all
+        return None
+    try:
+        return json.loads(meta[ROWS_META])
+    except (KeyError, ValueError):  # Parquet, but not a part this store wrote
+        return None
+
+
+def sweep(folder: AnyPath) -> None:
+    """Remove what a killed writer left (we hold the run lock) and an old-layout file."""
+    legacy = folder.parent / f"{folder.name}{SUFFIX}"  # a run's table before parts
+    if legacy.is_file():
+        legacy.unlink(missing_ok=True)
+    if not is_local(folder) or not folder.is_dir():
+        return
+    for entry in os.scandir(folder):
+        if entry.name.startswith(".p") and ".parquet.tmp-" in entry.name:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
