@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import BadRecordError
 from ..names import IGNORED_FILES, SNAPSHOTS, SNAPSHOTS_DIR
 from ..rejects import Reject
 from ..runs.files import file_stamp, fingerprint_run
@@ -41,6 +42,15 @@ def build_snapshots(job: RunJob) -> StageReport:
             rejects.append(read)
             continue
         row = snapshot_row(read, stamp if stamp else "")
+        try:
+            row[4].encode("utf-8")  # a lone surrogate (`\ud800`) cannot be stored
+        except UnicodeEncodeError:
+            error = "not storable as UTF-8: a lone surrogate escape in a string"
+            reject = Reject(file=display, line=None, error=error, raw=None)
+            if job.settings.strict:
+                raise BadRecordError(reject.describe()) from None
+            rejects.append(reject)
+            continue
         info = {
             "version": row[0],
             "file": row[1],

@@ -18,6 +18,7 @@ import msgspec
 from ..names import EPISODES, IGNORED_SIDECARS, SNAPSHOTS, STATES
 from ..runs.sidecars import read_sidecars
 from ..states.join import PlannedState, join_checkpoint, plan_states
+from ..states.models import decode_stored
 from ..states.reference_ops import ops_json
 from ..store.parts import RunTable, part_name
 from ..store.pool import (
@@ -31,7 +32,6 @@ from ..store.tables import markdown_preview, rejects_jsonl, states_table
 from .job import STATE_VERSION, TABLE_FORMAT, RunJob, StageReport, combined, digest, reject_lines
 
 PREVIEW = ["state_id", "version", "batch_version", "n_cards", "n_episodes"]
-_decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
 
 
@@ -75,7 +75,7 @@ class CheckpointInputs:
     def library(self, version: int) -> dict[str, Any]:
         """A decoded library (the last few are kept: consecutive states share them)."""
         if version not in self._decoded:
-            self._decoded[version] = _decode(self.library_text(version))
+            self._decoded[version] = decode_stored(self.library_text(version))
             while len(self._decoded) > self._keep:
                 self._decoded.popitem(last=False)
         self._decoded.move_to_end(version)

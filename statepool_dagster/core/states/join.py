@@ -11,13 +11,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-import msgspec
-
-from .models import CheckpointState, dumps, state_json
+from .models import CheckpointState, decode_stored, dumps, state_json
 from .reference_ops import next_version_after, reference_ops
 
 OFFLINE_RECEIPT = "(collected offline)"
-_decode = msgspec.json.Decoder().decode
 
 Pairing = Literal["seed", "pre_curation"]
 Followup = Literal["none", "batch", "next_batch"]
@@ -178,7 +175,7 @@ def join_checkpoint(
     receipts: Mapping[int, str] | None = None,
 ) -> JoinedCheckpoint:
     """The one join: the state ``plan`` describes, from the texts ``source`` holds."""
-    followup = [_decode(t) for t in source.batch_texts(plan.followup_version)]
+    followup = [decode_stored(t) for t in source.batch_texts(plan.followup_version)]
     fields = state_fields(run, plan, followup, analyses, receipts)
     batch = source.batch_texts(plan.batch_version)
     text = state_json(
