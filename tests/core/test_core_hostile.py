@@ -649,3 +649,17 @@ def test_a_lone_surrogate_in_a_library_or_analysis_is_a_reject_not_a_failed_run(
         ("r/analyses/analysis_v2.json", error),
     ]
     assert [j.version for j in read.states] == [2]
+
+
+def test_a_file_name_that_is_not_utf8_is_listed_escaped_in_the_report(tmp_path, write_run):
+    from statepool_dagster.core.build import build_run
+    from statepool_dagster.core.config import Settings
+    from statepool_dagster.core.report.write import write_report
+
+    run = write_run(tmp_path / "runs", "r", [{"id": "a"}], {"skills_v1.json": {"cards": []}})
+    with open(os.path.join(os.fsencode(run / "snapshots"), b"skills_v\xff.json"), "wb") as f:
+        f.write(b"{}")
+    settings = Settings(runs_dir=str(tmp_path / "runs"), store_dir=str(tmp_path / "store"))
+    build_run(settings, "r")
+    page = write_report(settings.store_dir, runs_dir=settings.runs_dir).read_text("utf-8")
+    assert "skills_v\\udcff.json" in page
