@@ -594,6 +594,7 @@ def test_spellings_of_one_version_keep_the_file_the_original_reads_last(
             ("skills_v00.json", {"card_id": "v00"}),
             ("skills_v007.json", {"card_id": "v007"}),
             ("skills_v07.json", {"card_id": "v07"}),
+            ("skills_v003.json", {"card_id": "v003"}),
             ("skills_v03.json", {"card_id": "v03"}),
             ("skills_v3.json", {"card_id": "v3"}),
         )
@@ -607,8 +608,12 @@ def test_spellings_of_one_version_keep_the_file_the_original_reads_last(
     assert sorted(expected) == ["r_ckpt0.json", "r_ckpt3.json", "r_ckpt7.json"]
     assert _our_states(run) == expected
     ignored = list_snapshots(run / "snapshots").ignored
-    assert sorted(ignored) == ["skills_v0.json", "skills_v007.json", "skills_v03.json"]
-    assert ignored["skills_v0.json"] == "duplicate of version 0 (skills_v00.json)"
+    assert ignored == {
+        "skills_v0.json": "duplicate of version 0 (skills_v00.json)",
+        "skills_v003.json": "duplicate of version 3 (skills_v3.json)",
+        "skills_v007.json": "duplicate of version 7 (skills_v07.json)",
+        "skills_v03.json": "duplicate of version 3 (skills_v3.json)",
+    }
 
 
 @pytest.mark.parametrize("cards", [{}, ""])

@@ -79,6 +79,7 @@ def list_snapshots(snapshots_dir: AnyPath) -> SnapshotListing:
         listing.ignored[snapshots_dir.name + "/"] = f"unreadable: {exc.strerror or exc}"
         return listing
     by_version: dict[int, SnapshotFile] = {}
+    duplicates: list[SnapshotFile] = []
     for entry in entries:
         name = entry.name
         if name.startswith("."):
@@ -95,8 +96,11 @@ def list_snapshots(snapshots_dir: AnyPath) -> SnapshotListing:
         if held is not None:
             # The original reads the names in this order and its last one's state stays:
             # keep the later name (v3 over v03, v07 over v007, v00 over v0).
-            listing.ignored[held.path.name] = f"duplicate of version {version} ({name})"
+            duplicates.append(held)
         by_version[version] = SnapshotFile(version, entry)
+    for held in duplicates:
+        kept = by_version[held.version].path.name
+        listing.ignored[held.path.name] = f"duplicate of version {held.version} ({kept})"
     listing.snapshots = [by_version[v] for v in sorted(by_version)]
     return listing
 
