@@ -668,3 +668,26 @@ def test_a_file_name_that_is_not_utf8_is_listed_escaped_in_the_report(tmp_path, 
     build_run(settings, "r")
     page = write_report(settings.store_dir, runs_dir=settings.runs_dir).read_text("utf-8")
     assert "skills_v\\udcff.json" in page
+
+
+def test_a_declared_version_the_column_cannot_hold_is_a_note_naming_the_file(tmp_path, write_run):
+    from statepool_dagster.core.build import build_run
+    from statepool_dagster.core.config import Settings
+    from statepool_dagster.core.names import SNAPSHOTS
+
+    write_run(
+        tmp_path / "runs",
+        "r",
+        [{"id": "a"}],
+        {
+            "skills_v1.json": b'{"version": 100000000000000000000000, "cards": []}',
+            "skills_v2.json": b'{"version": 2.0, "cards": []}',
+            "skills_v3.json": b'{"version": 3, "cards": []}',
+        },
+    )
+    settings = Settings(runs_dir=str(tmp_path / "runs"), store_dir=str(tmp_path / "store"))
+    notes = build_run(settings, "r", [SNAPSHOTS])[SNAPSHOTS].notes
+    assert [n for n in notes if "version is not" in n] == [
+        "r/snapshots/skills_v1.json: version is not a 64-bit integer (int); its column is empty",
+        "r/snapshots/skills_v2.json: version is not a 64-bit integer (float); its column is empty",
+    ]

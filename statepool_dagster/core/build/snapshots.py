@@ -22,6 +22,7 @@ def build_snapshots(job: RunJob) -> StageReport:
     listing = list_snapshots(job.run_dir / SNAPSHOTS_DIR)
     table = job.table(SNAPSHOTS)
     rejects: list[Reject] = []
+    notes: list[str] = []  # declared versions kept in the library that the column cannot hold
     kept: set[str] = set()
     reused = 0
     for snapshot_file in listing.snapshots:
@@ -51,6 +52,10 @@ def build_snapshots(job: RunJob) -> StageReport:
                 raise BadRecordError(reject.describe()) from None
             rejects.append(reject)
             continue
+        if read.declared_version is not None and row[2] is None:
+            kind = type(read.declared_version).__name__
+            note = f"version is not a 64-bit integer ({kind}); its column is empty"
+            notes.append(f"{display}: {note}")
         info = {
             "version": row[0],
             "file": row[1],
@@ -81,6 +86,6 @@ def build_snapshots(job: RunJob) -> StageReport:
             IGNORED_FILES: dict(listing.ignored),
         },
         markdown=markdown,
-        notes=run_notes(job.run_dir),
+        notes=run_notes(job.run_dir) + notes,
         reused=reused,
     )
