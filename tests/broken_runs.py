@@ -313,4 +313,46 @@ def build_hostile_corpus(runs: Path, outside: Path) -> HostileCorpus:
             **corpus.rejects.get("bad_arrays", {}),
             (f"bad_arrays/snapshots/skills_v{k}.json", None): "not a JSON object",
         }
+    fuzz_finds(runs, corpus, 26)
     return corpus
+
+
+def fuzz_finds(runs: Path, corpus: HostileCorpus, index: int) -> None:
+    """What the differential fuzz found (each once failed a run or changed a state):
+
+    ``fuzz_kept`` (the original writes every state): ``NaN`` and infinities in a library
+    outside the embeddings, ``cards`` an empty object, one version spelled ``v0``/``v00``
+    and ``v1``/``v01`` (the original keeps the last name it reads);
+    ``fuzz_rejects``: a rejected line holding U+2028 and NEL, a library with a lone
+    surrogate escape, a snapshot name that is not UTF-8 (listed, escaped in the report).
+    """
+    import os
+
+    run = runs / "fuzz_kept"
+    generate_run(run, SPEC, index)
+    snaps = run / "snapshots"
+    text = (snaps / "skills_v1.json").read_bytes()
+    text = text.replace(b'"harmful": 0', b'"harmful": -Infinity, "score": NaN', 1)
+    (snaps / "skills_v1.json").write_bytes(text[:-1] + b', "big": 1e999}')
+    lib = json.loads((snaps / "skills_v2.json").read_bytes())
+    lib["cards"] = {}
+    (snaps / "skills_v2.json").write_text(json.dumps(lib), encoding="utf-8")
+    for k in (0, 1):
+        lib = json.loads((snaps / f"skills_v{k}.json").read_bytes())
+        lib["cards"] = lib["cards"][:1]
+        (snaps / f"skills_v0{k}.json").write_text(json.dumps(lib), encoding="utf-8")
+    corpus.seed_equal.append("fuzz_kept")
+
+    run = runs / "fuzz_rejects"
+    generate_run(run, SPEC, index + 1)
+    lines = _episode_lines(run)
+    lines.insert(1, '{"id": "x\u2028y", "skill_lib_version": \x85'.encode())
+    (run / "episodes.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    snaps = run / "snapshots"
+    text = (snaps / "skills_v2.json").read_bytes()
+    (snaps / "skills_v2.json").write_bytes(text.replace(b'"c0', b'"\\ud800c0', 1))
+    (snaps / os.fsdecode(b"skills_v\xff.json")).write_bytes(b"{}")
+    corpus.rejects["fuzz_rejects"] = {
+        ("fuzz_rejects/episodes.jsonl", 2): "not valid JSON",
+        ("fuzz_rejects/snapshots/skills_v2.json", None): "not storable as UTF-8",
+    }

@@ -96,7 +96,7 @@ def test_sync_table_lists_ignored_files_per_run(hostile, workspace, tmp_path):
     done = _run(workspace, tmp_path, "sync")
     assert done.returncode == 0, done.stderr
     assert "odd_names: 4 states, 6 ignored files" in done.stderr
-    assert "ignored files per run: odd_names=6" in done.stdout
+    assert "ignored files per run: fuzz_kept=2, fuzz_rejects=1, odd_names=6" in done.stdout
 
 
 SLOW_FORMATTER = """

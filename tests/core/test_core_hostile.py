@@ -533,3 +533,161 @@ def test_one_huge_line_peaks_within_a_few_times_its_size():
     grown, preview_chars = map(int, done.stdout.split())
     assert grown < 6 * size, grown / size
     assert preview_chars < 1000  # the preview holds a cut cell, never the field
+
+
+# --------------------------------------------------------------------------- differential finds
+
+
+def _seed_states(seed_module, run: Path, out: Path) -> dict[str, bytes]:
+    seed_module.collect_from_run(str(run), str(out))
+    return {p.name: p.read_bytes() for p in out.iterdir()}
+
+
+def _our_states(run: Path) -> dict[str, bytes]:
+    return {f"{j.state.state_id}.json": j.text.encode("utf-8") for j in read_run(run).states}
+
+
+def test_a_rejected_line_holding_a_line_separator_keeps_one_reject_per_line(tmp_path, write_run):
+    """U+2028 and NEL end a line for ``splitlines``: the rejects file escapes them."""
+    run = write_run(
+        tmp_path,
+        "r",
+        [{"id": "a", "skill_lib_version": 0}, '{"id": "x\u2028y", "skill_lib_version": ', "\x85"],
+        {"skills_v1.json": {"cards": []}, "skills_v2.json": b'{"cards": [}'},
+    )
+    read = read_run(run)  # the snapshots stage reads back what the episodes stage wrote
+    assert [(r.file, r.line) for r in read.rejects] == [
+        ("r/episodes.jsonl", 2),
+        ("r/episodes.jsonl", 3),
+        ("r/snapshots/skills_v2.json", None),
+    ]
+    assert read.rejects[0].raw == '{"id": "x\u2028y", "skill_lib_version": '
+    assert [j.version for j in read.states] == [1]
+
+
+def test_python_only_numbers_in_a_library_give_the_originals_state(
+    tmp_path, write_run, seed_module
+):
+    library = (
+        b'{"version": 1, "score": NaN, "cards": [{"card_id": "c", "trigger": "t", '
+        b'"program": "p", "meta_info": {"helped": Infinity, "x": -1e999}}]}'
+    )
+    run = write_run(
+        tmp_path,
+        "r",
+        [{"id": "a", "skill_lib_version": 0}, {"id": "b", "skill_lib_version": 1}],
+        {"skills_v1.json": library, "skills_v2.json": library},
+    )
+    expected = _seed_states(seed_module, run, tmp_path / "seed")
+    assert sorted(expected) == ["r_ckpt1.json", "r_ckpt2.json"]
+    assert _our_states(run) == expected
+
+
+def test_spellings_of_one_version_keep_the_file_the_original_reads_last(
+    tmp_path, write_run, seed_module
+):
+    """It reads the names in sorted order and the last write of a state stays."""
+    snapshots = {
+        name: {"version": 0, "cards": [card]}
+        for name, card in (
+            ("skills_v0.json", {"card_id": "v0"}),
+            ("skills_v00.json", {"card_id": "v00"}),
+            ("skills_v007.json", {"card_id": "v007"}),
+            ("skills_v07.json", {"card_id": "v07"}),
+            ("skills_v003.json", {"card_id": "v003"}),
+            ("skills_v03.json", {"card_id": "v03"}),
+            ("skills_v3.json", {"card_id": "v3"}),
+        )
+    }
+    run = write_run(tmp_path, "r", [{"id": "a", "skill_lib_version": 0}] * 2, snapshots)
+    (run / "episodes.jsonl").write_bytes(
+        b'{"id": "a", "skill_lib_version": 2}\n{"id": "b", "skill_lib_version": 6}\n'
+        b'{"id": "c", "skill_lib_version": 0}\n'
+    )
+    expected = _seed_states(seed_module, run, tmp_path / "seed")
+    assert sorted(expected) == ["r_ckpt0.json", "r_ckpt3.json", "r_ckpt7.json"]
+    assert _our_states(run) == expected
+    ignored = list_snapshots(run / "snapshots").ignored
+    assert ignored == {
+        "skills_v0.json": "duplicate of version 0 (skills_v00.json)",
+        "skills_v003.json": "duplicate of version 3 (skills_v3.json)",
+        "skills_v007.json": "duplicate of version 7 (skills_v07.json)",
+        "skills_v03.json": "duplicate of version 3 (skills_v3.json)",
+    }
+
+
+@pytest.mark.parametrize("cards", [{}, ""])
+def test_cards_the_original_iterates_as_none_keep_its_state(
+    tmp_path, write_run, seed_module, cards
+):
+    run = write_run(
+        tmp_path,
+        "r",
+        [{"id": "a", "skill_lib_version": 0}],
+        {"skills_v1.json": {"version": 1, "cards": cards, "_trigger_emb": [1]}},
+    )
+    expected = _seed_states(seed_module, run, tmp_path / "seed")
+    assert list(expected) == ["r_ckpt1.json"]
+    assert _our_states(run) == expected
+    with pytest.raises(ValueError, match="cards is not a list of objects"):
+        parse_library(b'{"cards": {"a": 1}}')  # the original fails on any other non-list
+
+
+def test_a_lone_surrogate_in_a_library_or_analysis_is_a_reject_not_a_failed_run(
+    tmp_path, write_run
+):
+    run = write_run(
+        tmp_path,
+        "r",
+        [{"id": "a", "skill_lib_version": 1}],
+        {
+            "skills_v1.json": b'{"cards": [{"card_id": "\\ud800"}]}',
+            "skills_v2.json": {"cards": []},
+        },
+    )
+    (run / "analyses").mkdir()
+    (run / "analyses" / "analysis_v2.json").write_bytes(b'{"summary": "\\udfff"}')
+    read = read_run(run)
+    error = "not storable as UTF-8: a lone surrogate escape in a string"
+    assert [(r.file, r.error) for r in read.rejects] == [
+        ("r/snapshots/skills_v1.json", error),
+        ("r/analyses/analysis_v2.json", error),
+    ]
+    assert [j.version for j in read.states] == [2]
+
+
+def test_a_file_name_that_is_not_utf8_is_listed_escaped_in_the_report(tmp_path, write_run):
+    from statepool_dagster.core.build import build_run
+    from statepool_dagster.core.config import Settings
+    from statepool_dagster.core.report.write import write_report
+
+    run = write_run(tmp_path / "runs", "r", [{"id": "a"}], {"skills_v1.json": {"cards": []}})
+    with open(os.path.join(os.fsencode(run / "snapshots"), b"skills_v\xff.json"), "wb") as f:
+        f.write(b"{}")
+    settings = Settings(runs_dir=str(tmp_path / "runs"), store_dir=str(tmp_path / "store"))
+    build_run(settings, "r")
+    page = write_report(settings.store_dir, runs_dir=settings.runs_dir).read_text("utf-8")
+    assert "skills_v\\udcff.json" in page
+
+
+def test_a_declared_version_the_column_cannot_hold_is_a_note_naming_the_file(tmp_path, write_run):
+    from statepool_dagster.core.build import build_run
+    from statepool_dagster.core.config import Settings
+    from statepool_dagster.core.names import SNAPSHOTS
+
+    write_run(
+        tmp_path / "runs",
+        "r",
+        [{"id": "a"}],
+        {
+            "skills_v1.json": b'{"version": 100000000000000000000000, "cards": []}',
+            "skills_v2.json": b'{"version": 2.0, "cards": []}',
+            "skills_v3.json": b'{"version": 3, "cards": []}',
+        },
+    )
+    settings = Settings(runs_dir=str(tmp_path / "runs"), store_dir=str(tmp_path / "store"))
+    notes = build_run(settings, "r", [SNAPSHOTS])[SNAPSHOTS].notes
+    assert [n for n in notes if "version is not" in n] == [
+        "r/snapshots/skills_v1.json: version is not a 64-bit integer (int); its column is empty",
+        "r/snapshots/skills_v2.json: version is not a 64-bit integer (float); its column is empty",
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import BadRecordError
 from ..names import IGNORED_FILES, SNAPSHOTS, SNAPSHOTS_DIR
 from ..rejects import Reject
 from ..runs.files import file_stamp, fingerprint_run
@@ -21,6 +22,7 @@ def build_snapshots(job: RunJob) -> StageReport:
     listing = list_snapshots(job.run_dir / SNAPSHOTS_DIR)
     table = job.table(SNAPSHOTS)
     rejects: list[Reject] = []
+    notes: list[str] = []  # declared versions kept in the library that the column cannot hold
     kept: set[str] = set()
     reused = 0
     for snapshot_file in listing.snapshots:
@@ -41,6 +43,19 @@ def build_snapshots(job: RunJob) -> StageReport:
             rejects.append(read)
             continue
         row = snapshot_row(read, stamp if stamp else "")
+        try:
+            row[4].encode("utf-8")  # a lone surrogate (`\ud800`) cannot be stored
+        except UnicodeEncodeError:
+            error = "not storable as UTF-8: a lone surrogate escape in a string"
+            reject = Reject(file=display, line=None, error=error, raw=None)
+            if job.settings.strict:
+                raise BadRecordError(reject.describe()) from None
+            rejects.append(reject)
+            continue
+        if read.declared_version is not None and row[2] is None:
+            kind = type(read.declared_version).__name__
+            note = f"version is not a 64-bit integer ({kind}); its column is empty"
+            notes.append(f"{display}: {note}")
         info = {
             "version": row[0],
             "file": row[1],
@@ -71,6 +86,6 @@ def build_snapshots(job: RunJob) -> StageReport:
             IGNORED_FILES: dict(listing.ignored),
         },
         markdown=markdown,
-        notes=run_notes(job.run_dir),
+        notes=run_notes(job.run_dir) + notes,
         reused=reused,
     )

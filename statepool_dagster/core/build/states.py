@@ -18,6 +18,7 @@ import msgspec
 from ..names import EPISODES, IGNORED_SIDECARS, SNAPSHOTS, STATES
 from ..runs.sidecars import read_sidecars
 from ..states.join import PlannedState, join_checkpoint, plan_states
+from ..states.models import decode_stored
 from ..states.reference_ops import ops_json
 from ..store.part_files import part_name
 from ..store.parts import RunTable
@@ -47,7 +48,6 @@ from .job import (
 )
 
 PREVIEW = ["state_id", "version", "batch_version", "n_cards", "n_episodes"]
-_decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
 
 
@@ -96,7 +96,7 @@ class CheckpointInputs:
     def library(self, version: int) -> dict[str, Any]:
         """A decoded library (the last few are kept: consecutive states share them)."""
         if version not in self._decoded:
-            self._decoded[version] = _decode(self.library_text(version))
+            self._decoded[version] = decode_stored(self.library_text(version))
             while len(self._decoded) > self._keep:
                 self._decoded.popitem(last=False)
         self._decoded.move_to_end(version)

@@ -33,5 +33,7 @@ def write_report(
     layout = StoreLayout(store)
     numbers = pool_numbers(layout.root, options, runs_dir, export, length_limit, collect)
     path = report_path(layout)
-    write_bytes_atomic(path, render_page(numbers, str(layout.root)).encode("utf-8"))
+    page = render_page(numbers, str(layout.root))
+    # a folder name that is not UTF-8 (`os.fsdecode` keeps its bytes as `\udcff`) shows escaped
+    write_bytes_atomic(path, page.encode("utf-8", "backslashreplace"))
     return path

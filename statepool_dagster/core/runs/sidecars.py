@@ -12,6 +12,7 @@ whose name does not match is listed as ignored.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,6 +44,10 @@ def parse_analysis(data: bytes) -> dict[str, Any]:
     value = loads(data)  # what Python's json reads, as the analysis a user wrote it
     if not isinstance(value, dict):
         raise ValueError(f"analysis must be a JSON object (got {type(value).__name__})")
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:  # a state holding it could not be written
+        raise ValueError("not storable as UTF-8: a lone surrogate escape in a string") from None
     return value
 
 

@@ -21,6 +21,8 @@ SNAPSHOT_NAME = re.compile(r"skills_v([0-9]+)\.json")  # ASCII digits only
 SNAPSHOT_TEMPLATE = "skills_v<ASCII digits>.json"
 # Below this size the exact reader is as fast: blanking pays off on long embedding arrays.
 FAST_PATH_BYTES = 512 * 1024
+# ``cards`` values the original iterates as no card at all: it keeps such a library as is.
+NO_CARDS = ([], {}, "")
 
 # Values stay raw JSON until we know they are wanted: the embedding arrays are
 # scanned past, never turned into Python floats (the original's main cost).
@@ -77,6 +79,7 @@ def list_snapshots(snapshots_dir: AnyPath) -> SnapshotListing:
         listing.ignored[snapshots_dir.name + "/"] = f"unreadable: {exc.strerror or exc}"
         return listing
     by_version: dict[int, SnapshotFile] = {}
+    duplicates: list[SnapshotFile] = []
     for entry in entries:
         name = entry.name
         if name.startswith("."):
@@ -89,16 +92,15 @@ def list_snapshots(snapshots_dir: AnyPath) -> SnapshotListing:
         if version > INT64_MAX:
             listing.ignored[name] = "version in the name is out of range (above 2**63-1)"
             continue
-        canonical = f"skills_v{version}.json"
         held = by_version.get(version)
         if held is not None:
-            # Keep the canonically named file (v3 over v03); the other is a duplicate.
-            if name == canonical:
-                listing.ignored[held.path.name] = f"duplicate of version {version} ({name})"
-            else:
-                listing.ignored[name] = f"duplicate of version {version} ({held.path.name})"
-                continue
+            # The original reads the names in this order and its last one's state stays:
+            # keep the later name (v3 over v03, v07 over v007, v00 over v0).
+            duplicates.append(held)
         by_version[version] = SnapshotFile(version, entry)
+    for held in duplicates:
+        kept = by_version[held.version].path.name
+        listing.ignored[held.path.name] = f"duplicate of version {held.version} ({kept})"
     listing.snapshots = [by_version[v] for v in sorted(by_version)]
     return listing
 
@@ -191,6 +193,8 @@ def _parse_python(data: bytes) -> dict[str, Any]:
     if not isinstance(library, dict):
         raise ValueError(f"not a JSON object (got {type(library).__name__})")
     cards = library.get("cards", [])
+    if cards in NO_CARDS:
+        return library
     if not isinstance(cards, list) or not all(isinstance(c, dict) for c in cards):
         raise ValueError("cards is not a list of objects")
     for card in cards:
@@ -201,6 +205,8 @@ def _parse_python(data: bytes) -> dict[str, Any]:
 def _validate(library: dict[str, Any]) -> None:
     """What the original needs to keep a library: an object whose ``cards`` are objects."""
     cards = library.get("cards", [])
+    if cards in NO_CARDS:
+        return
     if not isinstance(cards, list):
         raise ValueError(f"not a skill library: cards: not a list (got {type(cards).__name__})")
     for i, card in enumerate(cards):

@@ -11,13 +11,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-import msgspec
-
-from .models import BytesLike, CheckpointState, dumps, state_bytes
+from .models import BytesLike, CheckpointState, decode_stored, dumps, state_bytes
 from .reference_ops import next_version_after, reference_ops
 
 OFFLINE_RECEIPT = "(collected offline)"
-_decode = msgspec.json.Decoder().decode
 
 Pairing = Literal["seed", "pre_curation"]
 Followup = Literal["none", "batch", "next_batch"]
@@ -183,7 +180,7 @@ def join_checkpoint(
     receipts: Mapping[int, str] | None = None,
 ) -> JoinedCheckpoint:
     """The one join: the state ``plan`` describes, from the texts ``source`` holds."""
-    followup = [_decode(t) for t in source.batch_texts(plan.followup_version)]
+    followup = [decode_stored(t) for t in source.batch_texts(plan.followup_version)]
     fields = state_fields(run, plan, followup, analyses, receipts)
     batch = source.batch_texts(plan.batch_version)
     data = state_bytes(

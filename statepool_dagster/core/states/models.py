@@ -102,11 +102,19 @@ class CheckpointState(BaseModel):
     @staticmethod
     def trusted(text: str | bytes | memoryview) -> CheckpointState:
         """:meth:`from_json` for a text this package wrote itself: parsed fast, not validated."""
-        try:
-            fields = _decode(text)
-        except msgspec.MsgspecError:  # NaN or Infinity, which json writes and msgspec refuses
-            fields = json.loads(bytes(text) if isinstance(text, memoryview) else text)
-        return CheckpointState.model_construct(**fields)
+        return CheckpointState.model_construct(**decode_stored(text))
+
+
+def decode_stored(text: str | bytes | memoryview) -> Any:
+    """A JSON text this package stored (a state, a library, a record), read back fast.
+
+    msgspec first; what it refuses (``NaN``, ``Infinity``, ``1e999``, which ``json.dumps``
+    writes) is read by ``json`` itself.
+    """
+    try:
+        return _decode(text)
+    except msgspec.MsgspecError:
+        return json.loads(bytes(text) if isinstance(text, memoryview) else text)
 
 
 def dumps(value: Any) -> str:

@@ -296,5 +296,14 @@ def markdown_preview(table: pa.Table, columns: list[str], rows: int = 10) -> str
     return "\n".join(lines)
 
 
+# What ``str.splitlines`` also ends a line at and ``json.dumps`` leaves raw in a string.
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def rejects_jsonl(rejects: Iterable[Any], source: str) -> list[str]:
-    return [json.dumps({**r.model_dump(), "source": source}, ensure_ascii=False) for r in rejects]
+    """One JSON line per reject; a rejected line's own ``\u2028`` or ``\x85`` stays escaped,
+    so every reader's ``splitlines`` sees one reject per line."""
+    return [
+        json.dumps({**r.model_dump(), "source": source}, ensure_ascii=False).translate(_LINE_BREAKS)
+        for r in rejects
+    ]
