@@ -629,6 +629,9 @@ def test_cards_the_original_iterates_as_none_keep_its_state(
     expected = _seed_states(seed_module, run, tmp_path / "seed")
     assert list(expected) == ["r_ckpt1.json"]
     assert _our_states(run) == expected
+    state = CheckpointState.from_json(expected["r_ckpt1.json"])
+    prompt = build_curator_prompt(state)
+    assert "(empty library)" in prompt
     with pytest.raises(ValueError, match="cards is not a list of objects"):
         parse_library(b'{"cards": {"a": 1}}')  # the original fails on any other non-list
 

@@ -78,6 +78,8 @@ def build_curator_prompt(state: CheckpointState, spec: PromptSpec | None = None)
     """
     spec = spec or default_prompt_spec()
     cards = state.lib_snapshot.get("cards", [])
+    if isinstance(cards, dict | str) and not cards:
+        cards = []  # the original iterates an empty {} or "" as no card: "(empty library)"
     if not isinstance(cards, list):
         raise PromptInputError(f"cannot render the prompt: cards is a {type(cards).__name__}")
     return spec.template.format(
