@@ -23,8 +23,8 @@ from dagster import (
 
 from .core.names import PROMPTS, REJECTS, SNAPSHOTS, STATES
 from .core.store.layout import StoreLayout
-from .core.store.parts import read_run_table
 from .core.store.pool import read_rejects
+from .core.store.reading import read_run_table
 from .partitions import runs_partitions
 
 

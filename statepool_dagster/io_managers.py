@@ -17,7 +17,7 @@ from .core.names import SETTINGS
 from .core.runs.names import check_run_name
 from .core.store.atomic import read_parquet, write_parquet_atomic
 from .core.store.layout import StoreLayout
-from .core.store.parts import read_table
+from .core.store.reading import read_table
 from .core.store.tables import SCHEMAS
 from .readers import to_frame
 from .resources import StatepoolSettings

@@ -19,7 +19,7 @@ from .core.names import PROMPTS, STATE_POOL
 from .core.runs.files import natural_key
 from .core.states.models import CheckpointState
 from .core.store.layout import StoreLayout
-from .core.store.parts import read_run_table
+from .core.store.reading import read_run_table
 from .core.store.tables import PROMPT_COLUMNS
 
 if TYPE_CHECKING:  # imported where a DataFrame is made: most callers never pay for pandas

@@ -28,7 +28,7 @@ from statepool_dagster.core.names import DIR_MANIFEST
 from statepool_dagster.core.store import atomic as store_module
 from statepool_dagster.core.store.atomic import read_parquet, replace_dir_atomic
 from statepool_dagster.core.store.layout import StoreLayout
-from statepool_dagster.core.store.parts import read_run_table
+from statepool_dagster.core.store.reading import read_run_table
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 from statepool_dagster.partitions import RUNS
 from statepool_dagster.sensors import runs_sensor

@@ -19,7 +19,7 @@ from statepool_dagster.core.export.collect import collect_export
 from statepool_dagster.core.export.rows import ExportOptions, split_of
 from statepool_dagster.core.names import STATES
 from statepool_dagster.core.store.layout import StoreLayout
-from statepool_dagster.core.store.parts import read_run_table
+from statepool_dagster.core.store.reading import read_run_table
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 from statepool_dagster.sync import sync
 

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel
 
 RAW_LIMIT = 4096  # chars of a whole rejected file kept inline; the file itself stays on disk
+# Python's json reads a lone surrogate escape (`"\ud800"`); UTF-8 cannot hold it.
+UNSTORABLE = "not storable as UTF-8: a lone surrogate escape in a string"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable(text: str) -> bool:
+    """Whether ``text`` can be stored as UTF-8: no lone surrogate (``\\ud800`` read alone)."""
+    return text.isascii() or _SURROGATE.search(text) is None
 
 
 class Reject(BaseModel):

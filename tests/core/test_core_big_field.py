@@ -27,7 +27,7 @@ from statepool_dagster.core.prompts.formatting import format_episodes
 from statepool_dagster.core.prompts.render import build_curator_prompt
 from statepool_dagster.core.states.models import CheckpointState
 from statepool_dagster.core.store.layout import StoreLayout
-from statepool_dagster.core.store.parts import read_run_table
+from statepool_dagster.core.store.reading import read_run_table
 from statepool_dagster.core.store.tables import utf8_views
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 

@@ -16,7 +16,7 @@ from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES, TABLE_INDEX
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.part_files import MERGE, PART_ROWS, part_name
-from statepool_dagster.core.store.parts import read_run_table
+from statepool_dagster.core.store.reading import read_run_table
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 
 from helpers import store_pool
@@ -268,7 +268,7 @@ def test_state_text_change_on_an_object_store_keeps_its_manifest_whole(run, tmp_
 
 
 def test_a_run_grown_one_checkpoint_at_a_time_keeps_few_parts(run, tmp_path):
-    """Parts of a size merge (tiered): files stay O(log n), the tables and states unchanged."""
+    """Small parts of a size merge (tiered): few files, the tables and states unchanged."""
     store = tmp_path / "store"
     build(run.parent, store)
     for _ in range(40):
@@ -282,18 +282,28 @@ def test_a_run_grown_one_checkpoint_at_a_time_keeps_few_parts(run, tmp_path):
 
 
 def test_readers_never_fail_while_a_growing_run_merges_its_parts(run, tmp_path):
-    """A lock-free reader racing the saves that prune and merge parts always gets a table."""
+    """A lock-free reader racing the saves that prune and merge parts always gets a whole
+    table: every checkpoint once, none missing, never fewer than before the growth began."""
     store = tmp_path / "store"
     build(run.parent, store)
+    assets = (SNAPSHOTS, STATES, PROMPTS)
+    first = {a: read_run_table(StoreLayout(store), a, RUN).num_rows for a in assets}
     done, errors, reads = threading.Event(), [], []
 
     def read_until_done() -> None:
         while not done.is_set():
-            for asset in ASSETS:
+            for asset in assets:
                 try:
-                    reads.append(read_run_table(StoreLayout(store), asset, RUN).num_rows)
+                    table = read_run_table(StoreLayout(store), asset, RUN, columns=["version"])
                 except Exception as error:
                     errors.append(repr(error))
+                    continue
+                versions = table.column("version").to_pylist()
+                if versions != list(range(versions[0], versions[0] + len(versions))):
+                    errors.append(f"{asset}: torn read {versions}")
+                if not first[asset] <= len(versions) <= first[asset] + 20:
+                    errors.append(f"{asset}: {len(versions)} rows, {first[asset]} before")
+                reads.append(len(versions))
 
     reader = threading.Thread(target=read_until_done)
     reader.start()

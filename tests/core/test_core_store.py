@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,12 @@ from statepool_dagster.core.runs.json_read import INT64_MAX, INT64_MIN
 from statepool_dagster.core.store.atomic import replace_dir_atomic, write_bytes_atomic
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.part_files import part_name
-from statepool_dagster.core.store.pool import update_state_pool, write_state_file
+from statepool_dagster.core.store.pool import (
+    read_rejects,
+    update_rejects,
+    update_state_pool,
+    write_state_file,
+)
 
 ESCAPING = ["..", "../other", "a/b", "/etc", ".", "", "..\\x", "run/../../x", "ok\x00"]
 
@@ -120,3 +126,17 @@ def test_checkpoint_names_sort_in_version_order(versions: list[int]) -> None:
     names = {part_name(v): v for v in versions}
     assert len(names) == len(versions)
     assert [names[n] for n in sorted(names)] == sorted(versions)
+
+
+def test_a_rejects_file_with_a_raw_line_separator_inside_a_record_still_reads(tmp_path):
+    """Records are split at ``\\n`` only: a U+2028 or NEL inside one (as an older version
+    wrote them) neither cuts it in two nor fails the next build that updates the file."""
+    layout = StoreLayout(tmp_path)
+    path = layout.rejects("r")
+    path.parent.mkdir(parents=True)
+    record = {"file": "r/episodes.jsonl", "line": 3, "error": "bad", "raw": "a\u2028b\x85c"}
+    line = json.dumps({**record, "source": "episodes"}, ensure_ascii=False)
+    path.write_text(line + "\n", encoding="utf-8")
+    assert [r.raw for r in read_rejects(layout, "r")] == ["a\u2028b\x85c"]
+    update_rejects(layout, "r", "snapshots", [])
+    assert [r.raw for r in read_rejects(layout, "r", "episodes")] == ["a\u2028b\x85c"]

@@ -19,8 +19,8 @@ from ..rejects import Reject
 from ..states.join import SkippedCheckpoint
 from ..states.models import CheckpointState
 from ..store.layout import StoreLayout
-from ..store.parts import read_run_table
 from ..store.pool import read_rejects
+from ..store.reading import read_run_table
 from .run import build_run
 
 

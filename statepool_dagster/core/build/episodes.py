@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -20,7 +19,7 @@ import pyarrow.compute as pc
 from ..errors import BadRecordError
 from ..locations import is_local
 from ..names import EPISODES, EPISODES_FILE
-from ..rejects import Reject
+from ..rejects import UNSTORABLE, Reject, storable
 from ..runs.episodes import EpisodesRead, parse_episodes
 from ..runs.files import fingerprint_run, open_run_file
 from ..runs.notes import present, run_notes
@@ -41,7 +40,6 @@ PREVIEW = ["line", "version", "id", "task", "gt", "response", "correct"]
 NOTES_LIMIT = 50  # notes about values kept whole but left out of a flat column
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 CHUNK = 1 << 18  # bytes read at a time; a batch is written before the next one is read
 
 
@@ -191,11 +189,6 @@ class _Batches:
                 self._store(version, episodes_table([]))
 
 
-def _storable(text: str) -> bool:
-    """Whether ``text`` can be stored as UTF-8: no lone surrogate (``\\ud800`` read alone)."""
-    return text.isascii() or _SURROGATE.search(text) is None
-
-
 def _add_episodes(
     batches: _Batches, read: EpisodesRead, display: str, strict: bool
 ) -> list[Reject]:
@@ -206,11 +199,10 @@ def _add_episodes(
     while episodes:  # each record let go once its row holds it
         episode = episodes.pop()
         row = episode_row(episode)
-        if _storable(row[-1]):
+        if storable(row[-1]):
             batches.add(episode.version, row)
             continue
-        error = "not storable as UTF-8: a lone surrogate escape in a string"
-        reject = Reject(file=display, line=episode.line, error=error, raw=None)
+        reject = Reject(file=display, line=episode.line, error=UNSTORABLE, raw=None)
         if strict:
             raise BadRecordError(reject.describe())
         rejects.append(reject)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import BadRecordError
 from ..names import IGNORED_FILES, SNAPSHOTS, SNAPSHOTS_DIR
-from ..rejects import Reject
+from ..rejects import UNSTORABLE, Reject, storable
 from ..runs.files import file_stamp, fingerprint_run
 from ..runs.notes import run_notes
 from ..runs.snapshots import list_snapshots, read_snapshot
@@ -22,7 +22,6 @@ def build_snapshots(job: RunJob) -> StageReport:
     listing = list_snapshots(job.run_dir / SNAPSHOTS_DIR)
     table = job.table(SNAPSHOTS)
     rejects: list[Reject] = []
-    notes: list[str] = []  # declared versions kept in the library that the column cannot hold
     kept: set[str] = set()
     reused = 0
     for snapshot_file in listing.snapshots:
@@ -43,19 +42,12 @@ def build_snapshots(job: RunJob) -> StageReport:
             rejects.append(read)
             continue
         row = snapshot_row(read, stamp if stamp else "")
-        try:
-            row[4].encode("utf-8")  # a lone surrogate (`\ud800`) cannot be stored
-        except UnicodeEncodeError:
-            error = "not storable as UTF-8: a lone surrogate escape in a string"
-            reject = Reject(file=display, line=None, error=error, raw=None)
+        if not storable(row[4]):
+            reject = Reject(file=display, line=None, error=UNSTORABLE, raw=None)
             if job.settings.strict:
                 raise BadRecordError(reject.describe()) from None
             rejects.append(reject)
             continue
-        if read.declared_version is not None and row[2] is None:
-            kind = type(read.declared_version).__name__
-            note = f"version is not a 64-bit integer ({kind}); its column is empty"
-            notes.append(f"{display}: {note}")
         info = {
             "version": row[0],
             "file": row[1],
@@ -64,6 +56,11 @@ def build_snapshots(job: RunJob) -> StageReport:
             "library": digest(row[4]),  # what states are keyed by
             "rows": 1,
         }
+        if read.declared_version is not None and row[2] is None:
+            kind = type(read.declared_version).__name__
+            info["note"] = (
+                f"{display}: version is not a 64-bit integer ({kind}); its column is empty"
+            )
         table.write(name, snapshots_table([row]), key if stamp else digest(key, row[4]), info)
         kept.add(name)
     for name in set(table.parts) - kept:
@@ -72,6 +69,8 @@ def build_snapshots(job: RunJob) -> StageReport:
     table.save()
     update_rejects(job.layout, job.run, "snapshots", rejects_jsonl(rejects, "snapshots"))
     infos = [table.parts[name].info for name in table.names()]
+    # declared versions kept in the library that the column cannot hold, reused parts too
+    notes = [i["note"] for i in infos if "note" in i]
     markdown = {"preview": markdown_preview(table.head(PREVIEW), PREVIEW)}
     if rejects:
         markdown["reject_details"] = reject_lines(rejects)

@@ -14,8 +14,8 @@ from ..runs.files import natural_key
 from ..runs.names import run_name_problem
 from ..runs.snapshots import list_snapshots
 from ..store.layout import StoreLayout
-from ..store.parts import read_run_table
 from ..store.pool import read_rejects
+from ..store.reading import read_run_table
 
 OP_KINDS = {"add_card": "add", "update_card": "update", "delete_card": "delete"}
 REJECT_SOURCES = ("episodes", "snapshots", "sidecars")

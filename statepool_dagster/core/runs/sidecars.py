@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import BadRecordError
 from ..locations import AnyPath
-from ..rejects import RAW_LIMIT, Reject, escape_bytes
+from ..rejects import RAW_LIMIT, UNSTORABLE, Reject, escape_bytes, storable
 from .files import read_run_file
 from .json_read import loads
 
@@ -44,10 +44,8 @@ def parse_analysis(data: bytes) -> dict[str, Any]:
     value = loads(data)  # what Python's json reads, as the analysis a user wrote it
     if not isinstance(value, dict):
         raise ValueError(f"analysis must be a JSON object (got {type(value).__name__})")
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:  # a state holding it could not be written
-        raise ValueError("not storable as UTF-8: a lone surrogate escape in a string") from None
+    if not storable(json.dumps(value, ensure_ascii=False)):  # no state could hold it
+        raise ValueError(UNSTORABLE)
     return value
 
 

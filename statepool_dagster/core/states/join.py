@@ -163,10 +163,6 @@ class JoinedCheckpoint:
     n_episodes: int
 
     @property
-    def text(self) -> str:
-        return self.data.decode("utf-8")
-
-    @property
     def state(self) -> CheckpointState:
         return CheckpointState.from_json(self.data)
 

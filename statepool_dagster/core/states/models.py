@@ -172,28 +172,3 @@ def state_bytes(
         b"}",
     ]
     return b"".join(pieces)
-
-
-def state_json(
-    state_id: str,
-    dataset: str,
-    library_json: str,
-    episode_jsons: list[str],
-    analysis: dict[str, Any] | None,
-    last_receipt: str,
-    followup_qids: list[str],
-    gt_map: dict[str, Any],
-) -> str:
-    """:func:`state_bytes` as text (any lone surrogate in the parts kept as it was)."""
-    data = state_bytes(
-        state_id,
-        dataset,
-        library_json,
-        episode_jsons,
-        analysis,
-        last_receipt,
-        followup_qids,
-        gt_map,
-        errors="surrogatepass",
-    )
-    return data.decode("utf-8", "surrogatepass")

@@ -100,6 +100,8 @@ MERGE = 8  # parts of a size tier merged into one at a time
 # per row group of the widest table) stays bounded however long the run.
 PART_ROWS = 512
 OPEN_PARTS = 4  # part files a table keeps open at once (each holds its footer)
+NEXT_PART = "next_part"  # the table's mark: the number the next part file gets
+READ_ATTEMPTS = 8  # a lock-free read of a table that lost a part meanwhile, tried again
 
 
 def tier(rows: int) -> int:
@@ -127,13 +129,16 @@ def list_parts(folder: AnyPath) -> dict[str, str]:
     found: dict[str, str] = {}
     if is_local(folder):
         try:
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    if entry.name.endswith(SUFFIX) and not entry.name.startswith("."):
-                        st = entry.stat()
-                        found[entry.name] = f"{st.st_size}:{st.st_mtime_ns}"
+            entries = os.scandir(folder)
         except (FileNotFoundError, NotADirectoryError):
-            pass
+            return found
+        with entries:
+            for entry in entries:
+                if entry.name.endswith(SUFFIX) and not entry.name.startswith("."):
+                    # A part removed meanwhile (a save pruned or merged it) raises here, so
+                    # the reader lists again: a listing that skips it could miss its rows.
+                    st = entry.stat()
+                    found[entry.name] = f"{st.st_size}:{st.st_mtime_ns}"
         return found
     try:
         infos = folder.fs.ls(folder.path, detail=True, refresh=True)

@@ -6,7 +6,7 @@ grown by one checkpoint adds a small part and rewrites nothing it did not change
 newest checkpoint of a build always gets a part of its own, because it is the one the
 next growth changes (its reference ops gain a next library): replacing it then costs
 one small file, never the run. Small parts are merged eight of a size at a time, so a run
-grown one checkpoint at a time keeps a few dozen files at most. ``pyarrow.dataset``,
+grown one checkpoint at a time keeps about one file per 64 checkpoints. ``pyarrow.dataset``,
 pandas and ``datasets`` read the folder as one table (they skip dot files).
 
 Each part's footer names the checkpoint, input key and small facts (``info``) of every
@@ -31,9 +31,9 @@ import pyarrow.parquet as pq
 from ..locations import AnyPath, is_local
 from ..names import TABLE_INDEX
 from .atomic import temp_sibling, write_bytes_atomic
-from .layout import StoreLayout
 from .part_files import (
     MERGE,
+    NEXT_PART,
     OPEN_PARTS,
     PART_ROWS,
     RECENT,
@@ -101,16 +101,17 @@ class RunTable:
         if parquet is None:
             if len(self._open) >= OPEN_PARTS:  # the least recently used one goes
                 with contextlib.suppress(Exception):
-                    self._open.pop(next(iter(self._open))).close()
+                    self._open.pop(next(iter(self._open))).close(force=True)
             path = self.folder / name
             parquet = pq.ParquetFile(path if is_local(path) else path.open("rb"))
         self._open[name] = parquet  # most recently used last
         return parquet
 
-    def _close_files(self) -> None:
+    def close(self) -> None:
+        """Close the part files this table has open (it opens them again when needed)."""
         for parquet in self._open.values():
             with contextlib.suppress(Exception):
-                parquet.close()
+                parquet.close(force=True)  # an object-store file it did not open too
         self._open.clear()
 
     def names(self) -> list[str]:
@@ -216,7 +217,11 @@ class RunTable:
         return table if table.schema.equals(self.schema) else table.cast(self.schema)
 
     def _start_writer(self) -> None:
-        seq = max((file_order(n)[0] for n in self._files), default=0) + 1
+        # Never a number used before (the highest part may have been pruned away): a
+        # lock-free reader that listed the old file must not find other rows under its name.
+        highest = max((file_order(n)[0] for n in self._files), default=0)
+        seq = max(highest + 1, int(self.marks.get(NEXT_PART, 1)))
+        self.mark(**{NEXT_PART: seq + 1})
         file = f"p{seq:08d}{SUFFIX}"
         final = self.folder / file
         if is_local(final):
@@ -260,7 +265,7 @@ class RunTable:
             self._prune(file, groups)
         self._stale.clear()
         self._compact()
-        self._close_files()
+        self.close()
         sweep(self.folder)
         if not self._dirty and (self.folder / TABLE_INDEX).exists():
             return
@@ -331,40 +336,8 @@ class RunTable:
                 part.file, part.group = new, len(self._files[new]) - 1
         if moved:
             self._finish_writer()
-        self._close_files()
+        self.close()
         self._dirty = True
         for file in sources:
             (self.folder / file).unlink(missing_ok=True)
             self._files.pop(file, None)
-
-
-def read_table(folder: AnyPath, schema: pa.Schema, columns: list[str] | None = None) -> pa.Table:
-    """A run table's current rows as one table, in checkpoint order.
-
-    Readers take no lock: a save may remove a part (pruned or merged) between the listing
-    and the read. Its rows are then already in a newer part, so the table is read again.
-    """
-    for attempt in range(_READ_ATTEMPTS):
-        table = None
-        try:
-            table = RunTable(folder, schema)
-            return table.read(columns)
-        except FileNotFoundError:
-            if attempt == _READ_ATTEMPTS - 1:
-                raise
-        finally:
-            if table is not None:
-                table._close_files()
-    raise AssertionError("unreachable")
-
-
-_READ_ATTEMPTS = 8
-
-
-def read_run_table(
-    layout: StoreLayout, asset: str, run: str, columns: list[str] | None = None
-) -> pa.Table:
-    """One run's table of ``asset`` from the store, as one Arrow table (empty if never built)."""
-    from .tables import SCHEMAS
-
-    return read_table(layout.table(asset, run), SCHEMAS[asset], columns)

@@ -79,13 +79,11 @@ def _update_manifest(folder: AnyPath, fresh: dict[str, str], keep: set[str]) -> 
 
 def read_rejects(layout: StoreLayout, run: str, source: str | None = None) -> list[Reject]:
     """The rejects in ``rejects/<run>.jsonl`` (of one ``source`` if given), in written order."""
-    import json
-
     path = layout.rejects(run)
     if not path.exists():
         return []
     rejects = []
-    for text in path.read_text(encoding="utf-8").splitlines():
+    for text in _lines(path):
         if not text.strip():
             continue
         record = json.loads(text)
@@ -99,13 +97,11 @@ def update_rejects(layout: StoreLayout, run: str, source: str, lines: list[str])
 
     The file is removed once no source has any rejects left.
     """
-    import json
-
     path = layout.rejects(run)
     with layout.lock(run):
         kept: list[str] = []
         if path.exists():
-            for text in path.read_text(encoding="utf-8").splitlines():
+            for text in _lines(path):
                 if text.strip() and json.loads(text).get("source") != source:
                     kept.append(text)
         kept.extend(lines)
@@ -113,3 +109,10 @@ def update_rejects(layout: StoreLayout, run: str, source: str, lines: list[str])
             write_bytes_atomic(path, ("\n".join(kept) + "\n").encode("utf-8"))
         else:
             path.unlink(missing_ok=True)
+
+
+def _lines(path: AnyPath) -> list[str]:
+    """The records of a rejects file: split where its writer split them, at ``\n`` only
+    (``splitlines`` would also cut at U+2028 or NEL, which a file from an older version
+    may hold raw inside a record)."""
+    return path.read_bytes().decode("utf-8").split("\n")
