@@ -57,11 +57,7 @@ class RunJob:
 
 def digest(*parts: str) -> str:
     """A short, stable digest of text parts (keys of the parts a stage can reuse)."""
-    h = hashlib.blake2b(digest_size=16)
-    for part in parts:
-        h.update(part.encode("utf-8", "surrogatepass"))
-        h.update(b"\0")
-    return h.hexdigest()
+    return digest_pieces((part.encode("utf-8", "surrogatepass"),) for part in parts)
 
 
 def digest_pieces(parts: Iterable[Sequence[BytesLike]]) -> str:
@@ -75,10 +71,6 @@ def digest_pieces(parts: Iterable[Sequence[BytesLike]]) -> str:
             h.update(piece)
         h.update(b"\0")
     return h.hexdigest()
-
-
-def digest_bytes(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def combined(*fingerprints: str) -> str:

@@ -302,7 +302,8 @@ _LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": 
 
 def rejects_jsonl(rejects: Iterable[Any], source: str) -> list[str]:
     """One JSON line per reject; a rejected line's own ``\u2028`` or ``\x85`` stays escaped,
-    so every reader's ``splitlines`` sees one reject per line."""
+    so a reader splitting with ``splitlines`` (not only at ``\n``, as ours do) sees one reject
+    per line."""
     return [
         json.dumps({**r.model_dump(), "source": source}, ensure_ascii=False).translate(_LINE_BREAKS)
         for r in rejects
