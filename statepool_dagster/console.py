@@ -35,10 +35,33 @@ def ensure_dagster_home() -> Path:
 
 
 def dagster_instance():
+    """The instance of ``DAGSTER_HOME``, its SQLite event log finished if a kill left it half made."""
     from dagster import DagsterInstance
 
     ensure_dagster_home()
-    return DagsterInstance.get()
+    instance = DagsterInstance.get()
+    finish_sqlite_setup(instance)
+    return instance
+
+
+def finish_sqlite_setup(instance) -> None:
+    """Create what a process killed while Dagster set up its SQLite event log left out.
+
+    Dagster creates the event log's ``index.db`` tables only when the file is new, so a
+    command killed in that first second leaves an instance on which every later command fails
+    ("requires the dynamic partitions table ... run `dagster instance migrate`"). Dagster's
+    own first-connection setup is idempotent (it creates only missing tables, then stamps the
+    schema version), as are its data migrations, so running them again finishes the job.
+    """
+    from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+
+    storage = instance.event_log_storage
+    if not isinstance(storage, SqliteEventLogStorage) or storage.has_table("dynamic_partitions"):
+        return
+    with storage.index_connection():
+        pass
+    storage.reindex_events()
+    storage.reindex_assets()
 
 
 class Reporter:

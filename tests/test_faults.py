@@ -68,6 +68,23 @@ def test_sync_killed_mid_run_leaves_nothing_torn(workspace, tmp_path, seed):
         assert unfinished == []
 
 
+def test_sync_finishes_an_instance_killed_while_being_created(workspace, tmp_path):
+    """A command killed in its first second can leave Dagster's event log index.db empty.
+
+    Dagster only creates that file's tables when the file is new, so without repair every later
+    command failed with "requires the dynamic partitions table". (Found by the kill test above.)
+    """
+    generate_runs(workspace.runs, SampleSpec(n_runs=2, n_checkpoints=3, n_cards=5, emb_dim=8))
+    env = cli_env(workspace, tmp_path / "home")
+    index = Path(env["DAGSTER_HOME"]) / "history" / "runs" / "index.db"
+    index.parent.mkdir(parents=True)
+    index.touch()  # what a SIGKILL right after SQLite opened the new file leaves
+    done = sync(env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["new"] == 2
+    assert json.loads(sync(env, tmp_path).stdout)["unchanged"] == 2
+
+
 def sync(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [str(STATEPOOL), "sync", "--json"], env=env, cwd=cwd, capture_output=True, text=True
