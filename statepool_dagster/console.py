@@ -35,7 +35,7 @@ def ensure_dagster_home() -> Path:
 
 
 def dagster_instance():
-    """The instance of ``DAGSTER_HOME``, its SQLite event log finished if a kill left it half made."""
+    """The instance of ``DAGSTER_HOME``; a SQLite event log a kill left half made is finished."""
     from dagster import DagsterInstance
 
     ensure_dagster_home()
