@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import os
 from typing import Any
 
 import pyarrow as pa
@@ -30,14 +29,13 @@ import pyarrow.parquet as pq
 
 from ..locations import AnyPath, is_local
 from ..names import TABLE_INDEX
-from .atomic import temp_sibling, write_bytes_atomic
+from .atomic import write_bytes_atomic
 from .part_files import (
     MERGE,
     NEXT_PART,
     OPEN_PARTS,
     PART_ROWS,
     RECENT,
-    ROWS_META,
     SUFFIX,
     Part,
     file_order,
@@ -46,8 +44,8 @@ from .part_files import (
     mergeable,
     sweep,
     tier,
-    writer_options,
 )
+from .part_writer import PartWriter
 
 
 class RunTable:
@@ -61,8 +59,7 @@ class RunTable:
         self._files: dict[str, list[list[Any]]] = {}  # part file -> its row groups' entries
         self._stale: dict[str, set[int]] = {}  # part file -> row groups to drop
         self._open: dict[str, pq.ParquetFile] = {}
-        self._writer: pq.ParquetWriter | None = None
-        self._writing: tuple[str, AnyPath, Any] | None = None  # (name, final path, target)
+        self._writer: PartWriter | None = None
         self._held: tuple[str, pa.Table] | None = None
         self._dirty = False
         self._load()
@@ -126,7 +123,7 @@ class RunTable:
         recent = RECENT.get((str(self.folder), name, part.key))
         if recent is not None:
             return recent.select(columns) if columns else recent
-        if part.file is None or (self._writing and part.file == self._writing[0]):
+        if part.file is None or (self._writer and part.file == self._writer.file):
             self._finish_writer()
             part = self.parts[name]
         return self._file(part.file).read_row_group(part.group, columns=columns, use_threads=False)
@@ -200,54 +197,26 @@ class RunTable:
             self._stale.setdefault(part.file, set()).add(part.group)
 
     def _append(self, name: str, table: pa.Table) -> None:
-        if self._writer is not None and len(self._files[self._writing[0]]) >= PART_ROWS:
+        if self._writer is not None and len(self._writer.rows) >= PART_ROWS:
             self._finish_writer()
-        if self._writer is None:
-            self._start_writer()
-        file = self._writing[0]
+        writer = self._writer or self._start_writer()
         part = self.parts[name]
-        self._writer.write_table(self._conformed(table), row_group_size=max(1, len(table)))
-        self._files[file].append([name, part.key, part.info])
-        part.file, part.group = file, len(self._files[file]) - 1
+        part.file, part.group = writer.file, writer.append(table, [name, part.key, part.info])
 
-    def _conformed(self, table: pa.Table) -> pa.Table:
-        """``table`` in the table's schema, without metadata (a cast only where it differs)."""
-        if table.schema.metadata:
-            table = table.replace_schema_metadata(None)
-        return table if table.schema.equals(self.schema) else table.cast(self.schema)
-
-    def _start_writer(self) -> None:
+    def _start_writer(self) -> PartWriter:
         # Never a number used before (the highest part may have been pruned away): a
         # lock-free reader that listed the old file must not find other rows under its name.
         highest = max((file_order(n)[0] for n in self._files), default=0)
         seq = max(highest + 1, int(self.marks.get(NEXT_PART, 1)))
         self.mark(**{NEXT_PART: seq + 1})
-        file = f"p{seq:08d}{SUFFIX}"
-        final = self.folder / file
-        if is_local(final):
-            final.parent.mkdir(parents=True, exist_ok=True)
-            target = temp_sibling(final)
-            sink: Any = str(target)
-        else:
-            with contextlib.suppress(FileExistsError):
-                final.parent.mkdir(parents=True, exist_ok=True)
-            target = final.open("wb")  # an object store publishes it whole at close
-            sink = target
-        self._writer = pq.ParquetWriter(sink, self.schema, **writer_options(self.schema))
-        self._writing = (file, final, target)
-        self._files[file] = []
+        self._writer = PartWriter(self.folder, f"p{seq:08d}{SUFFIX}", self.schema)
+        self._files[self._writer.file] = self._writer.rows
+        return self._writer
 
     def _finish_writer(self) -> None:
-        if self._writer is None:
-            return
-        file, final, target = self._writing
-        self._writer.add_key_value_metadata({ROWS_META.decode(): json.dumps(self._files[file])})
-        self._writer.close()
-        if is_local(final):
-            os.replace(target, final)
-        else:
-            target.close()
-        self._writer, self._writing = None, None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
     def mark(self, **marks: Any) -> None:
         if any(self.marks.get(k) != v for k, v in marks.items()):
@@ -323,17 +292,12 @@ class RunTable:
                 part = self.parts.get(row[0])
                 if g in groups or part is None or (part.file, part.group) != (file, g):
                     continue  # dropped, or stored again elsewhere
-                if not moved:
-                    self._start_writer()
-                    moved = True
+                writer = self._writer if moved else self._start_writer()
+                moved = True
                 source = source or self._file(file)
-                self._writer.write_table(
-                    self._conformed(source.read_row_group(g)),
-                    row_group_size=max(1, source.metadata.row_group(g).num_rows),
-                )
-                new = self._writing[0]
-                self._files[new].append(row)
-                part.file, part.group = new, len(self._files[new]) - 1
+                size = source.metadata.row_group(g).num_rows
+                group = writer.append(source.read_row_group(g), row, size)
+                part.file, part.group = writer.file, group
         if moved:
             self._finish_writer()
         self.close()
