@@ -49,14 +49,15 @@ def finish_sqlite_setup(instance) -> None:
 
     Dagster creates the event log's ``index.db`` tables only when the file is new, so a
     command killed in that first second leaves an instance on which every later command fails
-    ("requires the dynamic partitions table ... run `dagster instance migrate`"). Dagster's
-    own first-connection setup is idempotent (it creates only missing tables, then stamps the
-    schema version), as are its data migrations, so running them again finishes the job.
+    ("requires the dynamic partitions table ... run `dagster instance migrate`"). The schema
+    version stamp (``alembic_version``) is the setup's last step, so without it the setup was
+    cut short. Dagster's own first-connection setup is idempotent (it creates only missing
+    tables, then stamps), as are its data migrations, so running them again finishes the job.
     """
     from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
     storage = instance.event_log_storage
-    if not isinstance(storage, SqliteEventLogStorage) or storage.has_table("dynamic_partitions"):
+    if not isinstance(storage, SqliteEventLogStorage) or storage.has_table("alembic_version"):
         return
     with storage.index_connection():
         pass

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
@@ -18,6 +21,14 @@ from helpers import cli_env, seed_pool, store_pool
 SPEC = SampleSpec(n_runs=4, n_checkpoints=12, n_cards=40, emb_dim=256, episodes_per_batch=8)
 STATEPOOL = Path(sys.executable).with_name("statepool")
 KILL_AFTER = (0.8, 1.6, 2.4, 3.2, 4.0)
+# The first tables of Dagster's event log setup, as its schema declares them (no stamp yet).
+SOME_TABLES = [
+    "CREATE TABLE event_logs (id INTEGER PRIMARY KEY, run_id VARCHAR(255), event TEXT NOT NULL,"
+    " dagster_event_type TEXT, timestamp DATETIME, step_key TEXT, asset_key TEXT,"
+    " partition TEXT)",
+    "CREATE TABLE secondary_indexes (id INTEGER PRIMARY KEY, name VARCHAR UNIQUE,"
+    " create_timestamp DATETIME, migration_completed DATETIME)",
+]
 
 
 def assert_store_readable(store: Path) -> None:
@@ -68,8 +79,9 @@ def test_sync_killed_mid_run_leaves_nothing_torn(workspace, tmp_path, seed):
         assert unfinished == []
 
 
-def test_sync_finishes_an_instance_killed_while_being_created(workspace, tmp_path):
-    """A command killed in its first second can leave Dagster's event log index.db empty.
+@pytest.mark.parametrize("tables", [0, 2], ids=["empty", "some-tables"])
+def test_sync_finishes_an_instance_killed_while_being_created(workspace, tmp_path, tables):
+    """A command killed in its first second can leave Dagster's event log index.db half made.
 
     Dagster only creates that file's tables when the file is new, so without repair every later
     command failed with "requires the dynamic partitions table". (Found by the kill test above.)
@@ -78,7 +90,9 @@ def test_sync_finishes_an_instance_killed_while_being_created(workspace, tmp_pat
     env = cli_env(workspace, tmp_path / "home")
     index = Path(env["DAGSTER_HOME"]) / "history" / "runs" / "index.db"
     index.parent.mkdir(parents=True)
-    index.touch()  # what a SIGKILL right after SQLite opened the new file leaves
+    # What a SIGKILL leaves: the new file alone, or the first tables of the setup, unstamped.
+    with contextlib.closing(sqlite3.connect(index)) as db:
+        db.executescript(";".join(SOME_TABLES[:tables]))
     done = sync(env, tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["new"] == 2
