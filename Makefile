@@ -13,10 +13,16 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev,postgres,celery]'
 	touch $@
 
-# The trainer extra (TRL, verl, torch: several GB) only for the tests that train on the exports;
-# building the pool never needs it.
+# The trainer extra (TRL, verl, torch) only for the tests that train on the exports; building
+# the pool never needs it. torch goes first, as $(TORCH): the CPU build where one lies on the
+# machine's disk (this project's CI machines keep torch 2.13.0+cpu in pip's find-links), since
+# a bare `torch` takes PyPI's CUDA build, several GB more, which filled a CI machine's disk.
+# Elsewhere pick your own build: make test TORCH='torch==2.9.1'. No pip cache: the wheels are
+# installed once and a cached copy would double the disk they take.
+TORCH ?= torch==2.13.0
 $(BIN)/.installed-trainer: $(BIN)/.installed
-	$(BIN)/python -m pip install -q -e '.[dev,postgres,celery,trainer]'
+	$(BIN)/python -m pip install -q --no-cache-dir '$(TORCH)'
+	$(BIN)/python -m pip install -q --no-cache-dir -e '.[dev,postgres,celery,trainer]'
 	touch $@
 
 $(HOME_DIR)/dagster.yaml: dagster.yaml
