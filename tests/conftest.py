@@ -12,6 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from helpers import cli_env, unavailable
 
@@ -19,6 +20,13 @@ REPO = Path(__file__).resolve().parents[1]
 SEED_PATH = REPO.parent / "shared" / "reference" / "statepool_seed.py"
 PG_URL_VAR = "STATEPOOL_TEST_PG_URL"
 PG_CONFIG = REPO / "deploy" / "postgres" / "dagster.yaml"
+
+# Property tests on shared, noisy machines: a slow draw or example is the machine, not a
+# finding (per-test settings add to this profile). No example database in the checkout.
+settings.register_profile(
+    "statepool", deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
+)
+settings.load_profile("statepool")
 
 
 @dataclass

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statepool_dagster.core.config import Settings
@@ -25,7 +25,7 @@ from statepool_dagster.demo.sample_runs import SNAPSHOT_RE, SampleSpec, generate
 SPEC = SampleSpec(n_runs=3, n_checkpoints=6, n_cards=5, emb_dim=2, episodes_per_batch=2)
 VOCABULARY = Vocabulary.from_tool_specs(load_tool_specs(None))
 GRADER = Grader(VOCABULARY, max_ops=3, weights=Weights())
-HYPOTHESIS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+HYPOTHESIS = settings(max_examples=60)
 
 
 def _library(path: Path) -> dict:

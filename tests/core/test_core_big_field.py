@@ -117,7 +117,7 @@ def test_lines_longer_than_a_read_give_the_originals_states(tmp_path, seed_modul
     _assert_states_are_the_originals(seed_module, run, store, tmp_path / "seed")
 
 
-@settings(max_examples=200, database=None)
+@settings(max_examples=200)
 @given(
     st.lists(
         st.dictionaries(
@@ -132,7 +132,7 @@ def test_bundled_formatter_under_a_limit_is_its_whole_text_cut(episodes, limit):
     assert format_episodes(episodes, limit) == format_episodes(episodes)[:limit]
 
 
-@settings(max_examples=100, database=None)
+@settings(max_examples=100)
 @given(st.lists(st.lists(st.none() | st.text(max_size=8), max_size=5), max_size=4), st.data())
 def test_utf8_views_are_the_column_texts_encoded(chunks, data):
     """Chunked and sliced columns; a null is empty. Part keys digest these views."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pyarrow as pa
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statepool_dagster.core.runs.embeddings import blank_embeddings
@@ -31,7 +31,7 @@ library = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], database=None)
+@settings(max_examples=300)
 @given(library, st.sampled_from([None, 1, 2]), st.booleans())
 def test_fast_snapshot_parse_equals_exact_parse(lib, indent, shuffle_keys):
     if shuffle_keys:
@@ -73,7 +73,7 @@ json_value = st.recursive(
 episode = st.dictionaries(text, json_value, max_size=4)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], database=None)
+@settings(max_examples=300)
 @given(
     library,
     st.lists(episode, max_size=4),

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statepool_dagster.core.build.collect import read_run
@@ -416,7 +416,7 @@ def libraries(draw) -> bytes:
     return text.encode("utf-8")
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400)
 @given(data=libraries())
 def test_snapshot_reader_equals_the_originals_reading_or_rejects_what_it_refuses(data):
     expected = original_reading(data)
@@ -446,7 +446,7 @@ def clean_libraries(draw) -> bytes:
     return (draw(ws) + text + draw(ws)).encode()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(data=clean_libraries())
 def test_fast_path_answers_ordinary_files_exactly(data):
     blanked = blank_embeddings(data)
