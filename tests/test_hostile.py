@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from broken_runs import SECRET, SPEC, build_hostile_corpus
 
+from statepool_dagster.core.runs.json_read import DEPTH_LIMIT
 from statepool_dagster.demo.sample_runs import generate_run
 from statepool_dagster.interrupts import GRACE_SECONDS
 
@@ -208,3 +209,48 @@ def test_card_fields_keep_the_state_and_set_only_its_prompt_aside(workspace, tmp
         "trigger is not a string (got int)" in r["error"] for r in prompt_rejects
     )
     assert json.loads(done.stdout)["runs"][0]["rejects"] == len(prompt_rejects)
+
+
+def _nested(depth: int) -> bytes:
+    """A JSON value that makes its line nest ``depth`` deep as the value of a top-level key."""
+    return b"[" * (depth - 1) + b"]" * (depth - 1)
+
+
+def test_nesting_at_the_limit_is_the_originals_state_and_one_deeper_a_reject(
+    workspace, tmp_path, seed
+):
+    """The depth limit sits under the original's own: what is kept, it writes byte for byte.
+
+    The original runs as a script (its own shallow stack, as users run it): called inside
+    pytest its recursion limit would be hit sooner.
+    """
+    for run, depth in (("deep_kept", DEPTH_LIMIT), ("deep_rejected", DEPTH_LIMIT + 1)):
+        generate_run(workspace.runs / run, SPEC, 27)
+        path = workspace.runs / run / "episodes.jsonl"
+        lines = path.read_bytes().splitlines()
+        lines.insert(1, b'{"id": "deep", "skill_lib_version": 0, "x": ' + _nested(depth) + b"}")
+        path.write_bytes(b"\n".join(lines) + b"\n")
+        snapshot = workspace.runs / run / "snapshots" / "skills_v2.json"
+        snapshot.write_bytes(snapshot.read_bytes()[:-1] + b', "x": ' + _nested(depth) + b"}")
+
+    done = _run(workspace, tmp_path, "sync", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["failed"] == 0
+
+    kept = tmp_path / "kept_runs"
+    kept.mkdir()
+    (kept / "deep_kept").symlink_to(workspace.runs / "deep_kept")
+    out = tmp_path / "seed_out"
+    original = subprocess.run(
+        [sys.executable, seed.__file__, str(kept), str(out)], capture_output=True, text=True
+    )
+    assert original.returncode == 0, original.stderr
+    expected = {p.name: p.read_bytes() for p in out.glob("*.json")}
+    assert len(expected) == 4 and store_pool(workspace.store)["deep_kept"] == expected
+    assert not (workspace.store / "rejects" / "deep_kept.jsonl").exists()
+
+    too_deep = f"nested {DEPTH_LIMIT + 1} levels deep (the limit is {DEPTH_LIMIT})"
+    assert _rejects(workspace.store, "deep_rejected") == {
+        ("deep_rejected/episodes.jsonl", 2): too_deep,
+        ("deep_rejected/snapshots/skills_v2.json", None): too_deep,
+    }
