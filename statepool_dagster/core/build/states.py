@@ -109,7 +109,7 @@ def state_key(settings_key: str, plan: PlannedState, inputs: CheckpointInputs, s
     analysis = sidecars.analyses.get(k)
     return digest(
         settings_key,
-        repr(dataclasses.astuple(plan)),
+        repr(tuple(getattr(plan, f.name) for f in dataclasses.fields(plan))),  # astuple, unrecursed
         inputs.library_digest(plan.library_version),
         inputs.library_digest(plan.next_version),
         inputs.batch_digest(plan.batch_version),
