@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from statepool_dagster.core.build.collect import read_run
 from statepool_dagster.core.errors import PromptInputError
 from statepool_dagster.core.prompts.render import build_curator_prompt
+from statepool_dagster.core.rejects import Reject
 from statepool_dagster.core.runs.embeddings import blank_embeddings
 from statepool_dagster.core.runs.episodes import parse_episodes
 from statepool_dagster.core.runs.files import RefusedFile, open_run_file, read_run_file
@@ -697,3 +698,37 @@ def test_a_declared_version_the_column_cannot_hold_is_a_note_naming_the_file(tmp
             f"r/snapshots/skills_v1.json: {note.format('int')}",
             f"r/snapshots/skills_v2.json: {note.format('float')}",
         ]
+
+
+@pytest.mark.parametrize("big", [False, True], ids=["small", "fast-path-size"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        # bytes that are not UTF-8 where the reader skips the value unbuilt: the original's
+        # text-mode open() dies on them (UnicodeDecodeError) wherever they are
+        b'{"cards": [{"card_id": "c", "_trigger_emb": "\xff"}]}',
+        b'{"cards": [{"card_id": "c", "_trigger_emb": {"a": ["caf\xe9"]}}]}',
+        b'{"cards": [{"card_id": "c", "_trigger_emb": [1, "\xc0\xaf"]}]}',
+        b'{"cards": [{"card_id": "c", "_trigger_emb": {"\xed\xa0\x80": 1}}]}',
+        # a duplicate member: the first value is overwritten, never built, still read by json
+        b'{"cards": [{"card_id": "c", "_trigger_emb": "\xff", "_trigger_emb": [1]}]}',
+        b'{"cards": [{"card_id": "\xff", "card_id": "c"}]}',
+        b'{"cards": [{"trigger": "\xfe"}], "cards": []}',
+        b'{"version": "\xff", "version": 1, "cards": []}',
+    ],
+)
+def test_bytes_not_utf8_anywhere_in_a_snapshot_are_a_reject_as_the_original_dies(
+    tmp_path, text, big
+):
+    if big:
+        text = text.replace(b'"cards"', b'"pad": "' + b"x" * FAST_PATH_BYTES + b'", "cards"', 1)
+    snaps = tmp_path / "run" / "snapshots"
+    snaps.mkdir(parents=True)
+    path = snaps / "skills_v1.json"
+    path.write_bytes(text)
+    # the original's own reading of the file
+    with pytest.raises(UnicodeDecodeError), open(path, encoding="utf-8") as f:
+        json.load(f)
+    got = read_snapshot(SnapshotFile(1, path), "run/snapshots/skills_v1.json")
+    assert isinstance(got, Reject), got
+    assert "not UTF-8" in got.error

@@ -12,6 +12,7 @@ the calling stack (the same line accepted in one process, refused in another).
 
 from __future__ import annotations
 
+import codecs
 import json
 from typing import Any
 
@@ -60,6 +61,24 @@ def check_depth(data: bytes) -> None:
     depth = nesting_depth(data)
     if depth > DEPTH_LIMIT:
         raise ValueError(f"nested {depth} levels deep (the limit is {DEPTH_LIMIT})")
+
+
+def is_utf8(data: bytes) -> bool:
+    """Whether ``data`` decodes as UTF-8 (what the original's text-mode ``open()`` needs).
+
+    Checked a megabyte at a time, never building the whole text.
+    """
+    if data.isascii():
+        return True
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(data)
+    try:
+        for start in range(0, len(view), 1 << 20):
+            decoder.decode(view[start : start + (1 << 20)])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def python_loads(data: bytes) -> Any:
