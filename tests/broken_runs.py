@@ -325,7 +325,8 @@ def fuzz_finds(runs: Path, corpus: HostileCorpus, index: int) -> None:
     and ``v1``/``v01`` (the original keeps the last name it reads);
     ``fuzz_rejects``: a rejected line holding U+2028 and NEL, a library with a lone
     surrogate escape, a snapshot name that is not UTF-8 (listed, escaped in the report),
-    a byte that is not UTF-8 in an embedding that is not an array (once kept unread).
+    a byte that is not UTF-8 in an embedding that is not an array, an integer past
+    Python's digit limit in a member a duplicate key overwrites (both once kept unread).
     """
     import os
 
@@ -359,8 +360,13 @@ def fuzz_finds(runs: Path, corpus: HostileCorpus, index: int) -> None:
     start = text.index(b'"_trigger_emb": [') + len(b'"_trigger_emb": ')
     end = text.index(b"]", start) + 1
     (snaps / "skills_v3.json").write_bytes(text[:start] + b'"\xff"' + text[end:])
+    # an integer past Python's digit limit in a member a duplicate key overwrites
+    text = (snaps / "skills_v1.json").read_bytes()
+    text = text.replace(b'"card_id": ', b'"card_id": ' + b"7" * 4301 + b', "card_id": ', 1)
+    (snaps / "skills_v1.json").write_bytes(text)
     corpus.rejects["fuzz_rejects"] = {
         ("fuzz_rejects/episodes.jsonl", 2): "not valid JSON",
         ("fuzz_rejects/snapshots/skills_v2.json", None): "not storable as UTF-8",
         ("fuzz_rejects/snapshots/skills_v3.json", None): "not UTF-8",
+        ("fuzz_rejects/snapshots/skills_v1.json", None): "4300 digits",
     }

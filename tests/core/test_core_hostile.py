@@ -732,3 +732,42 @@ def test_bytes_not_utf8_anywhere_in_a_snapshot_are_a_reject_as_the_original_dies
     got = read_snapshot(SnapshotFile(1, path), "run/snapshots/skills_v1.json")
     assert isinstance(got, Reject), got
     assert "not UTF-8" in got.error
+
+
+LONG = b"7" * 4301  # one digit past Python's integer limit: its json refuses the file
+
+
+@pytest.mark.parametrize("big", [False, True], ids=["small", "fast-path-size"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a member a later duplicate overwrites: never built, still read by json
+        b'{"cards": [{"card_id": ' + LONG + b', "card_id": "c"}]}',
+        b'{"version": ' + LONG + b', "version": 1, "cards": []}',
+        b'{"cards": [{"card_id": "c", "_trigger_emb": [1], "_trigger_emb": [' + LONG + b"]}]}",
+        # the embedding itself, dropped unread: an array, nested, or not an array
+        b'{"cards": [{"card_id": "c", "_trigger_emb": [0.5, ' + LONG + b"]}]}",
+        b'{"cards": [{"card_id": "c", "_trigger_emb": [[-' + LONG + b"]]}]}",
+        b'{"cards": [{"card_id": "c", "_trigger_emb": {"x": ' + LONG + b"}}]}",
+    ],
+)
+def test_an_integer_past_the_digit_limit_anywhere_in_a_snapshot_is_a_reject(tmp_path, text, big):
+    if big:
+        text = text.replace(b'"cards"', b'"pad": "' + b"x" * FAST_PATH_BYTES + b'", "cards"', 1)
+    snaps = tmp_path / "run" / "snapshots"
+    snaps.mkdir(parents=True)
+    path = snaps / "skills_v1.json"
+    path.write_bytes(text)
+    # the original's own reading of the file
+    with pytest.raises(ValueError, match="4300 digits"), open(path, encoding="utf-8") as f:
+        json.load(f)
+    got = read_snapshot(SnapshotFile(1, path), "run/snapshots/skills_v1.json")
+    assert isinstance(got, Reject), got
+    assert "4300 digits" in got.error
+
+
+def test_long_digit_runs_that_are_no_integer_are_read_as_the_original_reads_them():
+    fraction, string = b"0." + LONG, b'"' + LONG + b'"'
+    for value in (fraction, string, b"-" + b"9" * 4300):
+        data = b'{"cards": [{"card_id": "c", "n": ' + value + b', "_trigger_emb": [1]}]}'
+        assert json.dumps(parse_library(data)) == json.dumps(original_reading(data))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import sys
 from typing import Any
 
 import msgspec
@@ -31,6 +32,9 @@ _skip = msgspec.json.Decoder(msgspec.Raw).decode
 _QUOTE = ord('"')
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+# Python's limit on an integer's digits (``int()``, so its json too); 0 is no limit.
+INT_DIGITS_LIMIT = sys.get_int_max_str_digits()
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
 
 
 def nesting_depth(data: bytes) -> int:
@@ -81,6 +85,17 @@ def is_utf8(data: bytes) -> bool:
     return True
 
 
+def has_long_digit_run(data: bytes) -> bool:
+    """Whether ``data`` holds more digits in a row than Python's integer limit.
+
+    Such a run is an integer ``json`` refuses, or (harmless) part of a string or a
+    fraction: a reader that skips values unbuilt sends such a text to ``json`` itself.
+    """
+    if not INT_DIGITS_LIMIT or len(data) <= INT_DIGITS_LIMIT:
+        return False
+    return b"0" * (INT_DIGITS_LIMIT + 1) in data.translate(_DIGITS_AS_ZERO)
+
+
 def python_loads(data: bytes) -> Any:
     """``json.loads`` on the UTF-8 text, its errors as ``ValueError`` with a plain message."""
     try:
@@ -113,9 +128,10 @@ def number_array_valid(raw: bytes) -> bool:
 
     Checked by msgspec without building a float; ``NaN`` and the infinities, which
     only Python's ``json`` knows, stand in as ``[]`` (so ``1NaN`` or ``-NaN`` stay invalid).
-    Not checked: Python's 4300-digit limit on integers (the array is dropped unread; a
-    file the original refuses for that alone gives a state here).
+    A run of digits past Python's integer limit is not valid here (``json`` decides).
     """
+    if has_long_digit_run(raw):
+        return False
     if b"N" in raw or b"I" in raw:
         for token in (b"-Infinity", b"Infinity", b"NaN"):
             raw = raw.replace(token, b"[]")  # a token of its own: `1NaN`, `-NaN` stay invalid
