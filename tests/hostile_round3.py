@@ -673,6 +673,27 @@ def _int64_ext(run: Path) -> None:
     )
 
 
+mutation("ep_u2028_valid")(
+    lambda r: _splice_episode(r, 1, "question", '"a\u2028b\u2029c\x85d\x7fe\ufeff"'.encode())
+)
+
+
+@mutation("scale_many_snapshots", SampleSpec(n_checkpoints=1, n_cards=1, emb_dim=2))
+def _many_snapshots(run: Path) -> None:
+    lines = []
+    for k in range(1, 1500):
+        body = {"version": k, "cards": [{"card_id": f"c{k}", "_trigger_emb": [0.5, k]}]}
+        _snap(run, k).write_bytes(json.dumps(body).encode())
+        lines.append(json.dumps({"id": f"e{k}", "skill_lib_version": k}).encode() + b"\n")
+    _set_lines(run, [*_lines(run), *lines])
+
+
+mutation("scale_cr_only_big", SampleSpec(n_checkpoints=2, n_cards=1, emb_dim=2))(
+    _eps_bytes(
+        lambda b: b.replace(b"\n", b"\r") + b'{"skill_lib_version": 1, "p": "xx"}\r' * 400_000
+    )
+)
+
 # --- sidecars (states differ by design: only failures are checked) ------------------------
 
 
