@@ -694,6 +694,86 @@ mutation("scale_cr_only_big", SampleSpec(n_checkpoints=2, n_cards=1, emb_dim=2))
     )
 )
 
+# --- random splices: interesting tokens at random places (reproducible: seeded by name) ------
+
+TOKENS = [
+    b'"',
+    b"\\",
+    b"[",
+    b"]",
+    b"{",
+    b"}",
+    b",",
+    b":",
+    b"\xff",
+    b"\xc3",
+    b"\x00",
+    b"\r",
+    b"\n",
+    b"\r\n",
+    b" ",
+    b"\t",
+    b"\x0c",
+    b"NaN",
+    b"-Infinity",
+    b"1e999",
+    b"-0",
+    b"9" * 4301,
+    b'"_trigger_emb": ',
+    b'"_trigger_emb": [1], ',
+    b'"cards": ',
+    b'"cards": [], ',
+    b'"skill_lib_version": ',
+    b'"skill_lib_version": 2, ',
+    b'"version": 1, ',
+    b"\\u0000",
+    b"\\ud800",
+    b"\\ud83d\\ude00",
+    b"\\u005f",
+    b"\xef\xbb\xbf",
+    b"\xe2\x80\xa8",
+    b"null",
+    b"true",
+    b"[[[[",
+    b"]]]]",
+    b'"a": 1, "a": 2, ',
+]
+
+
+def _random_splices(seed: int, target: str) -> Mutation:
+    def apply(run: Path) -> None:
+        import random
+
+        rng = random.Random(seed)
+        path = _eps(run) if target == "eps" else _snap(run, rng.choice([0, 1, 2]))
+        data = bytearray(path.read_bytes())
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            at = rng.randrange(len(data) + 1)
+            op = rng.random()
+            if op < 0.6:
+                data[at:at] = rng.choice(TOKENS)
+            elif op < 0.8:
+                data[at : at + rng.randint(1, 8)] = b""
+            else:
+                # a member-sized span repeated (a duplicate key, usually)
+                start = data.rfind(b", ", 0, at)
+                end = data.find(b", ", at)
+                if 0 <= start < end:
+                    data[end:end] = data[start:end]
+        path.write_bytes(bytes(data))
+
+    return apply
+
+
+# ROUND3_SEED shifts the seeds, ROUND3_RANDOM sets how many runs of each kind (60)
+_SEED = int(os.environ.get("ROUND3_SEED", "0")) * 10_000
+_COUNT = int(os.environ.get("ROUND3_RANDOM", "60"))
+for _i in range(_COUNT):
+    mutation(f"rnd_eps_{_i}")(_random_splices(_SEED + _i, "eps"))
+    mutation(f"rnd_snap_{_i}")(_random_splices(_SEED + 1000 + _i, "snap"))
+for _i in range(_COUNT // 4):
+    mutation(f"rnd_big_snap_{_i}", BIG)(_random_splices(_SEED + 2000 + _i, "snap"))
+
 # --- sidecars (states differ by design: only failures are checked) ------------------------
 
 
