@@ -771,3 +771,21 @@ def test_long_digit_runs_that_are_no_integer_are_read_as_the_original_reads_them
     for value in (fraction, string, b"-" + b"9" * 4300):
         data = b'{"cards": [{"card_id": "c", "n": ' + value + b', "_trigger_emb": [1]}]}'
         assert json.dumps(parse_library(data)) == json.dumps(original_reading(data))
+
+
+@settings(max_examples=300)
+@given(data=libraries(), splice=st.data())
+def test_snapshot_reader_with_stray_bytes_and_long_integers_anywhere(data, splice):
+    """A byte that is not UTF-8 or a digit run past Python's limit, spliced in anywhere
+    (inside an embedding or a member a duplicate overwrites too): the original's reading
+    or a reject, never a library the original refuses."""
+    at = splice.draw(st.integers(0, len(data)))
+    token = splice.draw(st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", LONG, b"-" + LONG]))
+    data = data[:at] + token + data[at:]
+    expected = original_reading(data)
+    try:
+        got = parse_library(data)
+    except ValueError:
+        return
+    assert isinstance(expected, dict), data
+    assert json.dumps(got) == json.dumps(expected), data
