@@ -324,7 +324,9 @@ def fuzz_finds(runs: Path, corpus: HostileCorpus, index: int) -> None:
     outside the embeddings, ``cards`` an empty object, one version spelled ``v0``/``v00``
     and ``v1``/``v01`` (the original keeps the last name it reads);
     ``fuzz_rejects``: a rejected line holding U+2028 and NEL, a library with a lone
-    surrogate escape, a snapshot name that is not UTF-8 (listed, escaped in the report).
+    surrogate escape, a snapshot name that is not UTF-8 (listed, escaped in the report),
+    a byte that is not UTF-8 in an embedding that is not an array, an integer past
+    Python's digit limit in a member a duplicate key overwrites (both once kept unread).
     """
     import os
 
@@ -352,7 +354,19 @@ def fuzz_finds(runs: Path, corpus: HostileCorpus, index: int) -> None:
     text = (snaps / "skills_v2.json").read_bytes()
     (snaps / "skills_v2.json").write_bytes(text.replace(b'"c0', b'"\\ud800c0', 1))
     (snaps / os.fsdecode(b"skills_v\xff.json")).write_bytes(b"{}")
+    # a byte that is not UTF-8 in a value the reader skips unbuilt (an embedding that is
+    # not an array of numbers): the original's text-mode open() dies on it
+    text = (snaps / "skills_v3.json").read_bytes()
+    start = text.index(b'"_trigger_emb": [') + len(b'"_trigger_emb": ')
+    end = text.index(b"]", start) + 1
+    (snaps / "skills_v3.json").write_bytes(text[:start] + b'"\xff"' + text[end:])
+    # an integer past Python's digit limit in a member a duplicate key overwrites
+    text = (snaps / "skills_v1.json").read_bytes()
+    text = text.replace(b'"card_id": ', b'"card_id": ' + b"7" * 4301 + b', "card_id": ', 1)
+    (snaps / "skills_v1.json").write_bytes(text)
     corpus.rejects["fuzz_rejects"] = {
         ("fuzz_rejects/episodes.jsonl", 2): "not valid JSON",
         ("fuzz_rejects/snapshots/skills_v2.json", None): "not storable as UTF-8",
+        ("fuzz_rejects/snapshots/skills_v3.json", None): "not UTF-8",
+        ("fuzz_rejects/snapshots/skills_v1.json", None): "4300 digits",
     }

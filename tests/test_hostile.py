@@ -254,3 +254,20 @@ def test_nesting_at_the_limit_is_the_originals_state_and_one_deeper_a_reject(
         ("deep_rejected/episodes.jsonl", 2): too_deep,
         ("deep_rejected/snapshots/skills_v2.json", None): too_deep,
     }
+
+
+def test_run_folder_names_reach_the_terminal_escaped(workspace, tmp_path):
+    """A folder name's newline or escape sequence never splits a line or drives the terminal."""
+    generate_run(workspace.runs / "good", SPEC, 0)
+    for name in ("run\nnl", "run\x1b[31mred", "run\rcr"):
+        (workspace.runs / name).mkdir()
+        (workspace.runs / name / "episodes.jsonl").write_bytes(b"{}\n")
+    done = _run(workspace, tmp_path, "sync")
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout + done.stderr
+    assert "\r" not in done.stdout + done.stderr
+    summary = [line for line in done.stderr.splitlines() if line.startswith("runs: ")]
+    assert summary == [
+        "runs: 1 new run, 0 changed, 0 unchanged, 3 invalid names:"
+        " `run\\nnl`, `run\\rcr`, `run\\x1b[31mred`"
+    ]

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from statepool_dagster.core.build.collect import read_run
 from statepool_dagster.core.errors import PromptInputError
 from statepool_dagster.core.prompts.render import build_curator_prompt
+from statepool_dagster.core.rejects import Reject
 from statepool_dagster.core.runs.embeddings import blank_embeddings
 from statepool_dagster.core.runs.episodes import parse_episodes
 from statepool_dagster.core.runs.files import RefusedFile, open_run_file, read_run_file
@@ -697,3 +698,94 @@ def test_a_declared_version_the_column_cannot_hold_is_a_note_naming_the_file(tmp
             f"r/snapshots/skills_v1.json: {note.format('int')}",
             f"r/snapshots/skills_v2.json: {note.format('float')}",
         ]
+
+
+@pytest.mark.parametrize("big", [False, True], ids=["small", "fast-path-size"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        # bytes that are not UTF-8 where the reader skips the value unbuilt: the original's
+        # text-mode open() dies on them (UnicodeDecodeError) wherever they are
+        b'{"cards": [{"card_id": "c", "_trigger_emb": "\xff"}]}',
+        b'{"cards": [{"card_id": "c", "_trigger_emb": {"a": ["caf\xe9"]}}]}',
+        b'{"cards": [{"card_id": "c", "_trigger_emb": [1, "\xc0\xaf"]}]}',
+        b'{"cards": [{"card_id": "c", "_trigger_emb": {"\xed\xa0\x80": 1}}]}',
+        # a duplicate member: the first value is overwritten, never built, still read by json
+        b'{"cards": [{"card_id": "c", "_trigger_emb": "\xff", "_trigger_emb": [1]}]}',
+        b'{"cards": [{"card_id": "\xff", "card_id": "c"}]}',
+        b'{"cards": [{"trigger": "\xfe"}], "cards": []}',
+        b'{"version": "\xff", "version": 1, "cards": []}',
+    ],
+)
+def test_bytes_not_utf8_anywhere_in_a_snapshot_are_a_reject_as_the_original_dies(
+    tmp_path, text, big
+):
+    if big:
+        text = text.replace(b'"cards"', b'"pad": "' + b"x" * FAST_PATH_BYTES + b'", "cards"', 1)
+    snaps = tmp_path / "run" / "snapshots"
+    snaps.mkdir(parents=True)
+    path = snaps / "skills_v1.json"
+    path.write_bytes(text)
+    # the original's own reading of the file
+    with pytest.raises(UnicodeDecodeError), open(path, encoding="utf-8") as f:
+        json.load(f)
+    got = read_snapshot(SnapshotFile(1, path), "run/snapshots/skills_v1.json")
+    assert isinstance(got, Reject), got
+    assert "not UTF-8" in got.error
+
+
+LONG = b"7" * 4301  # one digit past Python's integer limit: its json refuses the file
+
+
+@pytest.mark.parametrize("big", [False, True], ids=["small", "fast-path-size"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a member a later duplicate overwrites: never built, still read by json
+        b'{"cards": [{"card_id": ' + LONG + b', "card_id": "c"}]}',
+        b'{"version": ' + LONG + b', "version": 1, "cards": []}',
+        b'{"cards": [{"card_id": "c", "_trigger_emb": [1], "_trigger_emb": [' + LONG + b"]}]}",
+        # the embedding itself, dropped unread: an array, nested, or not an array
+        b'{"cards": [{"card_id": "c", "_trigger_emb": [0.5, ' + LONG + b"]}]}",
+        b'{"cards": [{"card_id": "c", "_trigger_emb": [[-' + LONG + b"]]}]}",
+        b'{"cards": [{"card_id": "c", "_trigger_emb": {"x": ' + LONG + b"}}]}",
+    ],
+)
+def test_an_integer_past_the_digit_limit_anywhere_in_a_snapshot_is_a_reject(tmp_path, text, big):
+    if big:
+        text = text.replace(b'"cards"', b'"pad": "' + b"x" * FAST_PATH_BYTES + b'", "cards"', 1)
+    snaps = tmp_path / "run" / "snapshots"
+    snaps.mkdir(parents=True)
+    path = snaps / "skills_v1.json"
+    path.write_bytes(text)
+    # the original's own reading of the file
+    with pytest.raises(ValueError, match="4300 digits"), open(path, encoding="utf-8") as f:
+        json.load(f)
+    got = read_snapshot(SnapshotFile(1, path), "run/snapshots/skills_v1.json")
+    assert isinstance(got, Reject), got
+    assert "4300 digits" in got.error
+
+
+def test_long_digit_runs_that_are_no_integer_are_read_as_the_original_reads_them():
+    fraction, string = b"0." + LONG, b'"' + LONG + b'"'
+    for value in (fraction, string, b"-" + b"9" * 4300):
+        data = b'{"cards": [{"card_id": "c", "n": ' + value + b', "_trigger_emb": [1]}]}'
+        assert json.dumps(parse_library(data)) == json.dumps(original_reading(data))
+
+
+@settings(max_examples=300)
+@given(data=libraries(), splice=st.data())
+def test_snapshot_reader_with_stray_bytes_and_long_integers_anywhere(data, splice):
+    """A byte that is not UTF-8 or a digit run past Python's limit, spliced in anywhere
+    (inside an embedding or a member a duplicate overwrites too): the original's reading
+    or a reject, never a library the original refuses."""
+    at = splice.draw(st.integers(0, len(data)))
+    token = splice.draw(st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", LONG, b"-" + LONG]))
+    data = data[:at] + token + data[at:]
+    expected = original_reading(data)
+    try:
+        got = parse_library(data)
+    except ValueError:
+        return
+    assert isinstance(expected, dict), data
+    assert json.dumps(got) == json.dumps(expected), data

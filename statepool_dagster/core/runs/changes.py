@@ -44,7 +44,9 @@ class SyncPlan:
         if counts["settling"]:
             parts.append(f"{counts['settling']} still being written")
         if self.invalid:
-            names = ", ".join(f"`{n}`" for n in sorted(self.invalid))
+            # escaped as the CLI's "skipped run folder" lines show them (a newline or an
+            # escape sequence in a folder name never reaches the terminal as such)
+            names = ", ".join(f"`{repr(n)[1:-1]}`" for n in sorted(self.invalid))
             plural = "s" if len(self.invalid) != 1 else ""
             parts.append(f"{len(self.invalid)} invalid name{plural}: {names}")
         return ", ".join(parts)

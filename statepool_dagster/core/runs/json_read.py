@@ -12,7 +12,9 @@ the calling stack (the same line accepted in one process, refused in another).
 
 from __future__ import annotations
 
+import codecs
 import json
+import sys
 from typing import Any
 
 import msgspec
@@ -30,6 +32,9 @@ _skip = msgspec.json.Decoder(msgspec.Raw).decode
 _QUOTE = ord('"')
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+# Python's limit on an integer's digits (``int()``, so its json too); 0 is no limit.
+INT_DIGITS_LIMIT = sys.get_int_max_str_digits()
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
 
 
 def nesting_depth(data: bytes) -> int:
@@ -60,6 +65,35 @@ def check_depth(data: bytes) -> None:
     depth = nesting_depth(data)
     if depth > DEPTH_LIMIT:
         raise ValueError(f"nested {depth} levels deep (the limit is {DEPTH_LIMIT})")
+
+
+def is_utf8(data: bytes) -> bool:
+    """Whether ``data`` decodes as UTF-8 (what the original's text-mode ``open()`` needs).
+
+    Checked a megabyte at a time, never building the whole text.
+    """
+    if data.isascii():
+        return True
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(data)
+    try:
+        for start in range(0, len(view), 1 << 20):
+            decoder.decode(view[start : start + (1 << 20)])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def has_long_digit_run(data: bytes) -> bool:
+    """Whether ``data`` holds more digits in a row than Python's integer limit.
+
+    Such a run is an integer ``json`` refuses, or (harmless) part of a string or a
+    fraction: a reader that skips values unbuilt sends such a text to ``json`` itself.
+    """
+    if not INT_DIGITS_LIMIT or len(data) <= INT_DIGITS_LIMIT:
+        return False
+    return b"0" * (INT_DIGITS_LIMIT + 1) in data.translate(_DIGITS_AS_ZERO)
 
 
 def python_loads(data: bytes) -> Any:
@@ -94,9 +128,10 @@ def number_array_valid(raw: bytes) -> bool:
 
     Checked by msgspec without building a float; ``NaN`` and the infinities, which
     only Python's ``json`` knows, stand in as ``[]`` (so ``1NaN`` or ``-NaN`` stay invalid).
-    Not checked: Python's 4300-digit limit on integers (the array is dropped unread; a
-    file the original refuses for that alone gives a state here).
+    A run of digits past Python's integer limit is not valid here (``json`` decides).
     """
+    if has_long_digit_run(raw):
+        return False
     if b"N" in raw or b"I" in raw:
         for token in (b"-Infinity", b"Infinity", b"NaN"):
             raw = raw.replace(token, b"[]")  # a token of its own: `1NaN`, `-NaN` stay invalid

@@ -14,7 +14,7 @@ from ..locations import AnyPath, is_local
 from ..rejects import RAW_LIMIT, Reject, escape_bytes
 from .embeddings import KEY, blank_embeddings
 from .files import read_run_file, run_file_problem
-from .json_read import INT64_MAX, check_depth, python_loads
+from .json_read import INT64_MAX, check_depth, has_long_digit_run, is_utf8, python_loads
 
 EMBEDDING_KEY = "_trigger_emb"
 SNAPSHOT_NAME = re.compile(r"skills_v([0-9]+)\.json")  # ASCII digits only
@@ -164,7 +164,15 @@ def _parse_blanked(text: bytes, count: int) -> dict[str, Any] | None:
 
 
 def _parse_exact(data: bytes) -> dict[str, Any] | None:
-    """Skip each card's embedding as raw JSON; ``None`` for what only Python's json reads."""
+    """Skip each card's embedding as raw JSON; ``None`` for what only Python's json reads.
+
+    A value skipped as raw JSON (an embedding, or a member a later duplicate overwrites)
+    is never checked for UTF-8 or for an integer past Python's digit limit by msgspec;
+    the original refuses the whole file for either (its text-mode ``open()``, its
+    ``json``), so such a file goes to Python's json, whose reject names it.
+    """
+    if not is_utf8(data) or has_long_digit_run(data):
+        return None
     try:
         top = _top.decode(data)
         library: dict[str, Any] = {}
