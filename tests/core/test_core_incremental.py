@@ -331,3 +331,20 @@ def test_a_long_run_is_cut_into_parts_of_bounded_size(tmp_path):
         assert len(parts) >= 2 and max(sizes) <= PART_ROWS and sum(sizes) == n, (asset, sizes)
         versions = read_run_table(StoreLayout(store), asset, RUN, columns=["version"])
         assert versions.column("version").to_pylist() == list(range(n))
+
+
+def test_runs_synced_under_older_reader_rules_are_read_again(tmp_path, monkeypatch):
+    """An upgrade that changes what the readers keep re-reads every run once, files untouched."""
+    from statepool_dagster.core.build.job import TABLE_FORMAT
+    from statepool_dagster.core.runs import files
+    from statepool_dagster.core.runs.changes import plan_sync
+
+    generate_run(tmp_path / "runs" / "r", SampleSpec(n_checkpoints=3), 0)
+    discovery = files.discover_runs(tmp_path / "runs")
+    with monkeypatch.context() as old:
+        old.setattr(files, "READER_VERSION", "1")
+        recorded = {"r": files.fingerprint_run(tmp_path / "runs" / "r").digest}
+    assert [s.status for s in plan_sync(discovery, ["r"], recorded, now=0.0).runs] == ["changed"]
+    current = {"r": files.fingerprint_run(tmp_path / "runs" / "r").digest}
+    assert [s.status for s in plan_sync(discovery, ["r"], current, now=0.0).runs] == ["unchanged"]
+    assert TABLE_FORMAT.endswith(files.READER_VERSION)  # the parts' keys change with the rules

@@ -10,6 +10,7 @@ from typing import Any
 from ..config import Settings
 from ..locations import AnyPath, as_path
 from ..rejects import Reject
+from ..runs.files import READER_VERSION
 from ..runs.names import check_run_name
 from ..states.models import BytesLike
 from ..store.layout import StoreLayout
@@ -17,7 +18,8 @@ from ..store.parts import RunTable
 from ..store.tables import SCHEMAS
 
 # Bump when what a stage writes for the same inputs changes: its parts are rebuilt.
-TABLE_FORMAT = "4"  # 3: per-checkpoint parts; 4: checkpoint names sort as int64 versions
+# 3: per-checkpoint parts; 4: checkpoint names sort as int64 versions. With the readers' rules.
+TABLE_FORMAT = f"4.{READER_VERSION}"
 STATE_VERSION = "1"  # join.py / models.py: what a state looks like
 RENDER_VERSION = "1"  # render.py: what a prompt looks like
 

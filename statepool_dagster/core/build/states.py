@@ -107,9 +107,11 @@ def state_key(settings_key: str, plan: PlannedState, inputs: CheckpointInputs, s
     """Digest of every input of one state, by the digests its upstream parts record."""
     k = plan.version
     analysis = sidecars.analyses.get(k)
+    # The same text as repr(dataclasses.astuple(plan)), without its deep copy: stored keys hold.
+    fields = tuple(getattr(plan, f.name) for f in dataclasses.fields(plan))
     return digest(
         settings_key,
-        repr(tuple(getattr(plan, f.name) for f in dataclasses.fields(plan))),  # astuple, unrecursed
+        repr(fields),
         inputs.library_digest(plan.library_version),
         inputs.library_digest(plan.next_version),
         inputs.batch_digest(plan.batch_version),

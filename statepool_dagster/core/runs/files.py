@@ -212,6 +212,13 @@ def _discover_fsspec(runs_root: AnyPath) -> Discovery:
     return found
 
 
+# Bump when the readers keep or refuse differently what the same bytes hold: every run's
+# fingerprint changes, so a sync re-reads runs it would call unchanged, and the stages'
+# part keys (``build.job.TABLE_FORMAT``) change, so nothing read under the old rules is kept.
+# 2: nesting limit 480; bad UTF-8 and over-long integers in values read unbuilt are rejects.
+READER_VERSION = "2"
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     """A digest of a run's file names, sizes and mtimes, and the newest mtime seen."""
@@ -226,6 +233,7 @@ def fingerprint_run(run_path: AnyPath) -> Fingerprint:
     if not is_local(run_path):
         return _fingerprint_fsspec(run_path)
     h = hashlib.blake2b(digest_size=10)
+    h.update(f"reader {READER_VERSION}\n".encode())
     newest = 0.0
     count = 0
     stack: list[tuple[str, str]] = [("", str(run_path))]
@@ -287,6 +295,7 @@ def _fingerprint_fsspec(run_path: AnyPath) -> Fingerprint:
             newest = max(newest, mtime)
             count += 1
     h = hashlib.blake2b(digest_size=10)
+    h.update(f"reader {READER_VERSION}\n".encode())
     for row in sorted(rows):
         h.update(row.encode("utf-8", "surrogateescape"))
         h.update(b"\n")
