@@ -35,6 +35,7 @@ _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 # Python's limit on an integer's digits (``int()``, so its json too); 0 is no limit.
 INT_DIGITS_LIMIT = sys.get_int_max_str_digits()
 _DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_UTF8_CHUNK = 1 << 20  # is_utf8 never holds more than this much decoded text
 
 
 def nesting_depth(data: bytes) -> int:
@@ -70,15 +71,15 @@ def check_depth(data: bytes) -> None:
 def is_utf8(data: bytes) -> bool:
     """Whether ``data`` decodes as UTF-8 (what the original's text-mode ``open()`` needs).
 
-    Checked a megabyte at a time, never building the whole text.
+    Checked :data:`_UTF8_CHUNK` bytes at a time, never building the whole text.
     """
     if data.isascii():
         return True
     decoder = codecs.getincrementaldecoder("utf-8")()
     view = memoryview(data)
     try:
-        for start in range(0, len(view), 1 << 20):
-            decoder.decode(view[start : start + (1 << 20)])
+        for start in range(0, len(view), _UTF8_CHUNK):
+            decoder.decode(view[start : start + _UTF8_CHUNK])
         decoder.decode(b"", final=True)
     except UnicodeDecodeError:
         return False
