@@ -293,6 +293,19 @@ print(json.dumps(dict(unchanged_cold_s=cold, unchanged_s=warm, unchanged_request
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+# What bench/core_only.py loads before it reads a byte: the interpreter, the core, pyarrow
+# and pandas (pyarrow imports it on its first array).
+CORE_IMPORTS = (
+    "import sys; sys.path.insert(0, sys.argv[1]); import core_only; core_only.load_arrow()"
+)
+
+
+def core_imports(runs: Path) -> Measure:
+    """The core's fixed cost: ``bench/core_only.py``'s imports, timed as a process of their own."""
+    argv = [sys.executable, "-c", CORE_IMPORTS, str(REPO / "bench")]
+    return run_measured("core's imports alone", argv, inputs=runs)
+
+
 def sync_argv() -> list[str]:
     return [str(BIN / "statepool"), "sync", "-q"]
 
@@ -430,6 +443,7 @@ def main() -> int:
         return run_measured("statepool sync (fresh)", [str(BIN / "statepool"), "sync", "-q"], env)
 
     measures.append(median_of(args.repeat, core_alone))
+    results["core_imports"] = asdict(median_of(args.repeat, lambda: core_imports(runs)))
     measures.append(median_of(args.repeat, sync_fresh))
     env = envs[-1]  # the last fresh sync's instance and store: the incremental cases build on it
 
@@ -509,10 +523,15 @@ def main() -> int:
     results["step_seconds"] = {"full_run": full_steps, "grown_run": grow_steps}
     sync_s = by["statepool sync (fresh)"].seconds
     results["ratios"]["sync_minus_floor_s"] = sync_s - results["sync_floor"]["seconds"]
+    if seed:
+        results["floors"] = floors(results)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     print(render(results))
     print()
     print(render_long(results["long_short"]))
+    if seed:
+        print()
+        print(render_floors(results))
     return 0
 
 
@@ -550,6 +569,67 @@ def render(results: dict) -> str:
         f"| sensor tick, {s['folders']} unchanged folders | {s['unchanged_s']:.2f} s ({s['unchanged_requests']} requests; first tick {s['unchanged_cold_s']:.2f} s) |",
         f"| sensor tick, +{s['new']} new folders | {s['new_s']:.2f} s ({s['new_requests']} requests) |",
     ]
+    return "\n".join(lines)
+
+
+def floors(results: dict) -> list[dict[str, object]]:
+    """Each speed target of the checkpoint issue beside what the design pays before any work.
+
+    The floors are measured in the same run: the core's imports (``core_only.py`` loading
+    pyarrow and pandas), Dagster recording the same materializations and checks with no
+    work at all (a fresh instance; its step alone; one partition's step).
+    """
+    seed = next(m for m in results["measures"] if m["name"] == "original script")["seconds"]
+    by = {m["name"]: m["seconds"] for m in results["measures"]}
+    long_short = results["long_short"]
+    short_step = long_short["short"]["scratch_step_s"]
+    rows = [
+        (
+            "core alone ≥ 15× the original",
+            seed / 15,
+            by["core alone (no Dagster)"],
+            results["core_imports"]["seconds"],
+            "its imports alone",
+        ),
+        (
+            "statepool sync ≥ 5× the original",
+            seed / 5,
+            by["statepool sync (fresh)"],
+            results["dagster_floor"]["seconds"],
+            "Dagster alone: import, fresh instance, the same records, no work",
+        ),
+        (
+            "sync − the floor ≤ original / 10",
+            seed / 10,
+            results["ratios"]["sync_minus_floor_s"],
+            results["dagster_floor_step_s"],
+            "Dagster's step recording them, no work",
+        ),
+        (
+            "absorbing one checkpoint ≤ 30% of the short run's step",
+            0.3 * short_step,
+            long_short["long"]["absorb_s"],
+            long_short["dagster_one_partition_step_s"],
+            "Dagster's step recording one partition, no work",
+        ),
+    ]
+    return [
+        {"target": t, "allowed_s": a, "measured_s": m, "floor_s": f, "floor": what}
+        for t, a, m, f, what in rows
+    ]
+
+
+def render_floors(results: dict) -> str:
+    lines = [
+        "| target | allowed s | measured s | floor s | the floor: what the design pays before any work |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for row in floors(results):
+        mark = " (over)" if row["floor_s"] > row["allowed_s"] else ""
+        lines.append(
+            f"| {row['target']} | {row['allowed_s']:.2f} | {row['measured_s']:.2f} | "
+            f"{row['floor_s']:.2f}{mark} | {row['floor']} |"
+        )
     return "\n".join(lines)
 
 

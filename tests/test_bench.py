@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from helpers import REPO
 
 
@@ -45,3 +47,15 @@ def test_benchmark_runs_at_tiny_size_and_reports_every_figure(tmp_path):
         assert figures["idle_s"] > 0 and figures["grown_s"] > 0
     assert long_short["long"]["checkpoints"] > long_short["short"]["checkpoints"]
     assert "| long |" in done.stdout and "| short |" in done.stdout
+    # Each speed target beside its floor, all from this run (they are ratios to the original).
+    if not (REPO.parent / "shared" / "reference" / "statepool_seed.py").is_file():
+        pytest.skip("original script not found: no targets to set floors beside")
+    floors = {row["target"]: row for row in results["floors"]}
+    assert len(floors) == 4 and results["core_imports"]["seconds"] > 0
+    core = floors["core alone ≥ 15× the original"]
+    assert core["floor_s"] == results["core_imports"]["seconds"]
+    assert core["allowed_s"] == pytest.approx(
+        next(m for m in results["measures"] if m["name"] == "original script")["seconds"] / 15
+    )
+    assert all(row["floor_s"] > 0 and row["measured_s"] > 0 for row in floors.values())
+    assert "| target | allowed s | measured s | floor s |" in done.stdout
