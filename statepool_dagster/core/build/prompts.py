@@ -39,7 +39,7 @@ def spec_digest(spec: PromptSpec) -> str:
     return digest(
         spec.template,
         spec.param_rule,
-        repr(sorted(spec.tool_specs.items())),
+        repr(list(spec.tool_specs.items())),  # in order: the order is the prompt's
         _formatter_identity(spec.episode_formatter),
         spec.limits.model_dump_json(),
     )
