@@ -255,3 +255,58 @@ def test_bundled_defaults_render_a_prompt_with_every_part():
     assert (DEFAULTS / "param_rule.txt").read_text(encoding="utf-8") in prompt
     assert "(empty library)" in prompt and "(collected offline)" in prompt
     assert "## Raw episodes\n1 episodes, 1/1 correct" in prompt
+
+
+@pytest.mark.parametrize(
+    ("template", "tools", "named"),
+    [
+        ("{max_ops!x}", TOOLS, "{max_ops!x}"),  # an unknown conversion
+        ("{version:{max_ops:{n_cards}}}", TOOLS, "{version:{max_ops:{n_cards}}}"),  # too deep
+        ("{version.}", TOOLS, "{version.}"),
+        ("{last_receipt[0]x}", TOOLS, "{last_receipt[0]x}"),
+        ("{analysis_block:05d}", TOOLS, "{analysis_block:05d}"),  # a text is never a number
+        ("{n_cards[0]}", TOOLS, "{n_cards[0]}"),
+        ("{n_cards:s}", TOOLS, "{n_cards:s}"),
+        ("{skill_catalog[x]}", TOOLS, "{skill_catalog[x]}"),
+        ("{tool_specs[0]}", {}, "{tool_specs[0]}"),  # no tool: an empty text, always
+        ("{param_rule:>{max_ops:d}.{max_ops:s}}", TOOLS, "{param_rule:"),
+        ("{skill_catalog.upper}", TOOLS, "memory address"),  # a method's repr
+        ("{version.bit_length}", TOOLS, "{version.bit_length}"),
+        ("{last_receipt.__len__}", TOOLS, "memory address"),
+        ("{n_cards:>999999999}", TOOLS, "999999999"),  # a 1 GB prompt
+        ("{n_cards:>99999999999999999999}", TOOLS, "{n_cards:>99999999999999999999}"),
+    ],
+)
+def test_template_no_state_can_fill_is_refused_when_loaded_naming_the_field(
+    tmp_path, template, tools, named
+):
+    (tmp_path / "t.txt").write_text(template, encoding="utf-8")
+    (tmp_path / "tools.json").write_text(json.dumps(tools), encoding="utf-8")
+    with pytest.raises(StatepoolError) as err:
+        PromptSpec.load(template=str(tmp_path / "t.txt"), tool_specs=str(tmp_path / "tools.json"))
+    message = str(err.value)
+    assert named in message
+    assert message.startswith("curator template: ") and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{version:05d}",  # a text version fails, an int renders
+        "{version[0]}",  # a list version renders
+        "{last_receipt[40]}",  # a long receipt renders
+        "{version:{last_receipt}}",  # a receipt ">5" renders
+        "{tool_specs[0]}",
+        "{version.real}{n_cards.numerator}{skill_catalog.__class__.__name__}",
+        "{version!r:>6}{last_receipt!s:^30}{version:{max_ops}}{{x}}",
+        "{version.__class__}",  # prints <class 'int'>: no address
+    ],
+)
+def test_template_that_fits_some_states_is_accepted(template):
+    spec = PromptSpec(
+        template=template,
+        param_rule="r",
+        tool_specs=TOOLS,
+        episode_formatter=format_episodes,
+    )
+    assert spec.template == template

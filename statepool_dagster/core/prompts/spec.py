@@ -12,27 +12,24 @@ import importlib
 import importlib.util
 import json
 import re
-import string
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..errors import StatepoolError
 from .formatting import format_episodes
+from .template import PLACEHOLDERS, template_problems, tool_specs_text
 
-PLACEHOLDERS = (
-    "tool_specs",
-    "version",
-    "n_cards",
-    "skill_catalog",
-    "last_receipt",
-    "analysis_block",
-    "max_ops",
-    "param_rule",
-)
 DEFAULTS_DIR = Path(__file__).parent / "defaults"
 _IMPORT_REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
@@ -49,30 +46,6 @@ class PromptLimits(BaseModel):
     analysis_chars: int = Field(4000, ge=0)
     episodes_chars: int = Field(5000, ge=0)
     max_ops: int = Field(3, ge=0)
-
-
-def _field_names(template: str) -> Iterator[str]:
-    """Every replacement field, including those nested in a format spec (``{a:{b}}``)."""
-    for _, name, format_spec, _ in string.Formatter().parse(template):
-        if name is not None:
-            yield name
-        if format_spec:
-            yield from _field_names(format_spec)
-
-
-def template_problems(template: str) -> list[str]:
-    """Placeholders in ``template`` that the renderer cannot fill."""
-    problems = []
-    try:
-        fields = list(_field_names(template))
-    except ValueError as exc:
-        return [f"not a valid format string: {exc}"]
-    for name in fields:
-        root = re.split(r"[.\[]", name, maxsplit=1)[0]
-        if root not in PLACEHOLDERS:
-            shown = f"{{{name}}}" if name else "{} (positional)"
-            problems.append(f"unknown placeholder {shown}")
-    return problems
 
 
 class PromptSpec(BaseModel):
@@ -103,6 +76,18 @@ class PromptSpec(BaseModel):
                 raise ValueError(f"tool spec {name!r} has no 'description'")
         return specs
 
+    @model_validator(mode="after")
+    def _fields_can_render(self) -> PromptSpec:
+        fixed = {
+            "tool_specs": tool_specs_text(self.tool_specs),
+            "param_rule": self.param_rule,
+            "max_ops": self.limits.max_ops,
+        }
+        problems = template_problems(self.template, fixed)
+        if problems:
+            raise ValueError(f"curator template: {'; '.join(problems)}")
+        return self
+
     @classmethod
     def load(
         cls,
@@ -121,6 +106,9 @@ class PromptSpec(BaseModel):
                 episode_formatter=load_formatter(episode_formatter),
                 limits=limits or PromptLimits(),
             )
+        except ValidationError as exc:  # one line, the setting's own words
+            messages = [e["msg"].removeprefix("Value error, ") for e in exc.errors()]
+            raise StatepoolError("; ".join(messages)) from None
         except ValueError as exc:
             raise StatepoolError(str(exc)) from None
 
