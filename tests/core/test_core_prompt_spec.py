@@ -310,3 +310,41 @@ def test_template_that_fits_some_states_is_accepted(template):
         episode_formatter=format_episodes,
     )
     assert spec.template == template
+
+
+@pytest.mark.parametrize(
+    ("data", "module_text"),
+    [
+        (b"A {version}\r\nB\r\n", "A {version}\nB\n"),  # CRLF: as Python reads source
+        (b"A\rB", "A\nB"),  # a lone CR too
+        (b"\xef\xbb\xbfA {version}", "A {version}"),  # a BOM is no part of the text
+        (b"A {version}\n", "A {version}\n"),  # a final newline is kept
+        ("Ü — 日本 {version}".encode(), "Ü — 日本 {version}"),
+    ],
+)
+def test_template_file_is_the_string_a_module_would_hold(
+    tmp_path, module_factory, data, module_text
+):
+    path = tmp_path / "t.txt"
+    path.write_bytes(data)
+    module = module_factory(
+        "T = " + '"""' + data.decode("utf-8-sig").replace("\\", "\\\\") + '"""\n'
+    )
+    from_module = PromptSpec.load(template=f"{module}:T").template
+    assert from_module == module_text
+    assert PromptSpec.load(template=str(path)).template == module_text
+    assert PromptSpec.load(param_rule=str(path)).param_rule == module_text
+
+
+def test_template_file_that_is_not_utf8_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("Café {version}".encode("latin-1"))
+    with pytest.raises(StatepoolError) as err:
+        PromptSpec.load(template=str(path))
+    assert str(path) in str(err.value) and "not UTF-8" in str(err.value)
+
+
+def test_tool_specs_json_file_with_a_bom_is_read(tmp_path):
+    path = tmp_path / "tools.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(TOOLS).encode("utf-8"))
+    assert PromptSpec.load(tool_specs=str(path)).tool_specs == TOOLS

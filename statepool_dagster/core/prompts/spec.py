@@ -139,13 +139,26 @@ def _resolve(ref: str, what: str) -> tuple[str, Any]:
     raise StatepoolError(f"{what}: {ref!r} is neither an existing file nor a module:attr path")
 
 
+def read_text_file(path: Path, what: str) -> str:
+    """A file's text as a module would hold it written there as a literal.
+
+    UTF-8; a leading BOM is dropped and ``\\r\\n`` and ``\\r`` read as ``\\n``, as Python
+    reads source. Everything else, a final newline included, is kept.
+    """
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise StatepoolError(f"{what}: {path} is not UTF-8 text: {exc}") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def load_text(ref: str | None, default_file: str, what: str) -> str:
     """A template or rule: bundled default, a text file, or an imported string."""
     if ref is None:
         return (DEFAULTS_DIR / default_file).read_text(encoding="utf-8")
     kind, value = _resolve(ref, what)
     if kind == "file":
-        return value.read_text(encoding="utf-8")
+        return read_text_file(value, what)
     if not isinstance(value, str):
         raise StatepoolError(f"{what}: {ref!r} is a {type(value).__name__}, not a str")
     return value
@@ -157,7 +170,7 @@ def load_tool_specs(ref: str | None) -> dict[str, dict[str, Any]]:
         return json.loads((DEFAULTS_DIR / "tool_specs.json").read_text(encoding="utf-8"))
     kind, value = _resolve(ref, "tool specs")
     if kind == "file":
-        text = value.read_text(encoding="utf-8")
+        text = read_text_file(value, "tool specs")
         if value.suffix.lower() in (".yaml", ".yml"):
             import yaml
 
