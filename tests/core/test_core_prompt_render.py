@@ -154,3 +154,13 @@ def test_the_spec_digest_follows_the_tool_specs_order():
     ba = spec_for("{tool_specs}", tool_specs={"b": {"description": "2"}, "a": {"description": "1"}})
     assert ours(state_dict(), ab) != ours(state_dict(), ba)
     assert spec_digest(ab) != spec_digest(ba)
+
+
+@pytest.mark.parametrize("width", [10**9, "999999999", 10**30])
+def test_a_width_the_state_puts_in_a_spec_is_bounded_like_a_literal_one(width):
+    # The original would allocate it (a 1 GB prompt per state at 10**9); a literal width
+    # that large is refused when the template is loaded.
+    state = state_dict(version=width)
+    with pytest.raises(PromptInputError, match=r"\{n_cards:\{version\}\}: width or precision"):
+        ours(state, spec_for("{n_cards:{version}}"))
+    assert ours(state_dict(version=7), spec_for("{n_cards:{version}}")) == "      1"

@@ -8,7 +8,15 @@ from ..errors import PromptInputError
 from ..states.models import CheckpointState
 from .formatting import format_episodes
 from .spec import PromptSpec, default_prompt_spec
-from .template import RENDER_ERRORS, accessor_fields, field_error, render_error, tool_specs_text
+from .template import (
+    RENDER_ERRORS,
+    accessor_fields,
+    field_error,
+    nested_fields,
+    nested_width_error,
+    render_error,
+    tool_specs_text,
+)
 
 ANALYSIS_KEYS = ("failure_patterns", "observations", "summary")
 EMPTY_CATALOG = "(empty library)"
@@ -106,8 +114,10 @@ def build_curator_prompt(state: CheckpointState, spec: PromptSpec | None = None)
         "max_ops": spec.limits.max_ops,
         "param_rule": spec.param_rule,
     }
-    for field in accessor_fields(spec.template):
-        problem = field_error(field, values)
+    checks = [(f, field_error) for f in accessor_fields(spec.template)]
+    checks += [(f, nested_width_error) for f in nested_fields(spec.template)]
+    for field, check in checks:
+        problem = check(field, values)
         if problem:
             raise PromptInputError(f"cannot render the prompt: placeholder {problem}")
     try:

@@ -92,13 +92,31 @@ def _name_problem(name: str) -> str | None:
     return None
 
 
-def _width_problem(field: Field) -> str | None:
-    literal = re.sub(r"\{[^{}]*\}", "", field.format_spec)
-    for digits in re.findall(r"\d+", literal):
+def _spec_width_problem(text: str, format_spec: str) -> str | None:
+    for digits in re.findall(r"\d+", format_spec):
         digits = digits.lstrip("0")
         if len(digits) > 7 or (digits and int(digits) > MAX_WIDTH):
-            return f"{field.text}: width or precision {digits[:20]} is over {MAX_WIDTH}"
+            return f"{text}: width or precision {digits[:20]} is over {MAX_WIDTH}"
     return None
+
+
+def _width_problem(field: Field) -> str | None:
+    return _spec_width_problem(field.text, re.sub(r"\{[^{}]*\}", "", field.format_spec))
+
+
+@lru_cache(maxsize=32)
+def nested_fields(template: str) -> tuple[Field, ...]:
+    """Fields whose format spec takes values (``{n_cards:{version}}``)."""
+    return tuple(f for f in fields(template) if "{" in f.format_spec)
+
+
+def nested_width_error(field: Field, values: Mapping[str, Any]) -> str | None:
+    """A width the state puts in ``field``'s spec that is over the limit (it only allocates)."""
+    try:
+        format_spec = field.format_spec.format(**values)
+    except RENDER_ERRORS:
+        return None  # the field's own rendering names it
+    return _spec_width_problem(field.text, format_spec)
 
 
 def resolve(name: str, values: Mapping[str, Any]) -> Any:
