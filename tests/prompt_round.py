@@ -123,7 +123,8 @@ TEXTS = ["", " ", "\n", "Ünïcödé — 日本語 ", "{{literal}}", "}}", "{{",
 
 
 def gen_template(rng: random.Random) -> tuple[str, list[str]]:
-    shape = rng.choice(["mix"] * 6 + ["all", "empty", "long", "none", "repeat"])
+    # "single": one field alone, so each kind of field is seen without another failing it.
+    shape = rng.choice(["mix"] * 6 + ["single"] * 5 + ["all", "empty", "long", "none", "repeat"])
     if shape == "empty":
         return "", ["empty"]
     if shape == "none":
@@ -133,7 +134,7 @@ def gen_template(rng: random.Random) -> tuple[str, list[str]]:
         rng.shuffle(names)
         return "\n".join("{" + n + "}" for n in names), ["all"]
     pieces, classes = [], []
-    count = {"mix": rng.randint(1, 8), "long": 60, "repeat": 4}[shape]
+    count = {"mix": rng.randint(1, 8), "single": 1, "long": 60, "repeat": 4}[shape]
     fields = [_field(rng) for _ in range(count)]
     if shape == "repeat":
         fields = fields[:1] * 4
@@ -302,7 +303,7 @@ def make_cases(n: int, seed: int, bases: list[dict]) -> list[dict]:
                 "rule_as": rng.choice(["module", "file"]),
                 "tools": tools,
                 "tools_as": rng.choice(["module", "json", "yaml"]),
-                "formatter": rng.choice(list(FORMATTERS)),
+                "formatter": rng.choice(list(FORMATTERS)[:6] * 3 + list(FORMATTERS)[6:]),
                 "state": state,
                 "classes": [*t_classes, f"tools:{t_kind}", *s_classes],
             }
@@ -411,7 +412,30 @@ def _write_inputs(case: dict, work: Path) -> dict[str, str | None]:
     return refs
 
 
-def run_case(case: dict, work: Path, seed: types.ModuleType) -> dict:
+def _probe_states(bases: list[dict]) -> list[dict]:
+    """The base states, and their versions and receipts in other shapes."""
+    probes = [json.loads(json.dumps(b)) for b in bases]
+    for version in ("1", 1.5, [1, 2], {"a": 1}, None, True, 10**6):
+        probe = json.loads(json.dumps(bases[0]))
+        probe["lib_snapshot"]["version"] = version
+        probes.append(probe)
+    for receipt in ("", "5", ">40", "r" * 100):
+        probe = json.loads(json.dumps(bases[-1]))
+        probe["last_receipt"] = receipt
+        probes.append(probe)
+    return probes
+
+
+def _renders_elsewhere(seed: types.ModuleType, probes: list[dict]) -> str | None:
+    """A state the original renders (without a memory address) under the current side."""
+    for probe in probes:
+        result = original_prompt(seed, probe)
+        if result["ok"] and not ADDRESS.search(result["prompt"]):
+            return f"{probe['state_id']} (version {probe['lib_snapshot'].get('version')!r})"
+    return None
+
+
+def run_case(case: dict, work: Path, seed: types.ModuleType, probes: list[dict]) -> dict:
     import importlib
 
     from statepool_dagster.core.errors import PromptInputError, StatepoolError
@@ -451,7 +475,14 @@ def run_case(case: dict, work: Path, seed: types.ModuleType) -> dict:
         except Exception as exc:
             ours = {"outcome": "crash", "error": f"render: {type(exc).__name__}: {exc}"[:300]}
     sys.modules.pop(f"prc_{case['i']}", None)
-    return judge(case, orig, ours)
+    result = judge(case, orig, ours)
+    if ours["outcome"] == "config_error" and result["level"] == "OK":
+        # Refused for every state: the original must render none of them either.
+        elsewhere = _renders_elsewhere(seed, probes)
+        if elsewhere:
+            result["level"] = "FLAG"
+            result["why"] = f"refused when loaded, but the original renders {elsewhere}"
+    return result
 
 
 def judge(case: dict, orig: dict, ours: dict) -> dict:
@@ -495,9 +526,11 @@ def worker(cases_path: Path, start: int, results_path: Path, work: Path) -> None
     sys.path.insert(0, str(work))
     seed = load_original()
     cases = json.loads(cases_path.read_text("utf-8"))
+    probes = _probe_states(json.loads((cases_path.parent / "bases.json").read_text("utf-8")))
     with results_path.open("a", encoding="utf-8") as out:
         for case in cases[start:]:
-            out.write(json.dumps(run_case(case, work, seed), ensure_ascii=False) + "\n")
+            result = run_case(case, work, seed, probes)
+            out.write(json.dumps(result, ensure_ascii=False) + "\n")
             out.flush()
 
 
@@ -740,6 +773,7 @@ def main() -> int:
     outdir.mkdir(parents=True)
     seed = load_original()
     bases = base_states(outdir, seed)
+    (outdir / "bases.json").write_text(json.dumps(bases, ensure_ascii=False), "utf-8")
     results = run_bulk(outdir, make_cases(args.cases, args.seed, bases), args.timeout)
     results += run_syncs(outdir, args.syncs, seed, args.timeout)
     with (outdir / "findings.jsonl").open("w", encoding="utf-8") as out:
