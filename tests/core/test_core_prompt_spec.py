@@ -348,3 +348,36 @@ def test_tool_specs_json_file_with_a_bom_is_read(tmp_path):
     path = tmp_path / "tools.json"
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps(TOOLS).encode("utf-8"))
     assert PromptSpec.load(tool_specs=str(path)).tool_specs == TOOLS
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        ("raise RuntimeError('no GPU here')\n", "RuntimeError: no GPU here"),
+        ("T = 'unterminated\n", "SyntaxError"),
+        ("import no_such_package_zq81\n", "no_such_package_zq81"),
+    ],
+)
+@pytest.mark.parametrize("field", ["prompt_template", "tool_specs", "episode_formatter"])
+def test_an_inference_module_that_fails_to_import_is_refused_naming_it(
+    module_factory, source, said, field
+):
+    mod = module_factory(source)
+    with pytest.raises(StatepoolError) as err:
+        Settings.from_env(environ={Settings.env_name(field): f"{mod}:T"}).prompt_spec()
+    assert mod in str(err.value) and said in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        ("raise RuntimeError('no GPU here')\n", "RuntimeError: no GPU here"),
+        ("def f(episodes):\n    return 'x\n", "SyntaxError"),
+    ],
+)
+def test_a_formatter_file_that_fails_to_load_is_refused_naming_it(tmp_path, source, said):
+    path = tmp_path / "my_reflector.py"
+    path.write_text(source, encoding="utf-8")
+    with pytest.raises(StatepoolError) as err:
+        PromptSpec.load(episode_formatter=f"{path}:f")
+    assert str(path) in str(err.value) and said in str(err.value)

@@ -113,12 +113,18 @@ class PromptSpec(BaseModel):
             raise StatepoolError(str(exc)) from None
 
 
+def _said(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, ImportError) else f"{type(exc).__name__}: {exc}"
+
+
 def _import_attr(ref: str, what: str) -> Any:
     module_name, _, attr_path = ref.partition(":")
     try:
         obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise StatepoolError(f"{what}: cannot import {module_name!r} from {ref!r}: {exc}") from None
+    except Exception as exc:  # the user's module: a SyntaxError or what its top level raises
+        raise StatepoolError(
+            f"{what}: cannot import {module_name!r} from {ref!r}: {_said(exc)}"
+        ) from None
     for part in attr_path.split("."):
         try:
             obj = getattr(obj, part)
@@ -197,7 +203,12 @@ def load_formatter(ref: str | None) -> EpisodeFormatter:
         spec = importlib.util.spec_from_file_location(Path(file_part).stem, file_part)
         assert spec and spec.loader
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # the user's file, as for an import
+            raise StatepoolError(
+                f"episode formatter: cannot load {file_part}: {_said(exc)}"
+            ) from None
         value = getattr(module, func, None)
     elif _IMPORT_REF.fullmatch(ref):
         value = _import_attr(ref, "episode formatter")
