@@ -769,7 +769,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds per case")
     args = parser.parse_args()
     outdir = args.outdir.resolve()
-    shutil.rmtree(outdir, ignore_errors=True)
+    if outdir.exists() and any(outdir.iterdir()) and not (outdir / "cases.json").exists():
+        parser.error(f"{outdir} is not empty and holds no earlier round: choose another folder")
+    shutil.rmtree(outdir, ignore_errors=True)  # an earlier round's
     outdir.mkdir(parents=True)
     seed = load_original()
     bases = base_states(outdir, seed)
