@@ -227,6 +227,8 @@ def test_a_template_or_formatter_failing_for_some_states_sets_only_their_prompts
         "def show(episodes):\n"
         "    if any(e.get('skill_lib_version') == 2 for e in episodes):\n"
         "        raise ValueError('batch 2 is not for me')\n"
+        "    if any(e.get('skill_lib_version') == 1 for e in episodes):\n"
+        "        return 'a lone \\ud800'\n"  # a str, but not one a table can store
         "    return str(len(episodes))\n",
         encoding="utf-8",
     )
@@ -241,13 +243,14 @@ def test_a_template_or_formatter_failing_for_some_states_sets_only_their_prompts
     assert errors == [
         "fits_ckpt1: cannot render the prompt: placeholder {version:05d}: "
         "ValueError: Unknown format code 'd' for object of type 'str'",
+        "fits_ckpt2: cannot store the prompt: not storable as UTF-8: "
+        "a lone surrogate '\\ud800' at character 29",
         "fits_ckpt3: cannot render the prompt: "
         "episode formatter show raised ValueError: batch 2 is not for me",
     ]
     prompts = load_prompts(workspace.store)
     assert dict(zip(prompts["state_id"], prompts["prompt"], strict=True)) == {
         "fits_ckpt0": "00000\n## Raw episodes\n3",
-        "fits_ckpt2": "00002\n## Raw episodes\n3",
     }
 
 

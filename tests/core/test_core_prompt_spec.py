@@ -381,3 +381,20 @@ def test_a_formatter_file_that_fails_to_load_is_refused_naming_it(tmp_path, sour
     with pytest.raises(StatepoolError) as err:
         PromptSpec.load(episode_formatter=f"{path}:f")
     assert str(path) in str(err.value) and said in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("field", "source", "said"),
+    [
+        ("prompt_template", "T = '{version} \\ud800'\n", "curator template: not storable"),
+        ("param_rule", "T = 'rule \\udfff'\n", "param rule: not storable"),
+        ("tool_specs", "T = {'a': {'description': '\\ud83d'}}\n", "tool specs: not storable"),
+    ],
+)
+def test_a_lone_surrogate_in_the_inference_side_is_refused_when_loaded(
+    module_factory, field, source, said
+):
+    # Every prompt would hold it, and no table or file stores it as UTF-8.
+    mod = module_factory(source)
+    with pytest.raises(StatepoolError, match=said):
+        Settings.from_env(environ={Settings.env_name(field): f"{mod}:T"}).prompt_spec()

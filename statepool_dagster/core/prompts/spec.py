@@ -28,7 +28,7 @@ from pydantic import (
 
 from ..errors import StatepoolError
 from .formatting import format_episodes
-from .template import PLACEHOLDERS, template_problems, tool_specs_text
+from .template import PLACEHOLDERS, surrogate_problem, template_problems, tool_specs_text
 
 DEFAULTS_DIR = Path(__file__).parent / "defaults"
 _IMPORT_REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
@@ -83,6 +83,11 @@ class PromptSpec(BaseModel):
             "param_rule": self.param_rule,
             "max_ops": self.limits.max_ops,
         }
+        texts = [("curator template", self.template), ("param rule", self.param_rule)]
+        for what, text in [*texts, ("tool specs", fixed["tool_specs"])]:
+            problem = surrogate_problem(text)  # every prompt would have it: none is storable
+            if problem:
+                raise ValueError(f"{what}: {problem}")
         problems = template_problems(self.template, fixed)
         if problems:
             raise ValueError(f"curator template: {'; '.join(problems)}")

@@ -42,6 +42,17 @@ _STATE_DEPENDENT = (IndexError, KeyError)  # a longer text or another key can ha
 RENDER_ERRORS = (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def surrogate_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored as UTF-8 (a lone surrogate), else ``None``."""
+    found = _SURROGATE.search(text)
+    if found is None:
+        return None
+    return f"not storable as UTF-8: a lone surrogate {found.group()!r} at character {found.start()}"
+
+
 class Field(NamedTuple):
     """One top-level replacement field: its text, and its name as ``str.format`` splits it."""
 
