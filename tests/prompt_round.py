@@ -60,6 +60,7 @@ NAMES = [
 STR_NAMES = ["tool_specs", "skill_catalog", "last_receipt", "analysis_block", "param_rule"]
 INT_NAMES = ["n_cards", "max_ops", "version"]
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 # --- generation ---------------------------------------------------------------------------
 
@@ -199,6 +200,7 @@ FORMATTERS = {
     "returns_bytes": "def fmt(episodes):\n    return b'bytes'\n",
     "returns_int": "def fmt(episodes):\n    return 5\n",
     "raises": "def fmt(episodes):\n    raise KeyError('no such episode field')\n",
+    "surrogate": "def fmt(episodes):\n    return 'lone \\ud800 surrogate'\n",
     "raises_value": "def fmt(episodes):\n    return episodes[0]['id'] + 'x'\n",
 }
 
@@ -499,6 +501,8 @@ def judge(case: dict, orig: dict, ours: dict) -> dict:
                     "FLAG",
                     "prompts differ: " + _first_diff(orig["prompt"], ours["prompt"]),
                 )
+    elif orig["ok"] and SURROGATE.search(orig["prompt"]):
+        level, why = "NOTE", f"the original's prompt is not UTF-8 storable; ours: {ours['error']}"
     elif orig["ok"]:
         if ADDRESS.search(orig["prompt"]):
             level, why = "NOTE", f"original prints an object's address; ours: {ours['error']}"
@@ -530,7 +534,7 @@ def worker(cases_path: Path, start: int, results_path: Path, work: Path) -> None
     with results_path.open("a", encoding="utf-8") as out:
         for case in cases[start:]:
             result = run_case(case, work, seed, probes)
-            out.write(json.dumps(result, ensure_ascii=False) + "\n")
+            out.write(json.dumps(result) + "\n")
             out.flush()
 
 
@@ -620,6 +624,7 @@ SYNC_CONFIGS = [
     ("raising_formatter", "{analysis_block}{skill_catalog}", "r", {}, "raises", False),
     ("list_formatter", "{analysis_block}", "r", {}, "returns_list", False),
     ("address", "{skill_catalog.upper}", "r", {}, "bundled", False),
+    ("surrogate", "{analysis_block}|{skill_catalog}", "r", {}, "surrogate", False),
 ]
 
 
@@ -780,14 +785,15 @@ def main() -> int:
     results += run_syncs(outdir, args.syncs, seed, args.timeout)
     with (outdir / "findings.jsonl").open("w", encoding="utf-8") as out:
         for r in results:
-            out.write(json.dumps(r, ensure_ascii=False) + "\n")
+            out.write(json.dumps(r) + "\n")
     counts: dict[str, int] = {}
     for r in results:
         theirs = "prompt" if r.get("original") == "prompt" else "raises"
         key = f"{r['level']} ours={r.get('ours')} original={theirs}"
         counts[key] = counts.get(key, 0) + 1
         if r["level"] != "OK":
-            print(r["level"], r["i"], r["why"][:300], r["classes"], r.get("formatter"))
+            why = r["why"][:300].encode("utf-8", "backslashreplace").decode("utf-8")
+            print(r["level"], r["i"], why, r["classes"], r.get("formatter"))
     for key, n in sorted(counts.items()):
         print(f"{n:6d}  {key}")
     return min(100, sum(r["level"] == "FLAG" for r in results))
