@@ -24,6 +24,7 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
     settings = Settings.from_env()
     preflight.runs_folder(settings)
     preflight.store_folder(settings.store_dir)
+    preflight.prompt_spec(settings)
     instance = dagster_instance()
     # Everything loaded so far lives as long as the command: the collector need not walk it.
     gc.freeze()

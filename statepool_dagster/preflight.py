@@ -45,3 +45,27 @@ def store_folder(store: str, name: str = STORE_SETTING, must_exist: bool = False
             f"{name}: store {path} does not exist (`statepool sync` or `statepool demo` makes it)"
         )
     return path
+
+
+_PROMPT_SETTINGS = {
+    "curator template": "prompt_template",
+    "prompt template": "prompt_template",
+    "param rule": "param_rule",
+    "tool spec": "tool_specs",
+    "episode formatter": "episode_formatter",
+}
+
+
+def prompt_spec(settings: Settings) -> None:
+    """The four prompt inputs load, and the template can fill some state.
+
+    Checked before any run: a bad one would otherwise fail every run the same way.
+    """
+    try:
+        settings.prompt_spec()
+    except StatepoolError as exc:
+        message = str(exc)
+        field = next((f for p, f in _PROMPT_SETTINGS.items() if message.startswith(p)), None)
+        if field is None:
+            raise
+        raise StatepoolError(f"{Settings.env_name(field)}: {message}") from None

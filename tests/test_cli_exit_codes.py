@@ -184,3 +184,19 @@ def test_a_new_instance_home_is_announced_once(tmp_path, store):
     second = status()
     assert second.returncode == 0, second.stderr
     assert "statepool: " not in second.stderr
+
+
+@pytest.mark.parametrize(
+    ("template", "named"),
+    [
+        ("{max_ops!x}", "{max_ops!x}"),
+        ("{analysis_block:05d}", "{analysis_block:05d}"),
+        ("{skill_catalog.upper}", "{skill_catalog.upper}"),
+    ],
+)
+def test_sync_refuses_a_template_no_state_can_fill_before_any_run(tmp_path, template, named):
+    generate_runs(tmp_path / "runs", SPEC)
+    (tmp_path / "t.txt").write_text(template, encoding="utf-8")
+    done = run(tmp_path, "sync", STATEPOOL_PROMPT_TEMPLATE=str(tmp_path / "t.txt"))
+    one_line(done, "STATEPOOL_PROMPT_TEMPLATE", named)
+    assert not (tmp_path / "store" / "curator_prompts").exists()

@@ -211,6 +211,49 @@ def test_card_fields_keep_the_state_and_set_only_its_prompt_aside(workspace, tmp
     assert json.loads(done.stdout)["runs"][0]["rejects"] == len(prompt_rejects)
 
 
+def test_a_template_or_formatter_failing_for_some_states_sets_only_their_prompts_aside(
+    workspace, tmp_path
+):
+    from statepool_dagster import load_prompts
+
+    run = workspace.runs / "fits"
+    generate_run(run, SPEC, 3)
+    path = run / "snapshots" / "skills_v1.json"
+    library = json.loads(path.read_bytes())
+    library["version"] = "1"  # the original keeps it; "{version:05d}" cannot show it
+    path.write_text(json.dumps(library), encoding="utf-8")
+    (tmp_path / "t.txt").write_text("{version:05d}\n{analysis_block}", encoding="utf-8")
+    (tmp_path / "fmt.py").write_text(
+        "def show(episodes):\n"
+        "    if any(e.get('skill_lib_version') == 2 for e in episodes):\n"
+        "        raise ValueError('batch 2 is not for me')\n"
+        "    if any(e.get('skill_lib_version') == 1 for e in episodes):\n"
+        "        return 'a lone \\ud800'\n"  # a str, but not one a table can store
+        "    return str(len(episodes))\n",
+        encoding="utf-8",
+    )
+    env = cli_env(workspace, tmp_path / "home")
+    env["STATEPOOL_PROMPT_TEMPLATE"] = str(tmp_path / "t.txt")
+    env["STATEPOOL_EPISODE_FORMATTER"] = f"{tmp_path / 'fmt.py'}:show"
+    done = subprocess.run(
+        [str(STATEPOOL), "sync", "--json"], env=env, cwd=tmp_path, capture_output=True, timeout=240
+    )
+    assert done.returncode == 0, done.stderr
+    errors = sorted(_rejects(workspace.store, "fits").values())
+    assert errors == [
+        "fits_ckpt1: cannot render the prompt: placeholder {version:05d}: "
+        "ValueError: Unknown format code 'd' for object of type 'str'",
+        "fits_ckpt2: cannot store the prompt: not storable as UTF-8: "
+        "a lone surrogate '\\ud800' at character 29",
+        "fits_ckpt3: cannot render the prompt: "
+        "episode formatter show raised ValueError: batch 2 is not for me",
+    ]
+    prompts = load_prompts(workspace.store)
+    assert dict(zip(prompts["state_id"], prompts["prompt"], strict=True)) == {
+        "fits_ckpt0": "00000\n## Raw episodes\n3",
+    }
+
+
 def _nested(depth: int) -> bytes:
     """A JSON value that makes its line nest ``depth`` deep as the value of a top-level key."""
     return b"[" * (depth - 1) + b"]" * (depth - 1)

@@ -289,7 +289,7 @@ def test_brackets_inside_strings_do_not_count_toward_depth():
     [
         ({"card_id": "c", "program": "p"}, "trigger is missing"),
         ({"card_id": "c", "trigger": 5, "program": "p"}, "trigger is not a string (got int)"),
-        ({"card_id": "c", "trigger": "t", "program": ["p"]}, "program is not a string"),
+        ({"card_id": "c", "trigger": "t", "program": {"p": 1}}, "program is not a string"),
         ({"trigger": "t", "program": "p"}, "card_id is missing"),
         ({"card_id": "c", "trigger": "t", "program": "p", "meta_info": 3}, "meta_info"),
     ],

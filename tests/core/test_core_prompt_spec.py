@@ -255,3 +255,146 @@ def test_bundled_defaults_render_a_prompt_with_every_part():
     assert (DEFAULTS / "param_rule.txt").read_text(encoding="utf-8") in prompt
     assert "(empty library)" in prompt and "(collected offline)" in prompt
     assert "## Raw episodes\n1 episodes, 1/1 correct" in prompt
+
+
+@pytest.mark.parametrize(
+    ("template", "tools", "named"),
+    [
+        ("{max_ops!x}", TOOLS, "{max_ops!x}"),  # an unknown conversion
+        ("{version:{max_ops:{n_cards}}}", TOOLS, "{version:{max_ops:{n_cards}}}"),  # too deep
+        ("{version.}", TOOLS, "{version.}"),
+        ("{last_receipt[0]x}", TOOLS, "{last_receipt[0]x}"),
+        ("{analysis_block:05d}", TOOLS, "{analysis_block:05d}"),  # a text is never a number
+        ("{n_cards[0]}", TOOLS, "{n_cards[0]}"),
+        ("{n_cards:s}", TOOLS, "{n_cards:s}"),
+        ("{skill_catalog[x]}", TOOLS, "{skill_catalog[x]}"),
+        ("{tool_specs[0]}", {}, "{tool_specs[0]}"),  # no tool: an empty text, always
+        ("{param_rule:>{max_ops:d}.{max_ops:s}}", TOOLS, "{param_rule:"),
+        ("{skill_catalog.upper}", TOOLS, "memory address"),  # a method's repr
+        ("{version.bit_length}", TOOLS, "{version.bit_length}"),
+        ("{last_receipt.__len__}", TOOLS, "memory address"),
+        ("{n_cards:>999999999}", TOOLS, "999999999"),  # a 1 GB prompt
+        ("{n_cards:>99999999999999999999}", TOOLS, "{n_cards:>99999999999999999999}"),
+    ],
+)
+def test_template_no_state_can_fill_is_refused_when_loaded_naming_the_field(
+    tmp_path, template, tools, named
+):
+    (tmp_path / "t.txt").write_text(template, encoding="utf-8")
+    (tmp_path / "tools.json").write_text(json.dumps(tools), encoding="utf-8")
+    with pytest.raises(StatepoolError) as err:
+        PromptSpec.load(template=str(tmp_path / "t.txt"), tool_specs=str(tmp_path / "tools.json"))
+    message = str(err.value)
+    assert named in message
+    assert message.startswith("curator template: ") and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{version:05d}",  # a text version fails, an int renders
+        "{version[0]}",  # a list version renders
+        "{last_receipt[40]}",  # a long receipt renders
+        "{version:{last_receipt}}",  # a receipt ">5" renders
+        "{tool_specs[0]}",
+        "{version.real}{n_cards.numerator}{skill_catalog.__class__.__name__}",
+        "{version!r:>6}{last_receipt!s:^30}{version:{max_ops}}{{x}}",
+        "{version.__class__}",  # prints <class 'int'>: no address
+    ],
+)
+def test_template_that_fits_some_states_is_accepted(template):
+    spec = PromptSpec(
+        template=template,
+        param_rule="r",
+        tool_specs=TOOLS,
+        episode_formatter=format_episodes,
+    )
+    assert spec.template == template
+
+
+@pytest.mark.parametrize(
+    ("data", "module_text"),
+    [
+        (b"A {version}\r\nB\r\n", "A {version}\nB\n"),  # CRLF: as Python reads source
+        (b"A\rB", "A\nB"),  # a lone CR too
+        (b"\xef\xbb\xbfA {version}", "A {version}"),  # a BOM is no part of the text
+        (b"A {version}\n", "A {version}\n"),  # a final newline is kept
+        ("Ü — 日本 {version}".encode(), "Ü — 日本 {version}"),
+    ],
+)
+def test_template_file_is_the_string_a_module_would_hold(
+    tmp_path, module_factory, data, module_text
+):
+    path = tmp_path / "t.txt"
+    path.write_bytes(data)
+    module = module_factory(
+        "T = " + '"""' + data.decode("utf-8-sig").replace("\\", "\\\\") + '"""\n'
+    )
+    from_module = PromptSpec.load(template=f"{module}:T").template
+    assert from_module == module_text
+    assert PromptSpec.load(template=str(path)).template == module_text
+    assert PromptSpec.load(param_rule=str(path)).param_rule == module_text
+
+
+def test_template_file_that_is_not_utf8_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("Café {version}".encode("latin-1"))
+    with pytest.raises(StatepoolError) as err:
+        PromptSpec.load(template=str(path))
+    assert str(path) in str(err.value) and "not UTF-8" in str(err.value)
+
+
+def test_tool_specs_json_file_with_a_bom_is_read(tmp_path):
+    path = tmp_path / "tools.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(TOOLS).encode("utf-8"))
+    assert PromptSpec.load(tool_specs=str(path)).tool_specs == TOOLS
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        ("raise RuntimeError('no GPU here')\n", "RuntimeError: no GPU here"),
+        ("T = 'unterminated\n", "SyntaxError"),
+        ("import no_such_package_zq81\n", "no_such_package_zq81"),
+    ],
+)
+@pytest.mark.parametrize("field", ["prompt_template", "tool_specs", "episode_formatter"])
+def test_an_inference_module_that_fails_to_import_is_refused_naming_it(
+    module_factory, source, said, field
+):
+    mod = module_factory(source)
+    with pytest.raises(StatepoolError) as err:
+        Settings.from_env(environ={Settings.env_name(field): f"{mod}:T"}).prompt_spec()
+    assert mod in str(err.value) and said in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        ("raise RuntimeError('no GPU here')\n", "RuntimeError: no GPU here"),
+        ("def f(episodes):\n    return 'x\n", "SyntaxError"),
+    ],
+)
+def test_a_formatter_file_that_fails_to_load_is_refused_naming_it(tmp_path, source, said):
+    path = tmp_path / "my_reflector.py"
+    path.write_text(source, encoding="utf-8")
+    with pytest.raises(StatepoolError) as err:
+        PromptSpec.load(episode_formatter=f"{path}:f")
+    assert str(path) in str(err.value) and said in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("field", "source", "said"),
+    [
+        ("prompt_template", "T = '{version} \\ud800'\n", "curator template: not storable"),
+        ("param_rule", "T = 'rule \\udfff'\n", "param rule: not storable"),
+        ("tool_specs", "T = {'a': {'description': '\\ud83d'}}\n", "tool specs: not storable"),
+    ],
+)
+def test_a_lone_surrogate_in_the_inference_side_is_refused_when_loaded(
+    module_factory, field, source, said
+):
+    # Every prompt would hold it, and no table or file stores it as UTF-8.
+    mod = module_factory(source)
+    with pytest.raises(StatepoolError, match=said):
+        Settings.from_env(environ={Settings.env_name(field): f"{mod}:T"}).prompt_spec()

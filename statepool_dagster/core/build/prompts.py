@@ -13,6 +13,7 @@ from ..errors import PromptInputError
 from ..names import PROMPTS, SNAPSHOTS_DIR, STATES
 from ..prompts.render import build_curator_prompt
 from ..prompts.spec import PromptSpec
+from ..prompts.template import surrogate_problem
 from ..rejects import Reject
 from ..states.models import CheckpointState
 from ..store.parts import RunTable
@@ -39,7 +40,7 @@ def spec_digest(spec: PromptSpec) -> str:
     return digest(
         spec.template,
         spec.param_rule,
-        repr(sorted(spec.tool_specs.items())),
+        repr(list(spec.tool_specs.items())),  # in order: the order is the prompt's
         _formatter_identity(spec.episode_formatter),
         spec.limits.model_dump_json(),
     )
@@ -81,6 +82,9 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
         else:
             try:
                 prompt = build_curator_prompt(_read_state(states, name), spec)
+                unstorable = surrogate_problem(prompt)  # e.g. from a custom episode formatter
+                if unstorable:
+                    raise PromptInputError(f"cannot store the prompt: {unstorable}")
             except PromptInputError as exc:  # the state is kept as the original keeps it
                 library = f"{job.run}/{SNAPSHOTS_DIR}/skills_v{row['library_version']}.json"
                 error = f"{row['state_id']}: {exc}"

@@ -8,6 +8,15 @@ from ..errors import PromptInputError
 from ..states.models import CheckpointState
 from .formatting import format_episodes
 from .spec import PromptSpec, default_prompt_spec
+from .template import (
+    RENDER_ERRORS,
+    accessor_fields,
+    field_error,
+    nested_fields,
+    nested_width_error,
+    render_error,
+    tool_specs_text,
+)
 
 ANALYSIS_KEYS = ("failure_patterns", "observations", "summary")
 EMPTY_CATALOG = "(empty library)"
@@ -16,8 +25,8 @@ EMPTY_CATALOG = "(empty library)"
 def card_problem(card: object) -> str | None:
     """Why ``card`` cannot be rendered (``None``: it can): what the original would crash on.
 
-    ``trigger`` and ``program`` must be strings (the original would print a list's repr:
-    not something a curator should read), ``card_id`` present, ``meta_info`` an object.
+    ``trigger`` and ``program`` must be what the original can cut: a string, or a list
+    (it cuts the list and prints it), ``card_id`` present, ``meta_info`` an object.
     """
     if not isinstance(card, dict):
         return f"not an object (got {type(card).__name__})"
@@ -26,7 +35,7 @@ def card_problem(card: object) -> str | None:
     for name in ("trigger", "program"):
         if name not in card:
             return f"{name} is missing"
-        if not isinstance(card[name], str):
+        if not isinstance(card[name], str | list):
             return f"{name} is not a string (got {type(card[name]).__name__})"
     if not isinstance(card.get("meta_info", {}), dict):
         return f"meta_info is not an object (got {type(card['meta_info']).__name__})"
@@ -43,7 +52,8 @@ def render_catalog(cards: list[dict], spec: PromptSpec) -> str:
     for i, card in enumerate(cards):
         problem = card_problem(card)
         if problem:
-            name = f"card {i}" + (f" ({card['card_id']!r})" if "card_id" in card else "")
+            known = isinstance(card, dict) and "card_id" in card
+            name = f"card {i}" + (f" ({card['card_id']!r})" if known else "")
             raise PromptInputError(f"cannot render the prompt: {name}: {problem}")
         m = card.get("meta_info", {})
         lines.append(
@@ -56,18 +66,30 @@ def render_catalog(cards: list[dict], spec: PromptSpec) -> str:
 
 
 def render_tool_specs(spec: PromptSpec) -> str:
-    return "\n".join(f"- {name}: {tool['description']}" for name, tool in spec.tool_specs.items())
+    return tool_specs_text(spec.tool_specs)
 
 
 def render_analysis_block(state: CheckpointState, spec: PromptSpec) -> str:
     """The Reflector's analysis when there is one, else the raw batch."""
     if state.analysis is not None:
+        if not isinstance(state.analysis, dict):
+            kind = type(state.analysis).__name__
+            raise PromptInputError(f"cannot render the prompt: analysis is a {kind}, not an object")
         shown = {k: state.analysis.get(k) for k in ANALYSIS_KEYS}
         return json.dumps(shown, ensure_ascii=False, indent=1)[: spec.limits.analysis_chars]
     limit = spec.limits.episodes_chars
     if spec.episode_formatter is format_episodes:  # the bundled one builds only what is kept
         return "## Raw episodes\n" + format_episodes(state.episodes, limit)
-    formatted = spec.episode_formatter(state.episodes)
+    formatter = getattr(spec.episode_formatter, "__qualname__", "the episode formatter")
+    try:
+        formatted = spec.episode_formatter(state.episodes)
+    except Exception as exc:  # a user's function: whatever it raises, only this prompt fails
+        message = f"episode formatter {formatter} raised {type(exc).__name__}: {exc}"
+        raise PromptInputError(f"cannot render the prompt: {message}") from exc
+    if not isinstance(formatted, str):
+        kind = type(formatted).__name__
+        message = f"episode formatter {formatter} returned a {kind}, not a str"
+        raise PromptInputError(f"cannot render the prompt: {message}")
     return "## Raw episodes\n" + formatted[:limit]
 
 
@@ -82,13 +104,24 @@ def build_curator_prompt(state: CheckpointState, spec: PromptSpec | None = None)
         cards = []  # the original iterates an empty {} or "" as no card: "(empty library)"
     if not isinstance(cards, list):
         raise PromptInputError(f"cannot render the prompt: cards is a {type(cards).__name__}")
-    return spec.template.format(
-        tool_specs=render_tool_specs(spec),
-        version=state.lib_snapshot.get("version", 0),
-        n_cards=len(cards),
-        skill_catalog=render_catalog(cards, spec),
-        last_receipt=state.last_receipt,
-        analysis_block=render_analysis_block(state, spec),
-        max_ops=spec.limits.max_ops,
-        param_rule=spec.param_rule,
-    )
+    values = {
+        "tool_specs": render_tool_specs(spec),
+        "version": state.lib_snapshot.get("version", 0),
+        "n_cards": len(cards),
+        "skill_catalog": render_catalog(cards, spec),
+        "last_receipt": state.last_receipt,
+        "analysis_block": render_analysis_block(state, spec),
+        "max_ops": spec.limits.max_ops,
+        "param_rule": spec.param_rule,
+    }
+    checks = [(f, field_error) for f in accessor_fields(spec.template)]
+    checks += [(f, nested_width_error) for f in nested_fields(spec.template)]
+    for field, check in checks:
+        problem = check(field, values)
+        if problem:
+            raise PromptInputError(f"cannot render the prompt: placeholder {problem}")
+    try:
+        return spec.template.format(**values)
+    except RENDER_ERRORS as exc:  # the template fits some states only (``{version:05d}``)
+        problem = render_error(spec.template, values) or f"{type(exc).__name__}: {exc}"
+        raise PromptInputError(f"cannot render the prompt: placeholder {problem}") from None

@@ -12,27 +12,24 @@ import importlib
 import importlib.util
 import json
 import re
-import string
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..errors import StatepoolError
 from .formatting import format_episodes
+from .template import PLACEHOLDERS, surrogate_problem, template_problems, tool_specs_text
 
-PLACEHOLDERS = (
-    "tool_specs",
-    "version",
-    "n_cards",
-    "skill_catalog",
-    "last_receipt",
-    "analysis_block",
-    "max_ops",
-    "param_rule",
-)
 DEFAULTS_DIR = Path(__file__).parent / "defaults"
 _IMPORT_REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
@@ -49,30 +46,6 @@ class PromptLimits(BaseModel):
     analysis_chars: int = Field(4000, ge=0)
     episodes_chars: int = Field(5000, ge=0)
     max_ops: int = Field(3, ge=0)
-
-
-def _field_names(template: str) -> Iterator[str]:
-    """Every replacement field, including those nested in a format spec (``{a:{b}}``)."""
-    for _, name, format_spec, _ in string.Formatter().parse(template):
-        if name is not None:
-            yield name
-        if format_spec:
-            yield from _field_names(format_spec)
-
-
-def template_problems(template: str) -> list[str]:
-    """Placeholders in ``template`` that the renderer cannot fill."""
-    problems = []
-    try:
-        fields = list(_field_names(template))
-    except ValueError as exc:
-        return [f"not a valid format string: {exc}"]
-    for name in fields:
-        root = re.split(r"[.\[]", name, maxsplit=1)[0]
-        if root not in PLACEHOLDERS:
-            shown = f"{{{name}}}" if name else "{} (positional)"
-            problems.append(f"unknown placeholder {shown}")
-    return problems
 
 
 class PromptSpec(BaseModel):
@@ -103,6 +76,23 @@ class PromptSpec(BaseModel):
                 raise ValueError(f"tool spec {name!r} has no 'description'")
         return specs
 
+    @model_validator(mode="after")
+    def _fields_can_render(self) -> PromptSpec:
+        fixed = {
+            "tool_specs": tool_specs_text(self.tool_specs),
+            "param_rule": self.param_rule,
+            "max_ops": self.limits.max_ops,
+        }
+        texts = [("curator template", self.template), ("param rule", self.param_rule)]
+        for what, text in [*texts, ("tool specs", fixed["tool_specs"])]:
+            problem = surrogate_problem(text)  # every prompt would have it: none is storable
+            if problem:
+                raise ValueError(f"{what}: {problem}")
+        problems = template_problems(self.template, fixed)
+        if problems:
+            raise ValueError(f"curator template: {'; '.join(problems)}")
+        return self
+
     @classmethod
     def load(
         cls,
@@ -121,16 +111,25 @@ class PromptSpec(BaseModel):
                 episode_formatter=load_formatter(episode_formatter),
                 limits=limits or PromptLimits(),
             )
+        except ValidationError as exc:  # one line, the setting's own words
+            messages = [e["msg"].removeprefix("Value error, ") for e in exc.errors()]
+            raise StatepoolError("; ".join(messages)) from None
         except ValueError as exc:
             raise StatepoolError(str(exc)) from None
+
+
+def _said(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, ImportError) else f"{type(exc).__name__}: {exc}"
 
 
 def _import_attr(ref: str, what: str) -> Any:
     module_name, _, attr_path = ref.partition(":")
     try:
         obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise StatepoolError(f"{what}: cannot import {module_name!r} from {ref!r}: {exc}") from None
+    except Exception as exc:  # the user's module: a SyntaxError or what its top level raises
+        raise StatepoolError(
+            f"{what}: cannot import {module_name!r} from {ref!r}: {_said(exc)}"
+        ) from None
     for part in attr_path.split("."):
         try:
             obj = getattr(obj, part)
@@ -151,13 +150,26 @@ def _resolve(ref: str, what: str) -> tuple[str, Any]:
     raise StatepoolError(f"{what}: {ref!r} is neither an existing file nor a module:attr path")
 
 
+def read_text_file(path: Path, what: str) -> str:
+    """A file's text as a module would hold it written there as a literal.
+
+    UTF-8; a leading BOM is dropped and ``\\r\\n`` and ``\\r`` read as ``\\n``, as Python
+    reads source. Everything else, a final newline included, is kept.
+    """
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise StatepoolError(f"{what}: {path} is not UTF-8 text: {exc}") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def load_text(ref: str | None, default_file: str, what: str) -> str:
     """A template or rule: bundled default, a text file, or an imported string."""
     if ref is None:
         return (DEFAULTS_DIR / default_file).read_text(encoding="utf-8")
     kind, value = _resolve(ref, what)
     if kind == "file":
-        return value.read_text(encoding="utf-8")
+        return read_text_file(value, what)
     if not isinstance(value, str):
         raise StatepoolError(f"{what}: {ref!r} is a {type(value).__name__}, not a str")
     return value
@@ -169,7 +181,7 @@ def load_tool_specs(ref: str | None) -> dict[str, dict[str, Any]]:
         return json.loads((DEFAULTS_DIR / "tool_specs.json").read_text(encoding="utf-8"))
     kind, value = _resolve(ref, "tool specs")
     if kind == "file":
-        text = value.read_text(encoding="utf-8")
+        text = read_text_file(value, "tool specs")
         if value.suffix.lower() in (".yaml", ".yml"):
             import yaml
 
@@ -196,7 +208,12 @@ def load_formatter(ref: str | None) -> EpisodeFormatter:
         spec = importlib.util.spec_from_file_location(Path(file_part).stem, file_part)
         assert spec and spec.loader
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # the user's file, as for an import
+            raise StatepoolError(
+                f"episode formatter: cannot load {file_part}: {_said(exc)}"
+            ) from None
         value = getattr(module, func, None)
     elif _IMPORT_REF.fullmatch(ref):
         value = _import_attr(ref, "episode formatter")
