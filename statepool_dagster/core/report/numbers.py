@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -55,6 +57,12 @@ def _table(layout: StoreLayout, asset: str, run: str, columns: list[str]) -> lis
     return read_run_table(layout, asset, run, columns).to_pylist()
 
 
+def _rows(table: pa.Table, batch: int = 256) -> Iterator[dict[str, Any]]:
+    """``table``'s rows as dicts, a batch at a time: a long run's texts never all at once."""
+    for start in range(0, table.num_rows, batch):
+        yield from table.slice(start, batch).to_pylist()
+
+
 def _episode_counts(layout: StoreLayout, run: str) -> dict[int, tuple[int, int]]:
     """``{version: (episodes, correct)}``, counted in Arrow: a run may hold millions of
     episodes, which as Python rows would take gigabytes."""
@@ -91,9 +99,9 @@ def _run_numbers(layout: StoreLayout, run: str, runs_root: AnyPath | None) -> Ru
         numbers.accuracy[version] = correct / episodes
     for row in _table(layout, SNAPSHOTS, run, ["version", "n_cards"]):
         numbers.cards[row["version"]] = row["n_cards"]
-    states = _table(layout, STATES, run, ["version", "reference_ops"])
-    numbers.states = len(states)
-    for row in states:
+    states = read_run_table(layout, STATES, run, ["version", "reference_ops"])
+    numbers.states = states.num_rows
+    for row in _rows(states):
         kinds = dict.fromkeys(OP_KINDS.values(), 0)
         ops = json.loads(row["reference_ops"] or "{}").get("ops") or []
         for op in ops:
