@@ -388,6 +388,7 @@ def cases(quick: bool) -> dict[str, Callable[[Path], list[Row]]]:
     small = dict(n_cards=20, emb_dim=8, episodes_per_batch=8)
     spec_2k = SampleSpec(n_checkpoints=200 if q else 2000, **small)
     spec_5k = SampleSpec(n_checkpoints=500 if q else 5000, **small)
+    spec_10k = SampleSpec(n_checkpoints=1000 if q else 10000, **small)
     spec_big = SampleSpec(
         n_checkpoints=150 if q else 1500, n_cards=150, emb_dim=64, episodes_per_batch=32
     )
@@ -398,6 +399,9 @@ def cases(quick: bool) -> dict[str, Callable[[Path], list[Row]]]:
         ),
         "ckpt5000_small": lambda w: one_shot(
             f"{spec_5k.n_checkpoints} ckpts, 20 cards 8-d", w, sample(spec_5k)
+        ),
+        "ckpt10000_small": lambda w: one_shot(
+            f"{spec_10k.n_checkpoints} ckpts, 20 cards 8-d", w, sample(spec_10k)
         ),
         "ckpt480_big": lambda w: one_shot(
             "480 ckpts x 150 cards x 64-d (README's long)", w, sample(spec_480)
