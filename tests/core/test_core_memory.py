@@ -13,7 +13,9 @@ import pytest
 
 from statepool_dagster.core.build import STAGES, RunJob, build_run
 from statepool_dagster.core.config import Settings
+from statepool_dagster.core.names import EPISODES
 from statepool_dagster.core.report import pool_numbers
+from statepool_dagster.core.store.tables import load_arrow
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 
 
@@ -112,3 +114,22 @@ def test_report_figures_hold_no_python_object_per_episode(tmp_path):
     assert figures.episodes == dict(sorted(episodes.items()))
     assert figures.accuracy == {v: correct[v] / n for v, n in sorted(episodes.items())}
     assert peak < 60_000 * 20, f"{peak} bytes of Python objects for 60,000 episodes"
+
+
+def test_a_batch_of_many_episodes_is_not_held_as_python_rows(tmp_path):
+    """A batch's rows become Arrow columns a few thousand at a time: one version with
+    100,000 episodes held them all as Python tuples (~3× their bytes) until it ended."""
+    spec = SampleSpec(n_checkpoints=1, n_cards=2, emb_dim=2, episodes_per_batch=30_000)
+    run = generate_run(tmp_path / "runs" / "run000", spec, 0)
+    settings = Settings(runs_dir=str(tmp_path / "runs"), store_dir=str(tmp_path / "store"))
+    load_arrow()  # pyarrow's first array imports pandas: not the stage's memory
+    tracemalloc.start()
+    try:
+        report = STAGES[EPISODES](RunJob(settings, run.name))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert report.rows == 30_000
+    size = (run / "episodes.jsonl").stat().st_size
+    # Python rows at once took 3× the batch; now a few thousand rows and a view of each text.
+    assert peak < 1.5 * size, f"{peak} bytes of Python objects for a {size}-byte batch"
