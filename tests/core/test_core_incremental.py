@@ -16,7 +16,9 @@ from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES, TABLE_INDEX
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.part_files import MERGE, PART_ROWS, part_name
+from statepool_dagster.core.store.parts import RunTable
 from statepool_dagster.core.store.reading import read_run_table
+from statepool_dagster.core.store.tables import SCHEMAS
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 
 from helpers import store_pool
@@ -331,6 +333,21 @@ def test_a_long_run_is_cut_into_parts_of_bounded_size(tmp_path):
         assert len(parts) >= 2 and max(sizes) <= PART_ROWS and sum(sizes) == n, (asset, sizes)
         versions = read_run_table(StoreLayout(store), asset, RUN, columns=["version"])
         assert versions.column("version").to_pylist() == list(range(n))
+
+
+def test_reading_a_whole_table_keeps_no_part_open_behind_it(tmp_path):
+    """A part read whole is closed at once: a long run's table is read holding one footer
+    (~10 KB a row group) at a time, not OPEN_PARTS of them."""
+    runs, store = tmp_path / "runs", tmp_path / "store"
+    tiny = SampleSpec(
+        n_runs=1, n_checkpoints=PART_ROWS + 8, n_cards=1, emb_dim=1, episodes_per_batch=1
+    )
+    generate_run(runs / RUN, tiny, 0)
+    build(runs, store)
+    table = RunTable(store / STATES / RUN, SCHEMAS[STATES])
+    assert len({part.file for part in table.parts.values()}) >= 2
+    assert table.read(["version"]).num_rows == PART_ROWS + 8
+    assert table._open == {}
 
 
 def test_runs_synced_under_older_reader_rules_are_read_again(tmp_path, monkeypatch):

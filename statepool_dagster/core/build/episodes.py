@@ -132,6 +132,9 @@ def _stored_lines(table: RunTable, seen: dict) -> int:
     return rows - any(p.info["max_line"] > seen["lines"] for p in table.parts.values())
 
 
+ROWS_IN_PYTHON = 4096  # rows of a batch held as tuples before they become Arrow columns
+
+
 class _Batches:
     """Rows grouped by version; a batch is written once a whole chunk of the file passed
     without it (so interleaved versions are not written again and again)."""
@@ -140,24 +143,31 @@ class _Batches:
         self.table = table
         self.keep_lines = keep_lines  # a grown file: stored rows up to this line stay
         self.pending: dict[int, list[tuple]] = {}
+        self.converted: dict[int, list[pa.Table]] = {}  # a long batch's earlier rows
         self.in_chunk: set[int] = set()
         self.done: set[int] = set()
         self.written: set[int] = set()
 
     def add(self, version: int, row: tuple) -> None:
-        self.pending.setdefault(version, []).append(row)
+        rows = self.pending.setdefault(version, [])
+        rows.append(row)
         self.in_chunk.add(version)
+        if len(rows) >= ROWS_IN_PYTHON:  # as Python objects a row takes ~3× its bytes
+            self.converted.setdefault(version, []).append(episodes_table(rows))
+
+    def _pop(self, version: int) -> pa.Table:
+        pieces = [*self.converted.pop(version, []), episodes_table(self.pending.pop(version))]
+        return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
 
     def end_chunk(self) -> None:
         """Write the batches this chunk had no line of: the file has moved past them."""
         for version in [v for v in self.pending if v not in self.in_chunk]:
-            self._store(version, episodes_table(self.pending.pop(version)))
+            self._store(version, self._pop(version))
         self.in_chunk.clear()
 
     def flush(self) -> None:
-        for version, rows in self.pending.items():
-            self._store(version, episodes_table(rows))
-        self.pending.clear()
+        for version in list(self.pending):
+            self._store(version, self._pop(version))
 
     def _store(self, version: int, fresh: pa.Table) -> None:
         name = part_name(version)

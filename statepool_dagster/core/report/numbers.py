@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..export.collect import collect_export
 from ..export.rows import FORMATS, MANIFEST, ExportOptions, ExportSet
@@ -53,6 +57,34 @@ def _table(layout: StoreLayout, asset: str, run: str, columns: list[str]) -> lis
     return read_run_table(layout, asset, run, columns).to_pylist()
 
 
+def _rows(table: pa.Table, batch: int = 256) -> Iterator[dict[str, Any]]:
+    """``table``'s rows as dicts, a batch at a time: a long run's texts never all at once."""
+    for start in range(0, table.num_rows, batch):
+        yield from table.slice(start, batch).to_pylist()
+
+
+def _episode_counts(layout: StoreLayout, run: str) -> dict[int, tuple[int, int]]:
+    """``{version: (episodes, correct)}``, counted in Arrow: a run may hold millions of
+    episodes, which as Python rows would take gigabytes."""
+    table = read_run_table(layout, EPISODES, run, ["version", "correct"])
+    table = table.filter(pc.is_valid(table["version"]))
+    correct = pc.fill_null(table["correct"], False).cast(pa.int64())  # a null is not correct
+    counts = (
+        pa.table({"version": table["version"], "correct": correct})
+        .group_by("version")
+        .aggregate([("correct", "count"), ("correct", "sum")])
+    )
+    return {
+        version: (episodes, right)
+        for version, episodes, right in zip(
+            counts["version"].to_pylist(),
+            counts["correct_count"].to_pylist(),
+            counts["correct_sum"].to_pylist(),
+            strict=True,
+        )
+    }
+
+
 def _store_runs(layout: StoreLayout) -> list[str]:
     names = set()
     for asset in (EPISODES, SNAPSHOTS, STATES, PROMPTS):
@@ -62,19 +94,14 @@ def _store_runs(layout: StoreLayout) -> list[str]:
 
 def _run_numbers(layout: StoreLayout, run: str, runs_root: AnyPath | None) -> RunNumbers:
     numbers = RunNumbers(run)
-    correct: Counter[int] = Counter()
-    for row in _table(layout, EPISODES, run, ["version", "correct"]):
-        if row["version"] is None:
-            continue
-        numbers.episodes[row["version"]] = numbers.episodes.get(row["version"], 0) + 1
-        correct[row["version"]] += bool(row["correct"])
-    numbers.accuracy = {v: correct[v] / n for v, n in sorted(numbers.episodes.items())}
-    numbers.episodes = dict(sorted(numbers.episodes.items()))
+    for version, (episodes, correct) in sorted(_episode_counts(layout, run).items()):
+        numbers.episodes[version] = episodes
+        numbers.accuracy[version] = correct / episodes
     for row in _table(layout, SNAPSHOTS, run, ["version", "n_cards"]):
         numbers.cards[row["version"]] = row["n_cards"]
-    states = _table(layout, STATES, run, ["version", "reference_ops"])
-    numbers.states = len(states)
-    for row in states:
+    states = read_run_table(layout, STATES, run, ["version", "reference_ops"])
+    numbers.states = states.num_rows
+    for row in _rows(states):
         kinds = dict.fromkeys(OP_KINDS.values(), 0)
         ops = json.loads(row["reference_ops"] or "{}").get("ops") or []
         for op in ops:

@@ -145,6 +145,9 @@ class RunTable:
             wanted = groups[file]
             tables.append(self._file(file).read_row_groups([g for _, g in wanted], columns))
             order.extend(name for name, _ in wanted)
+            # Read once, in order: its footer (~10 KB a row group) need not stay parsed.
+            with contextlib.suppress(Exception):
+                self._open.pop(file).close(force=True)
         table = self._concat(tables, columns)
         if order == sorted(order) or table.num_rows == 0:
             return table
