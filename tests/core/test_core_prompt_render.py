@@ -9,6 +9,7 @@ cases come from.
 from __future__ import annotations
 
 import copy
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -164,3 +165,16 @@ def test_a_width_the_state_puts_in_a_spec_is_bounded_like_a_literal_one(width):
     with pytest.raises(PromptInputError, match=r"\{n_cards:\{version\}\}: width or precision"):
         ours(state, spec_for("{n_cards:{version}}"))
     assert ours(state_dict(version=7), spec_for("{n_cards:{version}}")) == "      1"
+
+
+def test_a_width_the_state_puts_beside_an_accessor_is_refused_before_it_is_allocated():
+    # The accessor check renders the field: the width must be refused before that.
+    spec = spec_for("{last_receipt[0]:{version}}")
+    tracemalloc.start()
+    try:
+        with pytest.raises(PromptInputError, match="width or precision"):
+            ours(state_dict(version=300_000_000), spec)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 << 20

@@ -300,6 +300,7 @@ def test_template_no_state_can_fill_is_refused_when_loaded_naming_the_field(
         "{version.real}{n_cards.numerator}{skill_catalog.__class__.__name__}",
         "{version!r:>6}{last_receipt!s:^30}{version:{max_ops}}{{x}}",
         "{version.__class__}",  # prints <class 'int'>: no address
+        "{n_cards:{analysis_block[1]}}",  # an index in the spec: a longer text renders
     ],
 )
 def test_template_that_fits_some_states_is_accepted(template):

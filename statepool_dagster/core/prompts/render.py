@@ -114,8 +114,9 @@ def build_curator_prompt(state: CheckpointState, spec: PromptSpec | None = None)
         "max_ops": spec.limits.max_ops,
         "param_rule": spec.param_rule,
     }
-    checks = [(f, field_error) for f in accessor_fields(spec.template)]
-    checks += [(f, nested_width_error) for f in nested_fields(spec.template)]
+    # Widths first: rendering a field to check its accessors would allocate the width.
+    checks = [(f, nested_width_error) for f in nested_fields(spec.template)]
+    checks += [(f, field_error) for f in accessor_fields(spec.template)]
     for field, check in checks:
         problem = check(field, values)
         if problem:

@@ -179,6 +179,12 @@ def _always_fails(field: Field, fixed: Mapping[str, Any]) -> str | None:
                 return None
             except RENDER_ERRORS:
                 pass
+            try:  # its spec too: ``{n_cards:{analysis_block[1]}}`` needs a longer text
+                field.text.format(**values)
+            except _STATE_DEPENDENT:
+                return None
+            except RENDER_ERRORS:
+                pass
             error = field_error(field, values)
             if error is None:
                 return None
