@@ -55,7 +55,7 @@ validate: install  ## check that the code location loads and its definitions val
 
 # `dagster dev`, less its two warnings that do not apply here (see statepool_dagster/dev.py).
 dev: install  ## the Dagster UI and daemon on http://127.0.0.1:3000, sensor live
-	$(BIN)/python -m statepool_dagster.dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	$(BIN)/python -m statepool_dagster.cli.dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 # A throwaway PostgreSQL on 127.0.0.1:$(PG_PORT) for tests/test_postgres.py (as .ci/run does):
 #   make pg-up && STATEPOOL_TEST_PG_URL=postgresql://postgres@127.0.0.1:54329/postgres make test

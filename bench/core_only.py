@@ -12,10 +12,10 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from statepool_dagster.core.build import build_run
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import STATES
 from statepool_dagster.core.runs.files import discover_runs
+from statepool_dagster.core.stages import build_run
 from statepool_dagster.core.store.tables import load_arrow
 
 

@@ -55,7 +55,7 @@ def median_of(repeat: int, measure: Callable[[], Measure]) -> Measure:
     return Measure(middle.name, middle.seconds, max(m.peak_rss_mb for m in runs))
 
 
-WARM_IMPORTS = "import statepool_dagster.definitions, statepool_dagster.cli, pyarrow.parquet"
+WARM_IMPORTS = "import statepool_dagster.definitions, statepool_dagster.cli.main, pyarrow.parquet"
 
 
 def warm_page_cache(folder: Path) -> None:
@@ -230,7 +230,7 @@ import json, shutil, sys, time
 from pathlib import Path
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 from statepool_dagster.core.config import Settings
-from statepool_dagster.core.build import build_run
+from statepool_dagster.core.stages import build_run
 root = Path(sys.argv[1]); shutil.rmtree(root, ignore_errors=True)
 spec = SampleSpec(**{asdict(spec)!r})
 run = generate_run(root / "runs" / "run000", spec, 0)
@@ -261,7 +261,7 @@ os.environ.update(STATEPOOL_RUNS_DIR=str(runs), STATEPOOL_STORE_DIR=str(root / "
 from dagster import AssetMaterialization, build_sensor_context, instance_for_test
 from statepool_dagster import defs
 from statepool_dagster.core.runs.files import fingerprint_run
-from statepool_dagster.sensors import runs_sensor
+from statepool_dagster.defs.sensors import runs_sensor
 def make(name):
     d = runs / name; d.mkdir(); (d / "episodes.jsonl").write_text('{{"id": 1}}\\n')
     return d

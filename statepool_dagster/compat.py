@@ -9,12 +9,12 @@ import os
 import re
 from pathlib import Path
 
-from .core.build.collect import read_run
 from .core.config import Settings
 from .core.locations import as_path
 from .core.prompts.render import build_curator_prompt as _render
 from .core.prompts.spec import PromptSpec
 from .core.runs.files import natural_key
+from .core.stages.collect import read_run
 from .core.states.models import CheckpointState
 from .core.store.atomic import read_dir_files, write_bytes_atomic
 

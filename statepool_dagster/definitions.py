@@ -2,13 +2,13 @@
 
 from dagster import Definitions
 
-from .assets import run_assets
 from .core.names import SETTINGS, STORE
-from .exports import export_automation_sensor, training_dataset
-from .io_managers import statepool_store
-from .jobs import RUN_EXECUTOR, statepool_job
-from .resources import statepool_settings
-from .sensors import runs_sensor
+from .defs.assets import run_assets
+from .defs.exports import export_automation_sensor, training_dataset
+from .defs.io_managers import statepool_store
+from .defs.jobs import RUN_EXECUTOR, statepool_job
+from .defs.resources import statepool_settings
+from .defs.sensors import runs_sensor
 
 defs = Definitions(
     assets=[run_assets, training_dataset],

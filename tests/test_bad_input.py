@@ -12,7 +12,7 @@ from broken_runs import build_corpus, cleaned_copy
 from dagster import AssetCheckSeverity
 
 from statepool_dagster import defs
-from statepool_dagster.partitions import RUNS
+from statepool_dagster.defs.partitions import RUNS
 
 from helpers import cli_env, seed_pool, store_pool
 
@@ -165,8 +165,8 @@ def test_snapshot_version_mismatch_is_a_warning(workspace, instance):
 def test_sensor_tick_survives_unreadable_entries(workspace, instance, monkeypatch):
     from dagster import build_sensor_context
 
+    from statepool_dagster.defs.sensors import runs_sensor
     from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
-    from statepool_dagster.sensors import runs_sensor
 
     monkeypatch.setenv("STATEPOOL_SETTLE_SECONDS", "0")
     run = generate_run(workspace.runs / "loopy", SampleSpec(n_checkpoints=2, emb_dim=2), 0)

@@ -15,9 +15,9 @@ from types import SimpleNamespace
 import pytest
 from dagster import instance_for_test
 
+from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.export.rows import ExportOptions, split_of
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
-from statepool_dagster.sync import sync
 
 from helpers import cli_env
 

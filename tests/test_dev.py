@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from statepool_dagster.dev import same_config_file
+from statepool_dagster.cli.dev import same_config_file
 
 from helpers import REPO
 
@@ -30,7 +30,7 @@ def make_dev_output(home: Path, tmp_path: Path) -> str:
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     command = re.search(r"^dev:.*\n\t\$\(BIN\)/(.+)$", makefile, re.M).group(1).split()
     command[-1] = str(free_port())  # -p 3000
-    assert command[:3] == ["python", "-m", "statepool_dagster.dev"]
+    assert command[:3] == ["python", "-m", "statepool_dagster.cli.dev"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STATEPOOL_", "DAGSTER_"))}
     env.update(
         DAGSTER_HOME=str(home),

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from dagster import in_process_executor
 
-from statepool_dagster.executors import statepool_executor
+from statepool_dagster.defs.executors import statepool_executor
 
 from helpers import BIN, REPO, cli_env
 

@@ -25,17 +25,17 @@ from dagster import (
 )
 
 from statepool_dagster import defs, load_prompts, load_state_pool
-from statepool_dagster.core.build import STAGES, RunJob, build_run
+from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.errors import StatepoolError
 from statepool_dagster.core.export.collect import collect_export
 from statepool_dagster.core.export.rows import MANIFEST, ExportOptions, split_of, state_key
 from statepool_dagster.core.export.write import TRL_SCHEMA, VERL_SCHEMA, export_store
 from statepool_dagster.core.names import PROMPTS, SNAPSHOTS, STATES
+from statepool_dagster.core.stages import STAGES, RunJob, build_run
 from statepool_dagster.core.states.models import CheckpointState
+from statepool_dagster.defs.partitions import RUNS
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
-from statepool_dagster.partitions import RUNS
-from statepool_dagster.sync import sync
 
 from helpers import REPO, cli_env, latest_metadata
 
@@ -347,7 +347,7 @@ def test_cli_export_refuses_bad_fractions_and_foreign_folders(store, tmp_path):
 def test_cli_export_never_imports_dagster(store, tmp_path):
     code = (
         "import sys\n"
-        "from statepool_dagster.cli import main\n"
+        "from statepool_dagster.cli.main import main\n"
         f"assert main(['export', '--format', 'trl', '--out', {str(tmp_path / 'o')!r},"
         f" '--store', {str(store)!r}]) == 0\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'dagster')\n"

@@ -8,9 +8,9 @@ import os
 import pandas as pd
 from dagster import instance_for_test
 
+from statepool_dagster.cli.sync import sync
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 from statepool_dagster.readers import load_prompts
-from statepool_dagster.sync import sync
 
 from helpers import latest_metadata, materialize_run, store_pool
 

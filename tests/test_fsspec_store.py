@@ -20,6 +20,7 @@ import pytest
 from dagster import AssetCheckKey, AssetKey, build_sensor_context, instance_for_test
 
 from statepool_dagster import defs, load_prompts, load_state_pool
+from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.errors import StatepoolError
 from statepool_dagster.core.export.rows import FORMATS
 from statepool_dagster.core.export.write import export_store
@@ -29,10 +30,9 @@ from statepool_dagster.core.store import atomic as store_module
 from statepool_dagster.core.store.atomic import read_parquet, replace_dir_atomic
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.reading import read_run_table
+from statepool_dagster.defs.partitions import RUNS
+from statepool_dagster.defs.sensors import runs_sensor
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
-from statepool_dagster.partitions import RUNS
-from statepool_dagster.sensors import runs_sensor
-from statepool_dagster.sync import sync
 
 from helpers import cli_env, latest_metadata, materialize_run
 

@@ -24,8 +24,8 @@ from golden.make_golden import (
 )
 
 from statepool_dagster import compat, load_prompts
+from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.config import Settings
-from statepool_dagster.sync import sync
 
 from helpers import store_pool
 

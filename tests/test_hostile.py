@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from broken_runs import SECRET, SPEC, build_hostile_corpus
 
+from statepool_dagster.cli.interrupts import GRACE_SECONDS
 from statepool_dagster.core.runs.json_read import DEPTH_LIMIT
 from statepool_dagster.demo.sample_runs import generate_run
-from statepool_dagster.interrupts import GRACE_SECONDS
 
 from helpers import cli_env, store_pool
 

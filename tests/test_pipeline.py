@@ -10,8 +10,8 @@ import pytest
 from dagster import AssetKey, DagsterInstance
 
 from statepool_dagster import defs
+from statepool_dagster.defs.partitions import RUNS
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
-from statepool_dagster.partitions import RUNS
 
 from helpers import seed_pool, store_pool
 
@@ -188,7 +188,7 @@ def test_job_refuses_unsafe_partition_keys(workspace, instance, bad):
 def test_io_manager_paths_refuse_unsafe_partition_keys(workspace, bad):
     from upath import UPath
 
-    from statepool_dagster.io_managers import ParquetStore
+    from statepool_dagster.defs.io_managers import ParquetStore
 
     with pytest.raises(ValueError, match="invalid run name"):
         ParquetStore(base_path=UPath(workspace.store)).make_safe_partition_path(

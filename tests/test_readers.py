@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from statepool_dagster import load_prompts, load_state_pool
+from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.errors import StatepoolError
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
-from statepool_dagster.sync import sync
 
 from helpers import seed_pool
 

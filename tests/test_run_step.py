@@ -23,9 +23,9 @@ from dagster._core.storage.tags import (
 )
 
 from statepool_dagster import defs
+from statepool_dagster.cli.sync import sync
+from statepool_dagster.defs.partitions import RUNS
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
-from statepool_dagster.partitions import RUNS
-from statepool_dagster.sync import sync
 
 from helpers import latest_metadata, materialize_run
 

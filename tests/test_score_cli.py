@@ -206,7 +206,7 @@ def test_score_reads_files_only_never_dagster(synced, tmp_path):
     path = write_jsonl(tmp_path / "a.jsonl", [{"state_id": row.state_id, "completion": "[]"}])
     code = (
         "import sys\n"
-        "from statepool_dagster.cli import main\n"
+        "from statepool_dagster.cli.main import main\n"
         f"assert main(['score', '--completions', {str(path)!r}, '--store', "
         f"{str(synced.store)!r}, '--json']) == 0\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'dagster')\n"

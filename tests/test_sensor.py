@@ -9,11 +9,11 @@ import pytest
 from dagster import build_sensor_context
 
 from statepool_dagster import defs
+from statepool_dagster.cli.sync import sync
+from statepool_dagster.defs.partitions import RUNS
+from statepool_dagster.defs.sensors import runs_sensor
+from statepool_dagster.defs.tags import SOURCE_FINGERPRINT
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
-from statepool_dagster.partitions import RUNS
-from statepool_dagster.sensors import runs_sensor
-from statepool_dagster.sync import sync
-from statepool_dagster.tags import SOURCE_FINGERPRINT
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=3)
 

@@ -18,13 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from statepool_dagster.core.build.episodes import CHUNK
-from statepool_dagster.core.build.job import digest, digest_pieces
-from statepool_dagster.core.build.run import build_run
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES
 from statepool_dagster.core.prompts.formatting import format_episodes
 from statepool_dagster.core.prompts.render import build_curator_prompt
+from statepool_dagster.core.stages.episodes import CHUNK
+from statepool_dagster.core.stages.job import digest, digest_pieces
+from statepool_dagster.core.stages.run import build_run
 from statepool_dagster.core.states.models import CheckpointState
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.reading import read_run_table
@@ -34,7 +34,7 @@ from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 PEAKS_PROBE = """
 import json, sys
 from pathlib import Path
-from statepool_dagster.core.build import STAGES, RunJob
+from statepool_dagster.core.stages import STAGES, RunJob
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.store.tables import load_arrow
 

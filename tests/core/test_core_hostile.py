@@ -22,7 +22,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from statepool_dagster.core.build.collect import read_run
 from statepool_dagster.core.errors import PromptInputError
 from statepool_dagster.core.prompts.render import build_curator_prompt
 from statepool_dagster.core.rejects import Reject
@@ -40,6 +39,7 @@ from statepool_dagster.core.runs.snapshots import (
     parse_library,
     read_snapshot,
 )
+from statepool_dagster.core.stages.collect import read_run
 from statepool_dagster.core.states.models import CheckpointState
 from statepool_dagster.core.store.tables import (
     PREVIEW_CELL_CHARS,
@@ -661,9 +661,9 @@ def test_a_lone_surrogate_in_a_library_or_analysis_is_a_reject_not_a_failed_run(
 
 
 def test_a_file_name_that_is_not_utf8_is_listed_escaped_in_the_report(tmp_path, write_run):
-    from statepool_dagster.core.build import build_run
     from statepool_dagster.core.config import Settings
     from statepool_dagster.core.report.write import write_report
+    from statepool_dagster.core.stages import build_run
 
     run = write_run(tmp_path / "runs", "r", [{"id": "a"}], {"skills_v1.json": {"cards": []}})
     with open(os.path.join(os.fsencode(run / "snapshots"), b"skills_v\xff.json"), "wb") as f:
@@ -675,9 +675,9 @@ def test_a_file_name_that_is_not_utf8_is_listed_escaped_in_the_report(tmp_path, 
 
 
 def test_a_declared_version_the_column_cannot_hold_is_a_note_naming_the_file(tmp_path, write_run):
-    from statepool_dagster.core.build import build_run
     from statepool_dagster.core.config import Settings
     from statepool_dagster.core.names import SNAPSHOTS
+    from statepool_dagster.core.stages import build_run
 
     write_run(
         tmp_path / "runs",

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from statepool_dagster.core.build import STAGES, RunJob, build_run
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES, TABLE_INDEX
+from statepool_dagster.core.stages import STAGES, RunJob, build_run
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.part_files import MERGE, PART_ROWS, part_name
 from statepool_dagster.core.store.parts import RunTable
@@ -352,9 +352,9 @@ def test_reading_a_whole_table_keeps_no_part_open_behind_it(tmp_path):
 
 def test_runs_synced_under_older_reader_rules_are_read_again(tmp_path, monkeypatch):
     """An upgrade that changes what the readers keep re-reads every run once, files untouched."""
-    from statepool_dagster.core.build.job import TABLE_FORMAT
     from statepool_dagster.core.runs import files
     from statepool_dagster.core.runs.changes import plan_sync
+    from statepool_dagster.core.stages.job import TABLE_FORMAT
 
     generate_run(tmp_path / "runs" / "r", SampleSpec(n_checkpoints=3), 0)
     discovery = files.discover_runs(tmp_path / "runs")

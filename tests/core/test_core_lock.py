@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from statepool_dagster.core.build import RunJob, StageReport, run_stage
 from statepool_dagster.core.config import Settings
+from statepool_dagster.core.stages import RunJob, StageReport, run_stage
 from statepool_dagster.core.store.layout import StoreLayout
 
 HOLDER = """

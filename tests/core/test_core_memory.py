@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from statepool_dagster.core.build import STAGES, RunJob, build_run
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES
 from statepool_dagster.core.report import pool_numbers
+from statepool_dagster.core.stages import STAGES, RunJob, build_run
 from statepool_dagster.core.store.tables import load_arrow
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 

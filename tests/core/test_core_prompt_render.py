@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from statepool_dagster.core.build.prompts import spec_digest
 from statepool_dagster.core.errors import PromptInputError
 from statepool_dagster.core.prompts.render import build_curator_prompt
 from statepool_dagster.core.prompts.spec import PromptSpec
+from statepool_dagster.core.stages.prompts import spec_digest
 from statepool_dagster.core.states.models import CheckpointState
 
 CARD = {"card_id": "c1", "trigger": "when", "program": "do", "meta_info": {"fired": 2}}

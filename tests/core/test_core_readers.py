@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from statepool_dagster.core.build.collect import read_run
 from statepool_dagster.core.errors import BadRecordError, StatepoolError
 from statepool_dagster.core.rejects import Reject
 from statepool_dagster.core.runs.episodes import read_episodes
 from statepool_dagster.core.runs.snapshots import SnapshotFile, parse_library, read_snapshot
+from statepool_dagster.core.stages.collect import read_run
 
 GOOD_CARD = {"card_id": "c1", "trigger": "when", "program": "do"}
 

@@ -8,16 +8,16 @@ import sys
 import time
 from pathlib import Path
 
+from ..core.config import Settings
 from .console import Reporter, dagster_instance, summary_json, summary_table
-from .core.config import Settings
 from .file_commands import cmd_export, cmd_report, cmd_score, pool_report_path, write_pool_report
 
 
 def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
     import gc
 
+    from ..definitions import defs  # noqa: F401  (loaded before the heap is frozen)
     from . import preflight
-    from .definitions import defs  # noqa: F401  (loaded before the heap is frozen)
     from .interrupts import Interrupted, watch_signals
     from .sync import BATCH_SIZE, sync
 
@@ -68,11 +68,11 @@ DEMO_SPEC_FIELDS = {"n_runs": 4, "run_prefix": "demo_run"}
 def cmd_demo(args: argparse.Namespace) -> int:
     import tempfile
 
+    from ..core.locations import is_local, upload_tree
+    from ..core.names import PROMPTS
+    from ..defs.resources import statepool_settings
+    from ..demo.sample_runs import SampleSpec, generate_runs
     from . import preflight
-    from .core.locations import is_local, upload_tree
-    from .core.names import PROMPTS
-    from .demo.sample_runs import SampleSpec, generate_runs
-    from .resources import statepool_settings
 
     settings = statepool_settings.settings()
     runs = preflight.runs_folder(settings, create=True)
@@ -107,7 +107,7 @@ def _materialize_training_dataset(verbose: bool = False) -> str | None:
     """``training_dataset`` through Dagster, as the UI would; the error's first line if it fails."""
     from dagster import AssetKey
 
-    from .definitions import defs
+    from ..definitions import defs
     from .sync import _first_error as first_error
 
     job = defs.resolve_implicit_global_asset_job_def()
@@ -122,8 +122,8 @@ def _materialize_training_dataset(verbose: bool = False) -> str | None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from ..defs.resources import statepool_settings
     from . import preflight
-    from .resources import statepool_settings
     from .status import run_statuses
 
     settings = statepool_settings.settings()
@@ -199,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from pydantic import ValidationError
 
-    from .core.errors import StatepoolError
+    from ..core.errors import StatepoolError
 
     args = build_parser().parse_args(argv)
     started = time.perf_counter()

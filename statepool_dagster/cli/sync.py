@@ -15,15 +15,15 @@ from dagster._core.storage.tags import (
     PARTITION_NAME_TAG,
 )
 
-from .core.names import FINAL_ASSET, IGNORED_METADATA, JOB, REJECT_COUNTS, STATE_COUNT, STATES
-from .core.runs.changes import RunStatus, SyncPlan, plan_sync
-from .core.runs.files import discover_runs
-from .core.store.layout import StoreLayout
-from .fingerprints import recorded_fingerprints
+from ..core.names import FINAL_ASSET, IGNORED_METADATA, JOB, REJECT_COUNTS, STATE_COUNT, STATES
+from ..core.runs.changes import RunStatus, SyncPlan, plan_sync
+from ..core.runs.files import discover_runs
+from ..core.store.layout import StoreLayout
+from ..defs.fingerprints import recorded_fingerprints
+from ..defs.partitions import RUNS
+from ..defs.resources import statepool_settings
+from ..defs.tags import SOURCE_FINGERPRINT, SYNC_PID
 from .interrupts import raise_if_signalled
-from .partitions import RUNS
-from .resources import statepool_settings
-from .tags import SOURCE_FINGERPRINT, SYNC_PID
 
 
 @dataclass
@@ -118,7 +118,7 @@ def _first_error(result) -> str:
 
 def _execute(instance: DagsterInstance, targets: list[RunStatus], log_level: str):
     """One Dagster run over ``targets`` (consecutive partitions), with the job's executor."""
-    from .definitions import defs
+    from ..definitions import defs
 
     job = defs.resolve_job_def(JOB)
     first, last = targets[0].run.name, targets[-1].run.name
@@ -159,7 +159,7 @@ def in_process() -> bool:
     """Whether the jobs run their steps in this process (``STATEPOOL_EXECUTOR=in_process``)."""
     from dagster import in_process_executor
 
-    from .jobs import RUN_EXECUTOR
+    from ..defs.jobs import RUN_EXECUTOR
 
     return RUN_EXECUTOR is in_process_executor
 

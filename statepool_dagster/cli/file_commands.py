@@ -6,18 +6,18 @@ import argparse
 import json
 import sys
 
-from .core.config import Settings
+from ..core.config import Settings
 
 
 def pool_report_path(settings: Settings):
-    from .core.report import report_path
-    from .core.store.layout import StoreLayout
+    from ..core.report import report_path
+    from ..core.store.layout import StoreLayout
 
     return report_path(StoreLayout(settings.store_dir))
 
 
 def write_pool_report(settings: Settings, collect: bool = True) -> str:
-    from .core.report import write_report
+    from ..core.report import write_report
 
     options = settings.export_options()
     return str(write_report(settings.store_dir, options, settings.runs_dir, collect=collect))
@@ -48,7 +48,7 @@ def _export_settings(args: argparse.Namespace) -> Settings:
     """The export's settings; a bad value raises one line naming its flag (or variable)."""
     from pydantic import ValidationError
 
-    from .core.errors import StatepoolError
+    from ..core.errors import StatepoolError
 
     given = {field: getattr(args, attr) for field, (_, attr) in EXPORT_FLAGS.items()}
     try:
@@ -69,11 +69,11 @@ def _export_settings(args: argparse.Namespace) -> Settings:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write one trainer-ready export of the store; reads files only, never Dagster."""
+    from ..core.errors import StatepoolError
+    from ..core.export.collect import collect_export, empty_train_problem
+    from ..core.export.write import write_export
+    from ..core.locations import absolute, as_path
     from . import preflight
-    from .core.errors import StatepoolError
-    from .core.export.collect import collect_export, empty_train_problem
-    from .core.export.write import write_export
-    from .core.locations import absolute, as_path
 
     settings = _export_settings(args)
     store_name = "--store" if args.store else preflight.STORE_SETTING
@@ -92,7 +92,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         )
         return 1
     if args.tokenizer is not None or args.max_prompt_tokens is not None:
-        from .core.export.lengths import load_counter, measure_prompts
+        from ..core.export.lengths import load_counter, measure_prompts
 
         measure_prompts(export, load_counter(args.tokenizer), args.max_prompt_tokens)
     problem = empty_train_problem(export)
@@ -133,9 +133,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_score(args: argparse.Namespace) -> int:
     """Grade a completions file against the store's states; reads files only, never Dagster."""
-    from .core.rewards.completions import score_completions, store_states
-    from .core.rewards.grader import Grader
-    from .core.rewards.report import score_table
+    from ..core.rewards.completions import score_completions, store_states
+    from ..core.rewards.grader import Grader
+    from ..core.rewards.report import score_table
 
     settings = Settings.from_env(store_dir=args.store)
     grader = Grader.from_settings(settings)

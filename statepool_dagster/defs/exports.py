@@ -14,12 +14,12 @@ from dagster import (
     asset,
 )
 
-from .core.export.collect import collect_export, empty_train_problem
-from .core.export.rows import FORMATS
-from .core.export.write import write_export
-from .core.names import GROUP, PROMPTS, ROW_COUNT, STATES
-from .core.report import write_report
-from .core.store.layout import StoreLayout
+from ..core.export.collect import collect_export, empty_train_problem
+from ..core.export.rows import FORMATS
+from ..core.export.write import write_export
+from ..core.names import GROUP, PROMPTS, ROW_COUNT, STATES
+from ..core.report import write_report
+from ..core.store.layout import StoreLayout
 from .resources import StatepoolSettings
 
 # eager() waits until no upstream partition is missing: one failed or never-built run

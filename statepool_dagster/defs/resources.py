@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from .core.config import Settings
-from .core.prompts.spec import PromptSpec
+from ..core.config import Settings
+from ..core.prompts.spec import PromptSpec
 
 
 class StatepoolSettings(ConfigurableResource):

@@ -32,11 +32,9 @@ from dagster import (
     multi_asset,
 )
 
-from .checks import CHECK_SPECS, evaluate_checks
-from .core.build import STAGES, RunJob, StageReport, run_stage
-from .core.config import Settings
-from .core.locations import as_path, shared_between_processes
-from .core.names import (
+from ..core.config import Settings
+from ..core.locations import as_path, shared_between_processes
+from ..core.names import (
     COLUMN_SCHEMA,
     EPISODES,
     FINGERPRINT,
@@ -49,13 +47,15 @@ from .core.names import (
     STATES,
     STORE,
 )
-from .core.store.tables import (
+from ..core.stages import STAGES, RunJob, StageReport, run_stage
+from ..core.store.tables import (
     EPISODE_COLUMNS,
     PROMPT_COLUMNS,
     SNAPSHOT_COLUMNS,
     STATE_COLUMNS,
     load_arrow,
 )
+from .checks import CHECK_SPECS, evaluate_checks
 from .partitions import runs_partitions
 from .resources import StatepoolSettings
 

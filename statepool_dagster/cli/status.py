@@ -7,12 +7,12 @@ from typing import Any
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from .core.config import Settings
-from .core.locations import as_path
-from .core.names import IGNORED_METADATA, STATE_COUNT, STATES
-from .core.runs.files import fingerprint_run
-from .fingerprints import FINAL_ASSET, recorded_fingerprints
-from .partitions import RUNS
+from ..core.config import Settings
+from ..core.locations import as_path
+from ..core.names import IGNORED_METADATA, STATE_COUNT, STATES
+from ..core.runs.files import fingerprint_run
+from ..defs.fingerprints import FINAL_ASSET, recorded_fingerprints
+from ..defs.partitions import RUNS
 
 STATES_ASSET = AssetKey(STATES)
 

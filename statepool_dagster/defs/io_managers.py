@@ -12,14 +12,14 @@ import pyarrow as pa
 from dagster import InitResourceContext, InputContext, OutputContext, UPathIOManager, io_manager
 from upath import UPath
 
-from .core.locations import as_path
-from .core.names import SETTINGS
-from .core.runs.names import check_run_name
-from .core.store.atomic import read_parquet, write_parquet_atomic
-from .core.store.layout import StoreLayout
-from .core.store.reading import read_table
-from .core.store.tables import SCHEMAS
-from .readers import to_frame
+from ..core.locations import as_path
+from ..core.names import SETTINGS
+from ..core.runs.names import check_run_name
+from ..core.store.atomic import read_parquet, write_parquet_atomic
+from ..core.store.layout import StoreLayout
+from ..core.store.reading import read_table
+from ..core.store.tables import SCHEMAS
+from ..readers import to_frame
 from .resources import StatepoolSettings
 
 

@@ -2,8 +2,8 @@
 
 from dagster import AssetSelection, define_asset_job
 
+from ..core.names import JOB
 from .assets import run_assets
-from .core.names import JOB
 from .executors import statepool_executor
 
 # Part of the definitions, so chosen when the code location loads. By default in-process:

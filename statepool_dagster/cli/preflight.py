@@ -6,9 +6,9 @@ exits 2 (``cli.main`` turns a :class:`StatepoolError` into that line).
 
 from __future__ import annotations
 
-from .core.config import Settings
-from .core.errors import StatepoolError
-from .core.locations import AnyPath, as_path
+from ..core.config import Settings
+from ..core.errors import StatepoolError
+from ..core.locations import AnyPath, as_path
 
 RUNS_SETTING = Settings.env_name("runs_dir")
 STORE_SETTING = Settings.env_name("store_dir")

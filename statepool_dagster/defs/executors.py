@@ -20,7 +20,7 @@ from dagster import (
 )
 from pydantic import ValidationError
 
-from .core.config import Settings
+from ..core.config import Settings
 from .resources import statepool_settings
 
 EXECUTOR_SETTINGS = ("executor", "celery_broker", "celery_backend")

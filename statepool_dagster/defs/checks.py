@@ -21,10 +21,10 @@ from dagster import (
     PreviewWarning,
 )
 
-from .core.names import PROMPTS, REJECTS, SNAPSHOTS, STATES
-from .core.store.layout import StoreLayout
-from .core.store.pool import read_rejects
-from .core.store.reading import read_run_table
+from ..core.names import PROMPTS, REJECTS, SNAPSHOTS, STATES
+from ..core.store.layout import StoreLayout
+from ..core.store.pool import read_rejects
+from ..core.store.reading import read_run_table
 from .partitions import runs_partitions
 
 

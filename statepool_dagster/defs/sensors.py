@@ -10,9 +10,9 @@ from dagster import (
     sensor,
 )
 
-from .core.config import Settings
-from .core.runs.changes import plan_sync
-from .core.runs.files import discover_runs
+from ..core.config import Settings
+from ..core.runs.changes import plan_sync
+from ..core.runs.files import discover_runs
 from .fingerprints import recorded_fingerprints
 from .jobs import statepool_job
 from .partitions import RUNS, runs_partitions
