@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOME_DIR := $(CURDIR)/.dagster_home
 export DAGSTER_HOME := $(HOME_DIR)
 
-.PHONY: install demo test lint fmt dev validate bench clean
+.PHONY: install demo test test-fast lint fmt dev validate docs docs-serve clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ test: install $(BIN)/.installed-trainer  ## lint, then the whole test suite (wit
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 
+# The inner loop: every test but those marked `slow` (servers, daemons, browsers, trainers,
+# many processes; see [tool.pytest.ini_options] markers). `make test` still runs them all.
+test-fast: install  ## the tests not marked slow, no lint
+	$(BIN)/python -m pytest -m "not slow" -q
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -48,14 +53,21 @@ fmt: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-# `dagster definitions validate` is superseded by `dg check defs` (a separate package):
-# the same check through Dagster's API, any warning an error.
+# Dagster's own project commands ([tool.dg] in pyproject.toml: the code location of
+# statepool_dagster/definitions.py, the one workspace.yaml names).
 validate: install  ## check that the code location loads and its definitions validate
-	$(BIN)/python -W error -c "import dagster as dg; from statepool_dagster.definitions import defs; dg.Definitions.validate_loadable(defs); print('definitions valid')"
+	$(BIN)/dg check defs
 
-# `dagster dev`, less its two warnings that do not apply here (see statepool_dagster/dev.py).
 dev: install  ## the Dagster UI and daemon on http://127.0.0.1:3000, sensor live
-	$(BIN)/python -m statepool_dagster.cli.dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	$(BIN)/dg dev --host 127.0.0.1 --port 3000
+
+# The documentation site: docs/ and mkdocs.yml, built into ./site (the reference pages are
+# generated from the code at build time by docs/hooks.py). --strict: a broken link fails.
+docs: install  ## build the documentation site into ./site
+	$(BIN)/mkdocs build --strict
+
+docs-serve: install  ## the documentation site on http://127.0.0.1:8000, rebuilt on change
+	$(BIN)/mkdocs serve -a 127.0.0.1:8000
 
 # A throwaway PostgreSQL on 127.0.0.1:$(PG_PORT) for tests/test_postgres.py (as .ci/run does):
 #   make pg-up && STATEPOOL_TEST_PG_URL=postgresql://postgres@127.0.0.1:54329/postgres make test
@@ -83,4 +95,4 @@ redis-down:  ## stop it and delete its folder
 	bash deploy/celery/redis.sh stop $(REDIS_DIR)
 
 clean:
-	rm -rf $(HOME_DIR) store  # never ./runs: that is the user's input
+	rm -rf $(HOME_DIR) store site  # never ./runs: that is the user's input

@@ -1,0 +1,102 @@
+"""MkDocs hooks (mkdocs.yml ``hooks:``): pages filled from the code and the bench at build time.
+
+Two markers, each alone on a line of a page under docs/:
+
+- ``<!-- generated: settings -->`` and ``<!-- generated: command-line -->``: the settings
+  table, from ``core/config.Settings`` and the ``StatepoolSettings`` resource, and the
+  ``statepool`` command's reference, from its own argparse parser. Nothing to keep in step.
+- ``<!-- include: performance/reference.md -->``: that file of docs/, read afresh at every
+  build, so the bench may rewrite it at any time. A missing file fails the build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+MARKER = re.compile(r"^<!--\s*(generated|include):\s*(\S+)\s*-->\s*$", re.M)
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    """Replace each marker of ``page`` with what it names."""
+    docs = Path(config["docs_dir"])
+
+    def fill(match: re.Match) -> str:
+        kind, name = match.groups()
+        if kind == "include":
+            path = docs / name
+            if not path.is_file():
+                raise FileNotFoundError(f"{page.file.src_path}: {name} is not in {docs}")
+            return path.read_text(encoding="utf-8").strip()
+        if name not in GENERATORS:
+            raise KeyError(f"{page.file.src_path}: no generator {name!r} ({sorted(GENERATORS)})")
+        return GENERATORS[name]()
+
+    return MARKER.sub(fill, markdown)
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _default(value: object) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"`{value}`"
+
+
+def settings_table() -> str:
+    """One row per setting: its variable, default, whether a run's config can set it."""
+    from statepool_dagster.core.config import Settings
+    from statepool_dagster.defs.resources import StatepoolSettings
+
+    per_run = set(StatepoolSettings.model_fields)
+    rows = [
+        "| variable | default | per run (launchpad) | meaning |",
+        "|---|---|---|---|",
+    ]
+    for name, field in Settings.model_fields.items():
+        rows.append(
+            f"| `{Settings.env_name(name)}` | {_default(field.default)} "
+            f"| {'yes' if name in per_run else ''} | {_cell(field.description or '')} |"
+        )
+    return "\n".join(rows)
+
+
+def _flags(action: argparse.Action) -> str:
+    if not action.option_strings:
+        return f"`{action.dest.upper()}`"
+    names = ", ".join(f"`{s}`" for s in action.option_strings)
+    if action.choices:
+        return f"{names} `{'|'.join(map(str, action.choices))}`".replace("|", "\\|")
+    if action.nargs == 0:
+        return names
+    return f"{names} `{action.metavar or action.dest.upper()}`"
+
+
+def command_line_reference() -> str:
+    """A section per ``statepool`` sub-command: its help, usage and options."""
+    from statepool_dagster.cli.main import build_parser
+
+    parser = build_parser()
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    helps = {choice.dest: choice.help for choice in sub._choices_actions}
+    out: list[str] = []
+    for name, command in sub.choices.items():
+        usage = command.format_usage().removeprefix("usage: ").strip()
+        out += [f"## statepool {name}", "", _cell(helps.get(name) or ""), "", "```text", usage]
+        out += ["```", "", "| option | required | default | meaning |", "|---|---|---|---|"]
+        for action in command._actions:
+            if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
+                continue
+            default = "" if action.default in (None, False) else _default(action.default)
+            required = "yes" if action.required else ""
+            out.append(f"| {_flags(action)} | {required} | {default} | {_cell(action.help or '')} |")
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+GENERATORS = {"settings": settings_table, "command-line": command_line_reference}
