@@ -71,10 +71,17 @@ def _flags(action: argparse.Action) -> str:
         return f"`{action.dest.upper()}`"
     names = ", ".join(f"`{s}`" for s in action.option_strings)
     if action.choices:
-        return f"{names} `{'|'.join(map(str, action.choices))}`".replace("|", "\\|")
+        return f"{names} `{{{','.join(map(str, action.choices))}}}`"
     if action.nargs == 0:
         return names
     return f"{names} `{action.metavar or action.dest.upper()}`"
+
+
+def _usage(command: argparse.ArgumentParser) -> str:
+    """The usage line, wrapped at a fixed width (not the terminal's) so builds agree."""
+    formatter = argparse.HelpFormatter(command.prog, width=88)
+    formatter.add_usage(command.usage, command._actions, command._mutually_exclusive_groups, "")
+    return formatter.format_help().strip()
 
 
 def command_line_reference() -> str:
@@ -86,7 +93,7 @@ def command_line_reference() -> str:
     helps = {choice.dest: choice.help for choice in sub._choices_actions}
     out: list[str] = []
     for name, command in sub.choices.items():
-        usage = command.format_usage().removeprefix("usage: ").strip()
+        usage = _usage(command)
         out += [f"## statepool {name}", "", _cell(helps.get(name) or ""), "", "```text", usage]
         out += ["```", "", "| option | required | default | meaning |", "|---|---|---|---|"]
         for action in command._actions:
