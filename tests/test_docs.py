@@ -1,0 +1,210 @@
+"""The documentation builds strict, and its code runs as written.
+
+The site (mkdocs.yml, docs/) is built with ``mkdocs build --strict``: a broken link, a bad
+anchor or a page missing from the navigation fails. Every ```bash and ```python block of
+README.md and of every page under docs/ is run, README first and then the pages in the
+site's order, in one fresh folder where ``statepool demo`` has just run (what ``make demo``
+does), with the venv activated. A block preceded by ``<!-- not run: reason -->`` is skipped;
+fences without a language (output, layouts) are never run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from statepool_dagster.cli.main import build_parser
+from statepool_dagster.core.config import Settings
+
+from helpers import REPO
+
+DOCS = REPO / "docs"
+FENCE = re.compile(r"^```(\S*)\s*$")
+NOT_RUN = re.compile(r"^<!--\s*not run:\s*(?P<reason>\S.*?)\s*-->$")
+RUNNERS = {"bash": "bash", "sh": "bash", "shell": "bash", "python": "python", "py": "python"}
+VENV = Path(sys.executable).parent.parent
+# Written by the bench (tables); shown inside performance.md, never run.
+BENCH_TABLES = DOCS / "performance"
+
+
+def nav_pages(nav: list) -> list[str]:
+    """The pages of mkdocs.yml's ``nav``, in the site's order."""
+    pages: list[str] = []
+    for entry in nav:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        pages += nav_pages(value) if isinstance(value, list) else [value]
+    return pages
+
+
+CONFIG = yaml.safe_load((REPO / "mkdocs.yml").read_text(encoding="utf-8"))
+PAGES = [DOCS / page for page in nav_pages(CONFIG["nav"])]
+FILES = [REPO / "README.md", *PAGES]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced block of a page: where it starts, its language, its code."""
+
+    path: Path
+    line: int  # of the opening fence, 1-based
+    lang: str
+    code: str
+    not_run: str | None  # the reason given by a preceding <!-- not run: ... -->
+
+    @property
+    def name(self) -> str:
+        return f"{self.path.relative_to(REPO)}:{self.line}"
+
+    @property
+    def runs(self) -> bool:
+        return self.lang in RUNNERS and self.not_run is None
+
+
+def page_blocks(path: Path) -> list[Block]:
+    """Every fenced block, with the opt-out comment on the nearest non-blank line above it."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    blocks, i = [], 0
+    while i < len(lines):
+        match = FENCE.match(lines[i])
+        if not match:
+            i += 1
+            continue
+        end = i + 1
+        while end < len(lines) and lines[end].strip() != "```":
+            end += 1
+        above = next((lines[k].strip() for k in range(i - 1, -1, -1) if lines[k].strip()), "")
+        note = NOT_RUN.match(above)
+        code = "\n".join(lines[i + 1 : end]) + "\n"
+        reason = note.group("reason") if note else None
+        blocks.append(Block(path, i + 1, match.group(1), code, reason))
+        i = end + 1
+    return blocks
+
+
+BLOCKS = [block for path in FILES for block in page_blocks(path)]
+RUNNABLE = [b for b in BLOCKS if b.runs]
+
+
+def test_every_page_is_in_the_navigation():
+    pages = {p for p in DOCS.rglob("*.md") if not p.is_relative_to(BENCH_TABLES)}
+    assert pages == set(PAGES)
+
+
+@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(REPO)) for p in FILES])
+def test_the_not_run_convention_holds(path: Path):
+    lines = path.read_text(encoding="utf-8").splitlines()
+    blocks = page_blocks(path)
+    marked = {b.line for b in blocks if b.not_run}
+    for n, line in enumerate(lines, 1):
+        if not line.strip().startswith("<!-- not run"):
+            continue
+        assert NOT_RUN.match(line.strip()), f"{path.name} line {n}: give a reason"
+        following = next(b for b in blocks if b.line > n)
+        assert following.line in marked, f"{path.name} line {n}: not just before a fence"
+
+
+def test_enough_blocks_run():
+    # the quick start's, the readers, the trainer's, export, score, compute_score
+    assert len(RUNNABLE) >= 6
+
+
+def test_the_readme_links_to_files_that_exist():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
+    assert targets
+    missing = [t for t in targets if not (REPO / t).exists()]
+    assert not missing, missing
+
+
+def test_the_quick_start_is_what_make_demo_runs():
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    assert "\tstatepool demo" in makefile.replace("$(BIN)/", "")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site, built as ``make docs`` builds it (strict), into a temp folder."""
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run(
+        [str(VENV / "bin" / "mkdocs"), "build", "--strict", "-d", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return out
+
+
+def test_the_site_builds_strict_with_every_page(site: Path):
+    for page in PAGES:
+        rel = page.relative_to(DOCS).with_suffix("")
+        built = site / ("index.html" if rel.name == "index" else rel / "index.html")
+        assert built.is_file(), rel
+    assert (site / "ui-asset-graph.png").is_file()
+
+
+def test_the_settings_page_lists_every_setting(site: Path):
+    page = (site / "reference" / "settings" / "index.html").read_text(encoding="utf-8")
+    for name in Settings.model_fields:
+        assert f"<code>{Settings.env_name(name)}</code>" in page
+
+
+def test_the_command_line_page_lists_every_command_and_flag(site: Path):
+    page = (site / "reference" / "command-line" / "index.html").read_text(encoding="utf-8")
+    [sub] = [a for a in build_parser()._actions if a.dest == "command"]
+    for name, command in sub.choices.items():
+        assert f'id="statepool-{name}"' in page
+        for action in command._actions:
+            if action.help != "==SUPPRESS==" and action.dest != "help":
+                for flag in action.option_strings:
+                    assert f"<code>{flag}</code>" in page, (name, flag)
+
+
+@pytest.fixture(scope="module")
+def demo_folder(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """A fresh folder as a clone has it after ``make demo``, and the user's environment."""
+    root = tmp_path_factory.mktemp("docs_blocks")
+    for name in ("dagster.yaml", "workspace.yaml"):
+        shutil.copy(REPO / name, root / name)
+    (root / ".venv").symlink_to(VENV)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STATEPOOL_", "DAGSTER_"))}
+    env.update(
+        PATH=f"{root / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        VIRTUAL_ENV=str(root / ".venv"),
+        HF_HOME=str(root / ".hf_home"),
+        HF_DATASETS_OFFLINE="1",
+    )
+    done = subprocess.run(
+        [str(VENV / "bin" / "statepool"), "demo"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    return root, env
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", RUNNABLE, ids=[b.name for b in RUNNABLE])
+def test_block_runs_as_written(block: Block, demo_folder):
+    root, env = demo_folder
+    if RUNNERS[block.lang] == "bash":
+        args = ["bash", "-euo", "pipefail", "-c", block.code]
+    else:
+        args = [sys.executable, "-c", block.code]
+    done = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (
+        f"{block.name} ({block.lang}) failed with {done.returncode}:\n"
+        f"{block.code}\nstdout:\n{done.stdout[-2000:]}\nstderr:\n{done.stderr[-4000:]}"
+    )
