@@ -5,8 +5,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import NoReturn
@@ -39,6 +44,7 @@ def store_pool(store: Path) -> dict[str, dict[str, bytes]]:
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+STATEPOOL = BIN / "statepool"  # the console script; with PYTHONPATH set it runs this checkout
 
 
 def unavailable(reason: str, needs: str) -> NoReturn:
@@ -65,7 +71,7 @@ def cli_env(workspace, home: Path) -> dict[str, str]:
 def statepool(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess:
     """Run the ``statepool`` command; it must succeed."""
     done = subprocess.run(
-        [str(BIN / "statepool"), *args],
+        [str(STATEPOOL), *args],
         env=env,
         cwd=cwd,
         capture_output=True,
@@ -123,3 +129,76 @@ def latest_metadata(instance, asset: str, run: str | None = None) -> dict:
         limit=1,
     ).records
     return {k: v.value for k, v in records[0].asset_materialization.metadata.items()}
+
+
+def synced_store(root: Path, spec) -> Path:
+    """Sample runs for ``spec`` under ``root``, synced in-process into ``root/store``."""
+    from dagster import instance_for_test
+
+    from statepool_dagster.cli.sync import sync
+    from statepool_dagster.demo.sample_runs import generate_runs
+
+    generate_runs(root / "runs", spec)
+    (root / "home").mkdir()
+    with pytest.MonkeyPatch.context() as env, instance_for_test(temp_dir=str(root / "home")) as i:
+        env.setenv("STATEPOOL_RUNS_DIR", str(root / "runs"))
+        env.setenv("STATEPOOL_STORE_DIR", str(root / "store"))
+        assert not sync(i).failed
+    return root / "store"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_group(args: list[str], env: dict[str, str], log: Path, cwd: Path = REPO):
+    """Start ``args`` in a session of its own (its children too), output to ``log``."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            args, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Stop ``proc`` and everything it started (its process group): TERM, then KILL."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@contextmanager
+def process_group(args: list[str], env: dict[str, str], log: Path, cwd: Path = REPO):
+    """A process in its own session for the ``with`` block; its whole group is ended on exit."""
+    proc = start_group(args, env, log, cwd)
+    try:
+        yield proc
+    finally:
+        stop_group(proc)
+
+
+def daemon(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen]:
+    """``dagster-daemon run`` on this checkout's workspace.yaml, as a ``process_group``."""
+    return process_group(
+        [str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")], env, log
+    )
+
+
+def wait_until(
+    condition: Callable[[], bool], timeout: float, proc: subprocess.Popen, log: Path
+) -> None:
+    """Poll ``condition`` each second; fail with the log's tail if ``proc`` exits or time is up."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        tail = log.read_text(errors="replace")[-4000:]
+        assert proc.poll() is None, f"{proc.args[0]} exited:\n{tail}"
+        assert time.monotonic() < deadline, f"timed out after {timeout}s:\n{tail}"
+        time.sleep(1)

@@ -1,90 +1,112 @@
-"""``make dev`` starts without warnings that do not apply, and keeps the ones that do."""
+"""Dagster's own commands on this project: ``make dev`` is ``dg dev``; ``dg check`` and ``dg list``.
+
+The repository's root is a dg project (``[tool.dg]`` in pyproject.toml) whose code location
+is ``statepool_dagster/definitions.py``, the one workspace.yaml names.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import re
-import signal
-import socket
 import subprocess
-import sys
-import time
+import urllib.request
 from pathlib import Path
 
-from statepool_dagster.cli.dev import same_config_file
+import pytest
+import yaml
 
-from helpers import REPO
+from helpers import BIN, REPO, free_port, process_group, wait_until
 
-UNUSED_CONFIG = "will not be used to configure Dagster"
+ASSETS = {"run_episodes", "skill_snapshots", "checkpoint_states", "curator_prompts"}
 SUPERSEDED = "is superseded"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def make_dev_output(home: Path, tmp_path: Path) -> str:
-    """What ``make dev``'s command prints until the webserver serves (then it is stopped)."""
-    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
-    command = re.search(r"^dev:.*\n\t\$\(BIN\)/(.+)$", makefile, re.M).group(1).split()
-    command[-1] = str(free_port())  # -p 3000
-    assert command[:3] == ["python", "-m", "statepool_dagster.cli.dev"]
+def dg_env(tmp_path: Path) -> dict[str, str]:
+    """A fresh instance home linked to ./dagster.yaml (as the Makefile makes it), empty runs."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").symlink_to(REPO / "dagster.yaml")
+    (tmp_path / "runs").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STATEPOOL_", "DAGSTER_"))}
     env.update(
         DAGSTER_HOME=str(home),
         STATEPOOL_RUNS_DIR=str(tmp_path / "runs"),
         STATEPOOL_STORE_DIR=str(tmp_path / "store"),
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
     )
-    (tmp_path / "runs").mkdir(exist_ok=True)
-    log = tmp_path / f"dev-{home.name}.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, *command[1:]],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+    return env
+
+
+def dg(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [str(BIN / "dg"), *args],
+        cwd=REPO,
+        env=dg_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    return done
+
+
+def test_dg_sees_the_code_location_workspace_yaml_names():
+    import tomli
+
+    dg_project = tomli.loads((REPO / "pyproject.toml").read_text())["tool"]["dg"]["project"]
+    [entry] = yaml.safe_load((REPO / "workspace.yaml").read_text())["load_from"]
+    module = entry["python_module"]
+    assert dg_project["code_location_target_module"] == module["module_name"]
+    assert dg_project["code_location_name"] == module["location_name"]
+    assert module["attribute"] == "defs"
+
+
+def test_dg_check_defs_passes(tmp_path):
+    done = dg(tmp_path, "check", "defs")
+    assert "All definitions loaded successfully" in done.stdout + done.stderr
+
+
+def test_dg_list_defs_lists_the_assets_checks_job_and_sensors(tmp_path):
+    listed = json.loads(dg(tmp_path, "list", "defs", "--json").stdout)
+    assert {a["asset_key"] for a in listed["assets"]} == ASSETS | {"training_dataset"}
+    assert {c["key"].split(":")[1] for c in listed["asset_checks"]} == {
+        "snapshot_versions_match",
+        "no_rejects",
+        "snapshots_paired",
+        "states_exist",
+        "every_state_has_prompt",
+    }
+    assert [j["name"] for j in listed["jobs"]] == ["statepool_job"]
+    assert {s["name"] for s in listed["sensors"]} == {"runs_sensor", "training_dataset_automation"}
+
+
+def graphql(port: int, query: str) -> dict:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())["data"]
+
+
+@pytest.mark.slow
+def test_make_dev_is_dg_dev_on_loopback_serving_the_code_location(tmp_path):
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    command = re.search(r"^dev:.*\n\t\$\(BIN\)/(.+)$", makefile, re.M).group(1).split()
+    assert command == ["dg", "dev", "--host", "127.0.0.1", "--port", "3000"]
+    port = free_port()
+    command[-1] = str(port)
+    log = tmp_path / "dev.log"
+    with process_group([str(BIN / command[0]), *command[1:]], dg_env(tmp_path), log) as proc:
+        wait_until(
+            lambda: "Serving dagster-webserver" in log.read_text(errors="replace"), 180, proc, log
         )
-    try:
-        deadline = time.monotonic() + 120
-        while "Serving dagster-webserver" not in log.read_text(errors="replace"):
-            assert proc.poll() is None, log.read_text(errors="replace")
-            assert time.monotonic() < deadline, log.read_text(errors="replace")
-            time.sleep(0.5)
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return log.read_text(errors="replace")
-
-
-def test_make_dev_serves_without_the_two_misleading_warnings(tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "dagster.yaml").symlink_to(REPO / "dagster.yaml")  # what the Makefile makes
-    output = make_dev_output(home, tmp_path)
-    assert UNUSED_CONFIG not in output
-    assert SUPERSEDED not in output
-
-
-def test_a_home_with_another_config_still_hears_that_dagster_yaml_is_unused(tmp_path):
-    home = tmp_path / "other_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
-    assert UNUSED_CONFIG in make_dev_output(home, tmp_path)
-
-
-def test_same_config_file_follows_the_link(tmp_path, monkeypatch):
-    (tmp_path / "dagster.yaml").write_text("{}\n", encoding="utf-8")
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    assert not same_config_file(tmp_path)
-    (home / "dagster.yaml").symlink_to(tmp_path / "dagster.yaml")
-    assert same_config_file(tmp_path)
+        query = "{ workspaceOrError { ... on Workspace { locationEntries { name } } } }"
+        entries = graphql(port, query)["workspaceOrError"]["locationEntries"]
+        assert [e["name"] for e in entries] == ["statepool_dagster"]
+        query = "{ assetNodes { assetKey { path } } }"
+        keys = {n["assetKey"]["path"][-1] for n in graphql(port, query)["assetNodes"]}
+        assert keys >= ASSETS
+    assert SUPERSEDED not in log.read_text(errors="replace")

@@ -98,7 +98,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"{settings.store_dir}/{PROMPTS}/<run>/\n"
         f"exports: {settings.store_dir}/exports/{{verl,trl,pool}}/ (training_dataset)\n"
         f"report: {pool_report_path(settings)}\n"
-        "open the UI:  make dev   (dagster dev on http://127.0.0.1:3000)"
+        "open the UI:  make dev   (dg dev on http://127.0.0.1:3000)"
     )
     return code
 
