@@ -10,8 +10,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import NoReturn
@@ -185,7 +185,7 @@ def process_group(args: list[str], env: dict[str, str], log: Path, cwd: Path = R
         stop_group(proc)
 
 
-def daemon(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen]:
+def daemon(env: dict[str, str], log: Path) -> AbstractContextManager[subprocess.Popen]:
     """``dagster-daemon run`` on this checkout's workspace.yaml, as a ``process_group``."""
     return process_group(
         [str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")], env, log
@@ -202,3 +202,16 @@ def wait_until(
         assert proc.poll() is None, f"{proc.args[0]} exited:\n{tail}"
         assert time.monotonic() < deadline, f"timed out after {timeout}s:\n{tail}"
         time.sleep(1)
+
+
+def assert_files_only(argv: list[str]) -> None:
+    """``statepool`` with ``argv`` succeeds in a fresh interpreter without importing Dagster."""
+    code = (
+        "import sys\n"
+        "from statepool_dagster.cli.main import main\n"
+        f"assert main({argv!r}) == 0\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'dagster')\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -10,6 +10,8 @@ import pytest
 
 from helpers import REPO
 
+pytestmark = pytest.mark.slow  # the benchmark: many processes
+
 
 def test_benchmark_runs_at_tiny_size_and_reports_every_figure(tmp_path):
     done = subprocess.run(

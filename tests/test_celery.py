@@ -13,8 +13,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -26,7 +24,21 @@ import pytest
 
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import BIN, REPO, local_sync, store_pool, sync_json, unavailable
+from helpers import (
+    BIN,
+    REPO,
+    daemon,
+    free_port,
+    local_sync,
+    start_group,
+    stop_group,
+    store_pool,
+    sync_json,
+    unavailable,
+    wait_until,
+)
+
+pytestmark = pytest.mark.slow  # Redis, Celery workers, a daemon
 
 REDIS_URL_VAR = "STATEPOOL_TEST_REDIS_URL"
 NEEDS = "Redis and Celery"
@@ -36,12 +48,6 @@ RUNS = [f"run{i:03d}" for i in range(SPEC.n_runs)]
 RUN_STEP = "run_assets"
 # Stamps of the input files (their mtimes): they differ between two copies of the same runs.
 INPUT_STAMPS = {"file_stamp"}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _ping(url: str) -> None:
@@ -76,7 +82,7 @@ def redis_server(tmp_path_factory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("redis") / "server"
     script = REPO / "deploy" / "celery" / "redis.sh"
     started = subprocess.run(
-        ["bash", str(script), "start", str(folder), str(_free_port())],
+        ["bash", str(script), "start", str(folder), str(free_port())],
         capture_output=True,
         text=True,
         timeout=60,
@@ -120,19 +126,6 @@ class Worker:
     log: Path
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """Stop ``proc`` and its children (its whole process group)."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
 @pytest.fixture
 def workers(celery_env: dict[str, str], tmp_path: Path) -> Iterator[list[Worker]]:
     """Two workers on the broker, ready for tasks; stopped afterwards."""
@@ -142,15 +135,7 @@ def workers(celery_env: dict[str, str], tmp_path: Path) -> Iterator[list[Worker]
         for i in (1, 2):
             name = f"statepool-test-{os.getpid()}-{i}"
             log = tmp_path / f"worker{i}.log"
-            with open(log, "wb") as out:
-                proc = subprocess.Popen(
-                    ["bash", str(script), name],
-                    cwd=tmp_path,
-                    env=celery_env,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+            proc = start_group(["bash", str(script), name], celery_env, log, cwd=tmp_path)
             started.append((name, proc, log))
         ready = []
         deadline = time.monotonic() + 120
@@ -165,7 +150,7 @@ def workers(celery_env: dict[str, str], tmp_path: Path) -> Iterator[list[Worker]
         yield ready
     finally:
         for _, proc, _ in started:
-            _stop(proc)
+            stop_group(proc)
 
 
 def _tables(store: Path) -> dict[str, object]:
@@ -278,24 +263,8 @@ def test_backfill_through_the_daemon_on_celery_workers_equals_a_local_sync(
 
     assert len(runs()) == SPEC.n_runs
     log = tmp_path / "daemon.log"
-    with open(log, "wb") as out:
-        daemon = subprocess.Popen(
-            [str(BIN / "dagster-daemon"), "run", "-w", workspace_file],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + 240
-        while not all(r.dagster_run.is_finished for r in runs()):
-            tail = log.read_text(errors="replace")[-4000:]
-            assert daemon.poll() is None, f"the daemon exited:\n{tail}"
-            assert time.monotonic() < deadline, f"backfill not done:\n{tail}"
-            time.sleep(1)
-    finally:
-        _stop(daemon)
+    with daemon(env, log) as proc:
+        wait_until(lambda: all(r.dagster_run.is_finished for r in runs()), 240, proc, log)
     records = runs()
     statuses = {r.dagster_run.tags["dagster/partition"]: r.dagster_run.status for r in records}
     assert statuses == dict.fromkeys(RUNS, DagsterRunStatus.SUCCESS), json.dumps(

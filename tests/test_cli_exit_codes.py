@@ -8,35 +8,24 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from dagster import instance_for_test
 
-from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.export.rows import ExportOptions, split_of
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import cli_env
+from helpers import STATEPOOL, cli_env, synced_store
 
 SPEC = SampleSpec(n_runs=3, n_checkpoints=2, n_cards=3, emb_dim=4, episodes_per_batch=2)
 RUN_NAMES = [f"run{i:03d}" for i in range(SPEC.n_runs)]
-STATEPOOL = Path(sys.executable).with_name("statepool")
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
     """A synced store, read (never written) by the export tests."""
-    root = tmp_path_factory.mktemp("synced")
-    generate_runs(root / "runs", SPEC)
-    (root / "home").mkdir()
-    with pytest.MonkeyPatch.context() as env, instance_for_test(temp_dir=str(root / "home")) as i:
-        env.setenv("STATEPOOL_RUNS_DIR", str(root / "runs"))
-        env.setenv("STATEPOOL_STORE_DIR", str(root / "store"))
-        assert not sync(i).failed
-    return root / "store"
+    return synced_store(tmp_path_factory.mktemp("synced"), SPEC)
 
 
 def run(

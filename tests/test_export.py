@@ -6,10 +6,8 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,7 +19,6 @@ from dagster import (
     AssetSelection,
     DefaultSensorStatus,
     evaluate_automation_conditions,
-    instance_for_test,
 )
 
 from statepool_dagster import load_prompts, load_state_pool
@@ -38,25 +35,26 @@ from statepool_dagster.definitions import defs
 from statepool_dagster.defs.partitions import RUNS
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 
-from helpers import REPO, cli_env, latest_metadata
+from helpers import (
+    REPO,
+    STATEPOOL,
+    assert_files_only,
+    cli_env,
+    daemon,
+    latest_metadata,
+    synced_store,
+    wait_until,
+)
 
 SPEC = SampleSpec(n_runs=8, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=2)
 RUN_NAMES = [f"run{i:03d}" for i in range(SPEC.n_runs)]
 OPTIONS = ExportOptions(val_fraction=0.3, test_fraction=0.2, seed=0)
-STATEPOOL = Path(sys.executable).with_name("statepool")
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
     """A store synced once for the module's tests that only read it."""
-    root = tmp_path_factory.mktemp("synced")
-    generate_runs(root / "runs", SPEC)
-    (root / "home").mkdir()
-    with pytest.MonkeyPatch.context() as env, instance_for_test(temp_dir=str(root / "home")) as i:
-        env.setenv("STATEPOOL_RUNS_DIR", str(root / "runs"))
-        env.setenv("STATEPOOL_STORE_DIR", str(root / "store"))
-        assert not sync(i).failed
-    return root / "store"
+    return synced_store(tmp_path_factory.mktemp("synced"), SPEC)
 
 
 def split_files(out: Path) -> dict[str, Path]:
@@ -266,33 +264,15 @@ def test_training_dataset_is_requested_when_run_partitions_change(workspace, ins
     assert requested(evaluate(instance, quiet)) == 1
 
 
+@pytest.mark.slow
 def test_the_daemon_builds_the_export_after_a_dropped_in_run(workspace, tmp_path):
     env = cli_env(workspace, tmp_path / "home")
     env.update(STATEPOOL_SENSOR_INTERVAL="2", STATEPOOL_SETTLE_SECONDS="1")
-    with open(tmp_path / "daemon.log", "wb") as log:
-        daemon = subprocess.Popen(
-            [str(STATEPOOL.with_name("dagster-daemon")), "run", "-w", str(REPO / "workspace.yaml")],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
+    log = tmp_path / "daemon.log"
+    with daemon(env, log) as proc:
         generate_runs(workspace.runs, SampleSpec(n_runs=1, n_checkpoints=3, n_cards=4, emb_dim=4))
         pool = workspace.store / "exports" / "pool"
-        deadline = time.monotonic() + 180
-        while not (pool.is_dir() and len(list(pool.glob("*.json"))) == 3):
-            assert daemon.poll() is None, "the daemon exited"
-            assert time.monotonic() < deadline, (tmp_path / "daemon.log").read_text()[-4000:]
-            time.sleep(1)
-    finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        try:
-            daemon.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
-            daemon.wait()
+        wait_until(lambda: pool.is_dir() and len(list(pool.glob("*.json"))) == 3, 180, proc, log)
 
 
 def test_export_automation_sensor_is_on_by_default_and_targets_only_the_export():
@@ -346,16 +326,9 @@ def test_cli_export_refuses_bad_fractions_and_foreign_folders(store, tmp_path):
 
 
 def test_cli_export_never_imports_dagster(store, tmp_path):
-    code = (
-        "import sys\n"
-        "from statepool_dagster.cli.main import main\n"
-        f"assert main(['export', '--format', 'trl', '--out', {str(tmp_path / 'o')!r},"
-        f" '--store', {str(store)!r}]) == 0\n"
-        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'dagster')\n"
-        "assert not loaded, loaded\n"
+    assert_files_only(
+        ["export", "--format", "trl", "--out", str(tmp_path / "o"), "--store", str(store)]
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
 
 
 def test_readme_trainer_script_loads_an_export_with_datasets(store, tmp_path):

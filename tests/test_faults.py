@@ -18,6 +18,8 @@ from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
 from helpers import cli_env, seed_pool, store_pool
 
+pytestmark = pytest.mark.slow  # many syncs, each killed
+
 SPEC = SampleSpec(n_runs=4, n_checkpoints=12, n_cards=40, emb_dim=256, episodes_per_batch=8)
 STATEPOOL = Path(sys.executable).with_name("statepool")
 KILL_AFTER = (0.8, 1.6, 2.4, 3.2, 4.0)

@@ -110,6 +110,7 @@ def slow(episodes):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_stops_sync_promptly_without_retries_and_nothing_torn(workspace, tmp_path, signum):
     for i in range(3):

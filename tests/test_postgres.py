@@ -10,8 +10,6 @@ conftest.py).
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,7 +19,9 @@ import pytest
 
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import REPO, local_sync, store_pool, sync_json
+from helpers import REPO, daemon, local_sync, store_pool, sync_json, wait_until
+
+pytestmark = pytest.mark.slow  # daemons and many processes on a PostgreSQL server
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=3)
 BIN = Path(sys.executable).parent
@@ -47,40 +47,6 @@ def partition_runs(instance, status=None) -> list:
     return sorted(
         (r for r in records if PARTITION in r.dagster_run.tags), key=lambda r: r.start_time or 0
     )
-
-
-def start_daemon(env: dict[str, str], log: Path) -> subprocess.Popen:
-    with open(log, "wb") as out:
-        return subprocess.Popen(
-            [str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def stop_daemon(proc: subprocess.Popen) -> None:
-    """Stop the daemon and the run workers it launched (its whole process group)."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
-def wait_for(condition, timeout: float, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        tail = log.read_text(errors="replace")[-4000:]
-        assert proc.poll() is None, f"the daemon exited:\n{tail}"
-        assert time.monotonic() < deadline, f"not done after {timeout:.0f} s:\n{tail}"
-        time.sleep(1)
 
 
 def test_sync_on_postgres_matches_sqlite_and_second_sync_does_nothing(
@@ -118,8 +84,7 @@ def test_daemon_sensor_on_postgres_materializes_dropped_in_runs(
 
     env = {**pg_env, "STATEPOOL_SENSOR_INTERVAL": "2", "STATEPOOL_SETTLE_SECONDS": "1"}
     log = tmp_path / "daemon.log"
-    proc = start_daemon(env, log)
-    try:
+    with daemon(env, log) as proc:
         generate_runs(workspace.runs, SPEC)
 
         def done() -> bool:
@@ -129,9 +94,7 @@ def test_daemon_sensor_on_postgres_materializes_dropped_in_runs(
             ok = {r.dagster_run.tags[PARTITION] for r in runs if r.dagster_run.is_success}
             return ok == {"run000", "run001"}
 
-        wait_for(done, 150, proc, log)
-    finally:
-        stop_daemon(proc)
+        wait_until(done, 150, proc, log)
     assert store_pool(workspace.store) == sqlite_pool
     # The sensor recorded its fingerprints: a sync on the same instance finds nothing to do.
     report = sync_json(pg_env, tmp_path)
@@ -231,8 +194,7 @@ def test_run_queue_on_postgres_runs_one_partition_at_a_time(
     assert len(queued) == 3
 
     log = tmp_path / "daemon.log"
-    proc = start_daemon(env, log)
-    try:
+    with daemon(env, log) as proc:
 
         def done() -> bool:
             runs = partition_runs(pg_instance)
@@ -240,9 +202,7 @@ def test_run_queue_on_postgres_runs_one_partition_at_a_time(
             assert not failed, f"run failed: {failed[0].dagster_run.run_id}"
             return sum(r.dagster_run.is_success for r in runs) == 3
 
-        wait_for(done, 180, proc, log)
-    finally:
-        stop_daemon(proc)
+        wait_until(done, 180, proc, log)
     runs = partition_runs(pg_instance)
     same = [r for r in runs if r.dagster_run.tags[PARTITION] == "run000"]
     assert len(same) == 2

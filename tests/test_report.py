@@ -120,6 +120,7 @@ def test_statepool_report_writes_a_page_that_fetches_nothing(synced, tmp_path):
     assert "https://" not in html
 
 
+@pytest.mark.slow
 def test_report_plots_render_and_match_the_store(synced, tmp_path):
     require(CHROMIUM.is_file(), f"{CHROMIUM} not found (apt-get install chromium)")
     try:

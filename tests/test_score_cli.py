@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,10 +18,9 @@ from statepool_dagster.core.prompts.spec import load_tool_specs
 from statepool_dagster.core.rewards import Vocabulary, apply_ops
 from statepool_dagster.demo.sample_runs import SampleSpec
 
-from helpers import cli_env, local_sync
+from helpers import STATEPOOL, assert_files_only, cli_env, local_sync
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=4, n_cards=4, emb_dim=2, episodes_per_batch=2)
-STATEPOOL = Path(sys.executable).with_name("statepool")
 
 
 @pytest.fixture(scope="module")
@@ -204,16 +202,7 @@ def test_export_refuses_a_missing_tokenizer_and_a_zero_limit(synced, tmp_path):
 def test_score_reads_files_only_never_dagster(synced, tmp_path):
     row = synced.rows[0]
     path = write_jsonl(tmp_path / "a.jsonl", [{"state_id": row.state_id, "completion": "[]"}])
-    code = (
-        "import sys\n"
-        "from statepool_dagster.cli.main import main\n"
-        f"assert main(['score', '--completions', {str(path)!r}, '--store', "
-        f"{str(synced.store)!r}, '--json']) == 0\n"
-        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'dagster')\n"
-        "assert not loaded, loaded\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    assert_files_only(["score", "--completions", str(path), "--store", str(synced.store), "--json"])
 
 
 def test_export_names_a_tokenizer_file_it_cannot_read(synced, tmp_path):

@@ -7,7 +7,7 @@ own Materialize button, and the state-table preview in that partition's metadata
 asset check evaluated by the sync on every partition.
 
 Screenshots of every step land in the test's tmp_path; with ``STATEPOOL_UI_DOCS=1`` the asset
-graph and the partition metadata are also copied to docs/ (the README shows them).
+graph and the partition metadata are also copied to docs/ (the README and docs pages show them).
 """
 
 from __future__ import annotations
@@ -15,20 +15,19 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.request
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
 
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import REPO, cli_env
+from helpers import BIN, REPO, cli_env, daemon, free_port, process_group
+
+pytestmark = pytest.mark.slow  # a webserver, a daemon and a browser
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=3)
 ASSETS = ("run_episodes", "skill_snapshots", "checkpoint_states", "curator_prompts")
@@ -37,7 +36,6 @@ CHECKS = {
     "skill_snapshots": ("snapshot_versions_match",),
     "curator_prompts": ("every_state_has_prompt",),
 }
-BIN = Path(sys.executable).parent
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -62,30 +60,6 @@ def require(ok: bool, reason: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"{reason} (CI=true: the browser test must run)")
     pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def serving(args: list[str], env: dict[str, str], log: Path):
-    """A Dagster process in its own session; its whole process group is ended on exit."""
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            args, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    try:
-        yield proc
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 def wait_until_serving(url: str, proc: subprocess.Popen, log: Path, timeout: float = 90) -> None:
@@ -141,8 +115,8 @@ def test_ui_shows_assets_partitions_launches_and_metadata(synced, tmp_path):
     shots: dict[str, Path] = {}
 
     with (
-        serving([*web_args, "-w", workspace_yaml], synced, web_log) as web,
-        serving([str(BIN / "dagster-daemon"), "run", "-w", workspace_yaml], synced, daemon_log),
+        process_group([*web_args, "-w", workspace_yaml], synced, web_log) as web,
+        daemon(synced, daemon_log),
     ):
         wait_until_serving(f"{base}/server_info", web, web_log)
         with sync_playwright() as p:

@@ -101,7 +101,8 @@ def command_line_reference() -> str:
                 continue
             default = "" if action.default in (None, False) else _default(action.default)
             required = "yes" if action.required else ""
-            out.append(f"| {_flags(action)} | {required} | {default} | {_cell(action.help or '')} |")
+            meaning = _cell(action.help or "")
+            out.append(f"| {_flags(action)} | {required} | {default} | {meaning} |")
         out.append("")
     return "\n".join(out).rstrip()
 
