@@ -2,7 +2,7 @@
 
 Where the original script renders a prompt, ours is the same text; where it raises for a
 state, ours raises :class:`PromptInputError` (the prompts stage sets that prompt aside)
-naming what is wrong, never another exception. ``tests/prompt_round.py`` is the fuzz these
+naming what is wrong, never another exception. ``tools/prompt_round`` is the fuzz these
 cases come from.
 """
 

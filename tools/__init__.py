@@ -1,0 +1,1 @@
+"""Manual harnesses (``python -m tools.<name>``) and the docs site's MkDocs hooks."""
