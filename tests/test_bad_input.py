@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from broken_runs import build_corpus, cleaned_copy
 from dagster import AssetCheckSeverity
 
 from statepool_dagster.definitions import defs
 from statepool_dagster.defs.partitions import RUNS
 
+from broken_runs import build_corpus, cleaned_copy
 from helpers import cli_env, seed_pool, store_pool
 
 STATEPOOL = Path(sys.executable).with_name("statepool")

@@ -16,13 +16,14 @@ import time
 from pathlib import Path
 
 import pytest
-from broken_runs import SECRET, SPEC, build_hostile_corpus
 
 from statepool_dagster.cli.interrupts import GRACE_SECONDS
 from statepool_dagster.core.runs.json_read import DEPTH_LIMIT
 from statepool_dagster.demo.sample_runs import generate_run
 
+from broken_runs import SPEC
 from helpers import cli_env, store_pool
+from hostile_runs import SECRET, build_hostile_corpus
 
 STATEPOOL = Path(sys.executable).with_name("statepool")
 
