@@ -6,7 +6,8 @@ Two markers, each alone on a line of a page under docs/:
   table, from ``core/config.Settings`` and the ``StatepoolSettings`` resource, and the
   ``statepool`` command's reference, from its own argparse parser. Nothing to keep in step.
 - ``<!-- include: performance/reference.md -->``: that file of docs/, read afresh at every
-  build, so the bench may rewrite it at any time. A missing file fails the build.
+  build, so the bench may rewrite it at any time. A missing file fails the build; a glob
+  (``performance/*-baseline-*.md``) includes every match in name order, or nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import argparse
 import re
 from pathlib import Path
 
-MARKER = re.compile(r"^<!--\s*(generated|include):\s*(\S+)\s*-->\s*$", re.M)
+MARKER = re.compile(r"^<!--\s*(generated|include):\s*(\S+)\s*-->[ \t]*$", re.M)
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
@@ -25,15 +26,32 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     def fill(match: re.Match) -> str:
         kind, name = match.groups()
         if kind == "include":
-            path = docs / name
-            if not path.is_file():
-                raise FileNotFoundError(f"{page.file.src_path}: {name} is not in {docs}")
-            return path.read_text(encoding="utf-8").strip()
+            return _include(docs, name, page.file.src_path)
         if name not in GENERATORS:
             raise KeyError(f"{page.file.src_path}: no generator {name!r} ({sorted(GENERATORS)})")
         return GENERATORS[name]()
 
-    return MARKER.sub(fill, markdown)
+    return MARKER.sub(lambda match: f"\n{fill(match)}\n", markdown)
+
+
+def _include(docs: Path, name: str, where: str) -> str:
+    """The text of ``name`` under docs/; a glob includes every match in name order (or none)."""
+    if any(c in name for c in "*?["):
+        paths = sorted(docs.glob(name))
+    else:
+        paths = [docs / name]
+        if not paths[0].is_file():
+            raise FileNotFoundError(f"{where}: {name} is not in {docs}")
+    return "\n\n".join(_demoted(path.read_text(encoding="utf-8").strip()) for path in paths)
+
+
+def _demoted(text: str) -> str:
+    """Headings two levels down, so an included page's title sits under the section's."""
+    lines, fenced = [], False
+    for line in text.splitlines():
+        fenced ^= line.startswith("```")
+        lines.append("##" + line if not fenced and re.match(r"#{1,4} ", line) else line)
+    return "\n".join(lines)
 
 
 def _cell(text: object) -> str:
