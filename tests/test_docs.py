@@ -124,6 +124,15 @@ def test_the_readme_links_to_files_that_exist():
     assert not missing, missing
 
 
+def test_every_make_target_the_docs_name_exists():
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([a-z][\w-]*):", makefile, re.M))
+    command = re.compile(r"(?:`|^)make ([a-z][\w-]*)", re.M)  # in code, not prose
+    named = {t for path in FILES for t in command.findall(path.read_text(encoding="utf-8"))}
+    assert {"demo", "test", "dev", "docs", "validate", "test-fast"} <= named
+    assert named <= targets, named - targets
+
+
 def test_the_quick_start_is_what_make_demo_runs():
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     assert "\tstatepool demo" in makefile.replace("$(BIN)/", "")
