@@ -1,0 +1,75 @@
+"""What the reward functions call: record grades when ``STATEPOOL_FEEDBACK_DIR`` is set.
+
+Groups: TRL hands a reward call its batch with each prompt's answers side by side, so a
+group is a run of the same state id in one call. verl scores one answer per call and
+tells no step: its answers to one state are grouped by a wall-clock window of
+``STATEPOOL_FEEDBACK_GROUP_SECONDS`` (120 s); ``statepool feedback --from-verl-dump``
+groups them exactly (one prompt in one step).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .recorder import active_folder, recorder_for
+from .records import FeedbackRecord, from_breakdown, group_id
+
+GROUP_SECONDS_ENV = "STATEPOOL_FEEDBACK_GROUP_SECONDS"
+DEFAULT_GROUP_SECONDS = 120.0
+
+
+def _step(trainer_state: Any) -> int | None:
+    step = getattr(trainer_state, "global_step", None)
+    return step if isinstance(step, int) else None
+
+
+def record_one(state_id: Any, breakdown: Mapping[str, Any], source: str = "verl") -> None:
+    """Record one graded answer (verl's ``compute_score``); nothing when recording is off."""
+    folder = active_folder()
+    if folder is None or not isinstance(state_id, str) or not state_id:
+        return
+    now = time.time()
+    raw = os.environ.get(GROUP_SECONDS_ENV)
+    window = float(raw) if raw else DEFAULT_GROUP_SECONDS
+    group = group_id(state_id, "t", int(now // window)) if window > 0 else uuid.uuid4().hex
+    record = from_breakdown(state_id, breakdown, group=group, time=now, source=source)
+    recorder_for(folder).record([record])
+
+
+def record_batch(
+    state_ids: Sequence[Any] | None,
+    grades: Sequence[Any],
+    trainer_state: Any = None,
+    source: str = "trl",
+) -> None:
+    """Record a TRL reward call's answers (grades with ``breakdown()``).
+
+    A group is a run of one state id in the batch.
+    """
+    folder = active_folder()
+    if folder is None or not state_ids:
+        return
+    now = time.time()
+    step = _step(trainer_state)
+    call = uuid.uuid4().hex[:12]
+    records: list[FeedbackRecord] = []
+    previous, run = None, 0
+    for state_id, grade in zip(state_ids, grades, strict=False):
+        if not isinstance(state_id, str) or not state_id:
+            previous = None
+            continue
+        if state_id != previous:
+            run += 1
+            previous = state_id
+        group = group_id(state_id, step, call, run)
+        records.append(
+            from_breakdown(
+                state_id, grade.breakdown(), group=group, time=now, source=source, step=step
+            )
+        )
+    if records:
+        recorder_for(folder).record(records)
