@@ -6,14 +6,19 @@ rows are those of ``statepool export --format verl``, built from the store in
 read but verl requires it), with the selection of ``data.statepool.select`` (keys of
 :class:`SelectionOptions`, else the ``STATEPOOL_SELECT_*`` variables). The legacy
 ``RayPPOTrainer`` calls :meth:`LiveRLDataset.on_batch_end` after each step: new states
-come in, states the selection leaves out go. The sampler learns the new length at its
-next epoch; an index past the end wraps around. The v1 trainer never calls
-``on_batch_end``.
+come in, states the selection leaves out go. New states are served first, whatever
+index the sampler asks for; the sampler learns the new length at its next epoch, and an
+index past the end wraps around. Changes reach the dataloader only with
+``data.dataloader_num_workers=0`` (workers hold a copy until the next epoch).
+
+The v1 trainer never calls ``on_batch_end``: its replay buffer is the hook there
+(:mod:`.verl_v1`), reloading every live dataset of the process before each sample.
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any
 
 import datasets
@@ -26,6 +31,15 @@ from ..core.feedback.select import SelectionOptions
 from .pool import LivePool
 
 log = logging.getLogger(__name__)
+_live: weakref.WeakSet[LiveRLDataset] = weakref.WeakSet()
+
+
+def refresh_live_datasets() -> int:
+    """Reload every live dataset of this process (the v1 replay buffer calls it); how many."""
+    datasets_ = list(_live)
+    for dataset in datasets_:
+        dataset.on_batch_end()
+    return len(datasets_)
 
 
 def _options(config: Any) -> SelectionOptions:
@@ -51,12 +65,18 @@ class LiveRLDataset(RLHFDataset):
         feedback = own.get("feedback") or feedback_folder(settings)
         self.pool = LivePool(store, _options(self.config), feedback, refresh_seconds=0.0)
         self.pool.refresh(force=True)
+        self.state_ids: list[str] = []
+        self._fresh: list[int] = []
         self._load_rows()
+        _live.add(self)
 
     def _load_rows(self) -> None:
         frame = datasets.Dataset(verl_table(self.pool.rows))
         self.dataframe = self.maybe_filter_out_long_prompts(frame)
+        known = set(self.state_ids)
         self.state_ids = [info["state_id"] for info in self.dataframe["extra_info"]]
+        if known:  # states new since the last load are served first
+            self._fresh = [i for i, sid in enumerate(self.state_ids) if sid not in known]
 
     def on_batch_end(self, batch: Any = None) -> None:
         """Reload states and stats (verl's legacy trainer calls it after each step)."""
@@ -66,4 +86,6 @@ class LiveRLDataset(RLHFDataset):
             log.info("statepool: %d -> %d states after a step", before, len(self.dataframe))
 
     def __getitem__(self, item: int) -> dict:
+        if self._fresh:
+            return super().__getitem__(self._fresh.pop(0))
         return super().__getitem__(item % len(self.dataframe))
