@@ -242,3 +242,19 @@ def test_state_stats_asset_folds_new_segments_the_sensor_finds(tmp_path, instanc
     assert "| s1 | 1 | 2 |" in meta["preview"]
     skip = sensor(build_sensor_context(instance=instance))
     assert skip.__class__.__name__ == "SkipReason"
+
+
+def test_selection_options_from_the_command_line_and_the_environment():
+    import argparse
+
+    from statepool_dagster.core.feedback.select import add_selection_arguments
+
+    parser = argparse.ArgumentParser()
+    add_selection_arguments(parser)
+    args = parser.parse_args(["--drop-zero-variance", "3", "--difficulty-band", "0.1", "0.9"])
+    assert SelectionOptions.from_args(args) == SelectionOptions(3, (0.1, 0.9))
+    env = {"STATEPOOL_SELECT_WEIGHT": "pass-rate", "STATEPOOL_SELECT_DIFFICULTY_BAND": "0,0.5"}
+    assert SelectionOptions.from_env(env) == SelectionOptions(None, (0.0, 0.5), weight="pass-rate")
+    assert not SelectionOptions.from_env({}).active
+    with pytest.raises(ValueError, match="LO above HI"):
+        SelectionOptions(difficulty_band=(0.9, 0.1))

@@ -72,17 +72,18 @@ class SelectionOptions:
     @staticmethod
     def from_env(environ: Mapping[str, str] | None = None) -> SelectionOptions:
         """From ``STATEPOOL_SELECT_{DROP_ZERO_VARIANCE,DIFFICULTY_BAND,BAND_ON,WEIGHT}``."""
-        env = os.environ if environ is None else environ
-        k = env.get("STATEPOOL_SELECT_DROP_ZERO_VARIANCE")
-        band = env.get("STATEPOOL_SELECT_DIFFICULTY_BAND")
+        from ..config import Settings
+
+        settings = Settings.from_env(environ)
+        band = settings.select_difficulty_band
         lo_hi = tuple(float(x) for x in band.replace(",", " ").split()) if band else None
         if lo_hi is not None and len(lo_hi) != 2:
-            raise ValueError(f"STATEPOOL_SELECT_DIFFICULTY_BAND={band!r}: two numbers, LO HI")
+            raise ValueError(f"STATEPOOL_SELECT_DIFFICULTY_BAND={band!r}: two numbers, LO,HI")
         return SelectionOptions(
-            drop_zero_variance=int(k) if k else None,
+            drop_zero_variance=settings.select_drop_zero_variance,
             difficulty_band=lo_hi,  # type: ignore[arg-type]
-            band_on=env.get("STATEPOOL_SELECT_BAND_ON") or "match",  # type: ignore[arg-type]
-            weight=env.get("STATEPOOL_SELECT_WEIGHT") or None,  # type: ignore[arg-type]
+            band_on=settings.select_band_on,
+            weight=settings.select_weight,
         )
 
 
