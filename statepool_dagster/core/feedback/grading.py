@@ -9,6 +9,7 @@ groups them exactly (one prompt in one step).
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import uuid
@@ -18,6 +19,7 @@ from typing import Any
 from .recorder import active_folder, recorder_for
 from .records import FeedbackRecord, from_breakdown, group_id
 
+log = logging.getLogger(__name__)
 GROUP_SECONDS_ENV = "STATEPOOL_FEEDBACK_GROUP_SECONDS"
 DEFAULT_GROUP_SECONDS = 120.0
 
@@ -37,7 +39,7 @@ def record_one(state_id: Any, breakdown: Mapping[str, Any], source: str = "verl"
     window = float(raw) if raw else DEFAULT_GROUP_SECONDS
     group = group_id(state_id, "t", int(now // window)) if window > 0 else uuid.uuid4().hex
     record = from_breakdown(state_id, breakdown, group=group, time=now, source=source)
-    recorder_for(folder).record([record])
+    _record(folder, [record])
 
 
 def record_batch(
@@ -72,4 +74,12 @@ def record_batch(
             )
         )
     if records:
+        _record(folder, records)
+
+
+def _record(folder: str, records: list[FeedbackRecord]) -> None:
+    """Append; a full disk or a lost mount costs the feedback, never the training step."""
+    try:
         recorder_for(folder).record(records)
+    except OSError as exc:
+        log.warning("feedback: %d records not recorded in %s: %s", len(records), folder, exc)

@@ -120,10 +120,12 @@ def active_folder() -> str | None:
 def flush_all() -> None:
     """Seal every open segment of this process (run at exit)."""
     pid = os.getpid()
-    for (owner, _), recorder in list(_recorders.items()):
-        if owner == pid:
-            with contextlib.suppress(OSError, ValueError):
-                recorder.close()
+    with _recorders_lock:
+        mine = [key for key in _recorders if key[0] == pid]
+        closing = [_recorders.pop(key) for key in mine]  # a later record starts a new writer
+    for recorder in closing:
+        with contextlib.suppress(OSError, ValueError):
+            recorder.close()
 
 
 atexit.register(flush_all)
