@@ -2,7 +2,7 @@
 
 Recording is a buffered append (one encoded line into an open segment file); sealing
 (``fsync`` and a rename) happens when a segment is full, when it has been open
-``seal_seconds`` (a background thread checks, so an idle worker seals too), and at
+``seal_seconds`` (the writer's timer thread, so an idle worker seals too), and at
 exit. A process killed with SIGKILL loses only its unsealed segment.
 """
 
@@ -14,9 +14,7 @@ import os
 import re
 import socket
 import threading
-import time
 import uuid
-import weakref
 from collections.abc import Iterable
 
 from ..segments import SegmentWriter
@@ -40,57 +38,28 @@ class FeedbackRecorder:
 
     def __init__(self, folder: str, seal_seconds: float = DEFAULT_SEAL_SECONDS) -> None:
         self.folder = folder
-        self.seal_seconds = seal_seconds
         self.pid = os.getpid()
         self._lock = threading.Lock()
+        # The writer's own timer seals a segment once it is seal_seconds old.
         self._writer = SegmentWriter(
             folder, writer_name(), max_bytes=MAX_SEGMENT_BYTES, max_age=seal_seconds
         )
-        self._opened: float | None = None
-        self._stop = threading.Event()
-        ref = weakref.ref(self)
-        self._thread = threading.Thread(
-            target=_seal_loop, args=(ref, self._stop, seal_seconds), daemon=True
-        )
-        self._thread.start()
 
     def record(self, records: Iterable[FeedbackRecord]) -> None:
         lines = [encode(r) for r in records]
         with self._lock:
-            if self._writer.records_pending == 0:
-                self._opened = time.monotonic()
             for line in lines:
                 self._writer.append(line)
-
-    def seal_if_old(self) -> None:
-        with self._lock:
-            opened = self._opened
-            pending = opened is not None and self._writer.records_pending
-            if pending and time.monotonic() - opened >= self.seal_seconds:
-                self._writer.seal()
-                self._opened = None
 
     def flush(self) -> list[str]:
         """Seal what is open now; the names this recorder sealed so far."""
         with self._lock:
             self._writer.seal()
-            self._opened = None
             return list(self._writer.sealed)
 
     def close(self) -> None:
-        self._stop.set()
         with self._lock:
             self._writer.close()
-
-
-def _seal_loop(ref: weakref.ref, stop: threading.Event, every: float) -> None:
-    while not stop.wait(max(0.05, every / 4)):
-        recorder = ref()
-        if recorder is None:
-            return
-        with contextlib.suppress(OSError):
-            recorder.seal_if_old()
-        del recorder
 
 
 _recorders: dict[tuple[int, str], FeedbackRecorder] = {}
