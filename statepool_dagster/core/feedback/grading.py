@@ -9,6 +9,7 @@ groups them exactly (one prompt in one step).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -17,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .recorder import active_folder, recorder_for
-from .records import FeedbackRecord, from_breakdown, group_id
 
 log = logging.getLogger(__name__)
 GROUP_SECONDS_ENV = "STATEPOOL_FEEDBACK_GROUP_SECONDS"
@@ -30,16 +30,23 @@ def _step(trainer_state: Any) -> int | None:
 
 
 def record_one(state_id: Any, breakdown: Mapping[str, Any], source: str = "verl") -> None:
-    """Record one graded answer (verl's ``compute_score``); nothing when recording is off."""
+    """Queue one graded answer (verl's ``compute_score``); nothing when recording is off."""
     folder = active_folder()
     if folder is None or not isinstance(state_id, str) or not state_id:
         return
     now = time.time()
-    raw = os.environ.get(GROUP_SECONDS_ENV)
-    window = float(raw) if raw else DEFAULT_GROUP_SECONDS
-    group = group_id(state_id, "t", int(now // window)) if window > 0 else uuid.uuid4().hex
-    record = from_breakdown(state_id, breakdown, group=group, time=now, source=source)
-    _record(folder, [record])
+    window = _window()
+    parts = (state_id, "t", int(now // window)) if window > 0 else (uuid.uuid4().hex,)
+    _queue(folder, [(parts, state_id, dict(breakdown), now, source, None)])
+
+
+@functools.cache
+def _window_of(raw: str | None) -> float:
+    return float(raw) if raw else DEFAULT_GROUP_SECONDS
+
+
+def _window() -> float:
+    return _window_of(os.environ.get(GROUP_SECONDS_ENV))
 
 
 def record_batch(
@@ -48,7 +55,7 @@ def record_batch(
     trainer_state: Any = None,
     source: str = "trl",
 ) -> None:
-    """Record a TRL reward call's answers (grades with ``breakdown()``).
+    """Queue a TRL reward call's answers (grades with ``breakdown()``).
 
     A group is a run of one state id in the batch.
     """
@@ -58,7 +65,7 @@ def record_batch(
     now = time.time()
     step = _step(trainer_state)
     call = uuid.uuid4().hex[:12]
-    records: list[FeedbackRecord] = []
+    items = []
     previous, run = None, 0
     for state_id, grade in zip(state_ids, grades, strict=False):
         if not isinstance(state_id, str) or not state_id:
@@ -67,19 +74,14 @@ def record_batch(
         if state_id != previous:
             run += 1
             previous = state_id
-        group = group_id(state_id, step, call, run)
-        records.append(
-            from_breakdown(
-                state_id, grade.breakdown(), group=group, time=now, source=source, step=step
-            )
-        )
-    if records:
-        _record(folder, records)
+        items.append(((state_id, step, call, run), state_id, grade.breakdown(), now, source, step))
+    if items:
+        _queue(folder, items)
 
 
-def _record(folder: str, records: list[FeedbackRecord]) -> None:
-    """Append; a full disk or a lost mount costs the feedback, never the training step."""
+def _queue(folder: str, items: list) -> None:
+    """Queue; a full disk or a lost mount costs the feedback, never the training step."""
     try:
-        recorder_for(folder).record(records)
-    except OSError as exc:
-        log.warning("feedback: %d records not recorded in %s: %s", len(records), folder, exc)
+        recorder_for(folder).queue(items)
+    except (OSError, ValueError) as exc:
+        log.warning("feedback: %d records not recorded in %s: %s", len(items), folder, exc)
