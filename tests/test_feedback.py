@@ -18,6 +18,7 @@ from statepool_dagster.core.feedback.recorder import FEEDBACK_ENV, SEAL_ENV, flu
 from statepool_dagster.core.feedback.records import decode
 from statepool_dagster.core.feedback.select import Selection, SelectionOptions
 from statepool_dagster.core.feedback.stats import STATS_SCHEMA
+from statepool_dagster.core.feedback.stats_store import read_stats
 from statepool_dagster.core.segments import iter_segment_lines, list_segments
 from statepool_dagster.core.segments.writer import SegmentWriter
 from statepool_dagster.rewards import compute_score, trl_reward
@@ -153,8 +154,15 @@ def test_feedback_command_imports_verl_dumps_and_names_bad_lines(tmp_path):
         (2, 1.0, 1),
         (3, 1.0, 1),
     ]
-    again = _statepool(env, tmp_path, "feedback", "--from-verl-dump", str(dump), "--json")
-    assert json.loads(again.stdout)["records"] == 0  # the same files: nothing twice
+    again = _statepool(env, tmp_path, "feedback", "--from-verl-dump", str(dump), "--json", "--fold")
+    report = json.loads(again.stdout)
+    assert report["records"] == 0  # the same files: nothing twice
+    assert report["stats"] == {"states": 1, "new_segments": 2, "new_records": 3, "bad_lines": 0}
+    stats = read_stats(tmp_path / "store").to_pylist()
+    assert [(r["state_id"], r["groups"], r["answers"], r["last_step"]) for r in stats] == [
+        ("s1", 2, 3, 3)
+    ]
+    assert stats[0]["ops_match_rate"] == pytest.approx(2 / 3)
     missing = _statepool(env, tmp_path, "feedback", "--from-scores", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "does not exist" in missing.stderr
 
