@@ -4,7 +4,9 @@ python bench/feedback_fold.py [--records 1000000] [--states 10000] [--group 8]
 
 Records are generated in segments of 50,000 (groups of ``--group`` answers, a third of
 them zero-variance); each fold runs in a fresh process, which reports its wall time
-and peak RSS. The second fold adds one segment to the first's store.
+and peak RSS. The second fold adds one segment to the first's store. Groups close at
+once (their answers are old); ``--keep-open`` keeps every group open, the worst case
+(a verl dump imported whole: its answers all carry the import's time).
 """
 
 from __future__ import annotations
@@ -49,11 +51,12 @@ def _write(feedback: Path, writer: str, start: int, count: int, states: int, gro
                 )
 
 
-def _fold(store: str, feedback: str) -> None:
+def _fold(store: str, feedback: str, keep_open: bool) -> None:
     from statepool_dagster.core.feedback.stats_store import update_stats
 
     started = time.perf_counter()
-    report = update_stats(store, feedback, close_seconds=0.0)
+    close = float("inf") if keep_open else 0.0
+    report = update_stats(store, feedback, close_seconds=close)
     wall = time.perf_counter() - started
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
@@ -69,9 +72,10 @@ def _fold(store: str, feedback: str) -> None:
     )
 
 
-def _run_fold(store: Path, feedback: Path) -> dict:
+def _run_fold(store: Path, feedback: Path, keep_open: bool) -> dict:
     done = subprocess.run(
-        [sys.executable, __file__, "--fold", str(store), str(feedback)],
+        [sys.executable, __file__, "--fold", str(store), str(feedback)]
+        + (["--keep-open"] if keep_open else []),
         capture_output=True,
         text=True,
         check=True,
@@ -85,16 +89,19 @@ def main() -> int:
     parser.add_argument("--states", type=int, default=10_000)
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--fold", nargs=2, metavar=("STORE", "FEEDBACK"))
+    parser.add_argument(
+        "--keep-open", action="store_true", help="every group stays open (the worst case)"
+    )
     args = parser.parse_args()
     if args.fold:
-        _fold(*args.fold)
+        _fold(*args.fold, args.keep_open)
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         store, feedback = Path(tmp) / "store", Path(tmp) / "feedback"
         _write(feedback, "bench", 0, args.records, args.states, args.group)
-        first = _run_fold(store, feedback)
+        first = _run_fold(store, feedback, args.keep_open)
         _write(feedback, "late", args.records, SEGMENT, args.states, args.group)
-        second = _run_fold(store, feedback)
+        second = _run_fold(store, feedback, args.keep_open)
     per_segment = first["wall_s"] / max(first["segments"], 1)
     print(
         json.dumps(
