@@ -18,7 +18,7 @@ from statepool_dagster.core.feedback.recorder import FEEDBACK_ENV, SEAL_ENV, flu
 from statepool_dagster.core.feedback.records import decode
 from statepool_dagster.core.feedback.select import Selection, SelectionOptions
 from statepool_dagster.core.feedback.stats import STATS_SCHEMA
-from statepool_dagster.core.feedback.stats_store import read_stats
+from statepool_dagster.core.feedback.stats_store import load_fold, read_stats
 from statepool_dagster.core.segments import iter_segment_lines, list_segments
 from statepool_dagster.core.segments.writer import SegmentWriter
 from statepool_dagster.rewards import compute_score, trl_reward
@@ -163,6 +163,7 @@ def test_feedback_command_imports_verl_dumps_and_names_bad_lines(tmp_path):
         ("s1", 2, 3, 3)
     ]
     assert stats[0]["ops_match_rate"] == pytest.approx(2 / 3)
+    assert load_fold(tmp_path / "store")[1]["open_groups"] == 0  # a dump's groups are whole
     missing = _statepool(env, tmp_path, "feedback", "--from-scores", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "does not exist" in missing.stderr
 

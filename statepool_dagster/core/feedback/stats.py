@@ -28,6 +28,8 @@ LAST_STDS = 16  # the most recent group spreads kept per state
 ZERO_STD = 1e-12
 DEFAULT_CLOSE_SECONDS = 600.0
 BAD_KEPT = 20
+# Sources whose groups are whole in the segments one import writes: closed once folded.
+WHOLE_GROUP_SOURCES = frozenset({"verl-dump", "scores"})
 
 # A state's accumulator: [answers, score mean, score m2, matches, answers with a reference,
 # groups, groups of 2+, zero-variance groups, last step, last time, last spreads];
@@ -59,6 +61,7 @@ class Fold:
     bad: int = 0
     bad_examples: list[str] = field(default_factory=list)
     generation: int = 0
+    whole: set[str] = field(default_factory=set)  # groups to close after this fold
 
     def add(self, r: FeedbackRecord) -> None:
         s = self.states.get(r.state_id)
@@ -78,12 +81,16 @@ class Fold:
         _welford(g, 0, r.score)
         g[3] = min(g[3], r.time)
         g[4] = max(g[4], r.time)
+        if r.source in WHOLE_GROUP_SOURCES:
+            self.whole.add(r.group)
         self.records += 1
 
     def close_groups(self, before: float) -> int:
-        """Fold groups whose last answer is older than ``before`` into their states."""
+        """Fold groups whose last answer is older than ``before`` (or that an import wrote
+        whole) into their states."""
+        whole, self.whole = self.whole, set()
         done = sorted(
-            (g[3], gid) for gid, g in self.groups.items() if g[4] < before
+            (g[3], gid) for gid, g in self.groups.items() if g[4] < before or gid in whole
         )  # oldest first: the states' last spreads stay in order
         for _, gid in done:
             g = self.groups.pop(gid)
