@@ -5,17 +5,18 @@ from dagster import Definitions
 from .core.names import SETTINGS, STORE
 from .defs.assets import run_assets
 from .defs.exports import export_automation_sensor, training_dataset
+from .defs.feedback import feedback_sensor, state_stats, state_stats_job
 from .defs.io_managers import statepool_store
 from .defs.jobs import RUN_EXECUTOR, statepool_job
 from .defs.resources import statepool_settings
 from .defs.sensors import runs_sensor
 
 defs = Definitions(
-    assets=[run_assets, training_dataset],
-    jobs=[statepool_job],
+    assets=[run_assets, training_dataset, state_stats],
+    jobs=[statepool_job, state_stats_job],
     # Runs launched from the UI too (STATEPOOL_EXECUTOR): by default in-process, the one
     # step spreading its partitions over the cores itself.
     executor=RUN_EXECUTOR,
-    sensors=[runs_sensor, export_automation_sensor],
+    sensors=[runs_sensor, export_automation_sensor, feedback_sensor],
     resources={SETTINGS: statepool_settings, STORE: statepool_store},
 )

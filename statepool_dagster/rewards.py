@@ -20,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+from statepool_dagster.core.feedback.grading import record_batch, record_one
 from statepool_dagster.core.rewards.grader import (
     completion_text,
     grader_from_env,
@@ -60,19 +61,26 @@ def compute_score(
     ground_truth: str,
     extra_info: dict[str, Any] | None = None,
     **kwargs: Any,
-) -> dict[str, float]:
+) -> dict[str, float | str]:
     """verl's custom reward: the score of one answer and its parts.
 
     The state and the full reference ops come from the export's ``extra_info``; without
     them ``ground_truth`` (the reference ops as a JSON list) is the reference and card
-    ids go unchecked.
+    ids go unchecked. ``extra_info``'s ``state_id`` comes back under ``state_id`` (so it
+    reaches verl's rollout dumps), and the answer is recorded as feedback when
+    ``STATEPOOL_FEEDBACK_DIR`` is set.
     """
     extra = extra_info if isinstance(extra_info, dict) else {}
     reference = extra.get("reference_ops")
     if reference is None:
         reference = ground_truth
     grade = _grade(completion_text(solution_str), _text(extra.get("state")), _text(reference))
-    return grade.breakdown()
+    result: dict[str, float | str] = dict(grade.breakdown())
+    state_id = extra.get("state_id")
+    if isinstance(state_id, str):
+        result["state_id"] = state_id
+        record_one(state_id, result)
+    return result
 
 
 def _digest(text: str | None) -> bytes | None:
@@ -111,6 +119,7 @@ def trl_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
     ``statepool/<part>`` (parts not measured in the batch are not logged).
     """
     grades = _grades(completions, kwargs)
+    record_batch(kwargs.get("state_id"), grades, kwargs.get("trainer_state"))
     log_metric = kwargs.get("log_metric")
     if callable(log_metric):
         for part in LOGGED_PARTS:

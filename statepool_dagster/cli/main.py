@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from ..core.config import Settings
+from . import feedback
 from .console import Reporter, dagster_instance, summary_json, summary_table
 from .file_commands import cmd_export, cmd_report, cmd_score, pool_report_path, write_pool_report
 
@@ -193,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", default=None, help="store root (default STATEPOOL_STORE_DIR)")
     p.add_argument("--json", action="store_true", help="print rows, groups and summary as JSON")
     p.set_defaults(func=cmd_score)
+    feedback.add_parser(sub)
     return parser
 
 

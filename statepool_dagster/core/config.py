@@ -97,6 +97,31 @@ class Settings(BaseModel):
     reward_format_error: float = Field(
         -1.0, description="Reward of an answer with no well-formed list of ops."
     )
+    feedback_dir: str | None = Field(
+        None,
+        description="Folder (or fsspec URL) where reward functions record feedback segments "
+        "(off when unset); `statepool feedback` and `state_stats` default to <store>/feedback.",
+    )
+    feedback_seal_seconds: float = Field(
+        30.0, gt=0, description="A reward worker's feedback segment is sealed this old."
+    )
+    feedback_group_seconds: float = Field(
+        120.0,
+        ge=0,
+        description="verl's compute_score: one state's answers within this window form a group.",
+    )
+    select_drop_zero_variance: int | None = Field(
+        None, ge=1, description="Serve no state whose last K feedback groups all had zero std."
+    )
+    select_difficulty_band: str | None = Field(
+        None, description="`LO,HI`: serve states whose mean ops-match rate (or score) is in it."
+    )
+    select_band_on: Literal["match", "score"] = Field(
+        "match", description="What the difficulty band reads: the ops-match rate or the score."
+    )
+    select_weight: Literal["std", "pass-rate"] | None = Field(
+        None, description="A weight per state: recent groups' reward std, or p(1-p) of matches."
+    )
     workers: int = Field(
         0, ge=0, description="Processes for a run covering several partitions (0: one per core)."
     )

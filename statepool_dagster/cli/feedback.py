@@ -1,0 +1,92 @@
+"""``statepool feedback``: verl rollout dumps or ``statepool score --json`` output into feedback.
+
+``--fold`` then folds new feedback segments into ``state_stats`` as the asset does.
+Exit codes: 0 every line imported (or already imported), 1 some lines were rejects
+(the rest imported), 2 nothing to read (a missing folder or file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..core.config import Settings
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``statepool feedback`` on the main parser's sub-commands."""
+    p = sub.add_parser(
+        "feedback", help="record verl rollout dumps or `statepool score --json` output as feedback"
+    )
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--from-verl-dump", metavar="DIR", help="trainer.rollout_data_dir")
+    source.add_argument("--from-scores", metavar="FILE", help="`statepool score --json` output")
+    p.add_argument(
+        "--to",
+        default=None,
+        help="feedback folder (default STATEPOOL_FEEDBACK_DIR, else <store>/feedback)",
+    )
+    p.add_argument("--store", default=None, help="store root (default STATEPOOL_STORE_DIR)")
+    p.add_argument(
+        "--fold",
+        action="store_true",
+        help="then fold new feedback segments into state_stats (as the asset does, no Dagster)",
+    )
+    p.add_argument("--json", action="store_true", help="print the import's report as JSON")
+    p.set_defaults(func=cmd_feedback)
+
+
+def cmd_feedback(args: argparse.Namespace) -> int:
+    from ..core.errors import StatepoolError
+    from ..core.feedback.importers import (
+        ImportReport,
+        feedback_folder,
+        import_scores,
+        import_verl_dump,
+    )
+
+    if not (args.from_verl_dump or args.from_scores or args.fold):
+        raise StatepoolError("feedback: give --from-verl-dump DIR, --from-scores FILE or --fold")
+    settings = Settings.from_env(store_dir=args.store)
+    folder = args.to or feedback_folder(settings)
+    if args.from_verl_dump:
+        report = import_verl_dump(folder, args.from_verl_dump)
+    elif args.from_scores:
+        report = import_scores(folder, args.from_scores)
+    else:
+        report = ImportReport()
+    for reject in report.rejects:
+        print(f"reject: {reject}", file=sys.stderr)
+    summary = {"feedback": folder, **report.to_dict()}
+    if args.fold:
+        summary["stats"] = _fold(settings.store_dir, folder)
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        if args.from_verl_dump or args.from_scores:
+            done = len(report.already_imported)
+            again = f", {done} already imported" if done else ""
+            print(
+                f"{report.records} records from {report.files} files into {folder} "
+                f"({len(report.segments)} segments, {len(report.rejects)} rejects{again})"
+            )
+        if args.fold:
+            stats = summary["stats"]
+            print(
+                f"state_stats: {stats['states']} states, {stats['new_segments']} new segments "
+                f"({stats['new_records']} records, {stats['bad_lines']} bad lines)"
+            )
+    return 1 if report.rejects else 0
+
+
+def _fold(store: str, folder: str) -> dict:
+    from ..core.feedback.stats_store import update_stats
+
+    done = update_stats(store, folder)
+    return {
+        "states": done.table.num_rows,
+        "new_segments": done.new_segments,
+        "new_records": done.new_records,
+        "bad_lines": done.bad,
+    }

@@ -1,0 +1,199 @@
+"""Feedback from files: verl's rollout dumps and ``statepool score --json`` output.
+
+Each source file becomes the segments of one writer named after the file's path, size
+and modification time, so importing the same file again adds nothing. A line that is
+not a usable sample is a reject naming file and line; the rest is imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import Settings
+from ..errors import StatepoolError
+from ..locations import as_path
+from ..segments import SegmentWriter
+from ..segments.writer import highest_seq
+from .records import FeedbackRecord, encode, from_breakdown, group_id
+
+FEEDBACK_SUBDIR = "feedback"
+
+
+def feedback_folder(settings: Settings) -> str:
+    """Where feedback segments live: ``feedback_dir``, else ``<store>/feedback``."""
+    if settings.feedback_dir:
+        return settings.feedback_dir
+    return settings.store_dir.rstrip("/") + "/" + FEEDBACK_SUBDIR
+
+
+@dataclass
+class ImportReport:
+    """What an import read: records written, rejects, files already imported."""
+
+    records: int = 0
+    files: int = 0
+    segments: list[str] = field(default_factory=list)
+    rejects: list[str] = field(default_factory=list)
+    already_imported: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "files": self.files,
+            "segments": self.segments,
+            "rejects": self.rejects,
+            "already_imported": self.already_imported,
+        }
+
+
+def _writer_name(kind: str, path: Path) -> str:
+    st = path.stat()
+    key = f"{path.resolve()}\x1f{st.st_size}\x1f{st.st_mtime_ns}"
+    return f"import.{kind}.{hashlib.blake2b(key.encode(), digest_size=8).hexdigest()}"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _lines(path: Path) -> Iterator[tuple[int, Any, str]]:
+    """``(line number, value, problem)`` per non-blank line of a JSON-lines file."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            try:
+                yield number, json.loads(raw), ""
+            except (ValueError, RecursionError) as exc:
+                yield number, None, f"not JSON ({exc})"
+
+
+def _verl_record(row: Any, file_step: int, now: float) -> FeedbackRecord | str:
+    if not isinstance(row, dict):
+        return f"a JSON {type(row).__name__}, not an object"
+    state_id = row.get("state_id")
+    if not isinstance(state_id, str) or not state_id:
+        return 'no "state_id" string (is the reward statepool_dagster.rewards.compute_score?)'
+    score = _number(row.get("score"))
+    if score is None:
+        return f'"score" {row.get("score")!r} is not a finite number'
+    step = row.get("step", file_step)
+    if isinstance(step, bool) or not isinstance(step, int):
+        return f'"step" {step!r} is not an integer'
+    prompt = row.get("input") if isinstance(row.get("input"), str) else state_id
+    parts = {k: v for k, v in row.items() if _number(v) is not None}
+    parts["score"] = score
+    group = group_id("verl-dump", step, prompt)
+    return from_breakdown(state_id, parts, group=group, time=now, source="verl-dump", step=step)
+
+
+def _write(
+    folder: str, kind: str, path: Path, rows: Iterator[tuple[int, FeedbackRecord | str]]
+) -> ImportReport:
+    report = ImportReport(files=1)
+    name = _writer_name(kind, path)
+    if highest_seq(as_path(folder), name) >= 0:
+        report.already_imported.append(str(path))
+        return report
+    with SegmentWriter(folder, name, max_age=float("inf")) as writer:
+        for number, record in rows:
+            if isinstance(record, str):
+                report.rejects.append(f"{path} line {number}: {record}")
+                continue
+            writer.append(encode(record))
+            report.records += 1
+    report.segments.extend(writer.sealed)
+    return report
+
+
+def import_verl_dump(folder: str, dump_dir: str | os.PathLike[str]) -> ImportReport:
+    """Every ``{step}.jsonl`` of a verl ``trainer.rollout_data_dir`` into ``folder``."""
+    source = Path(dump_dir)
+    if not source.is_dir():
+        raise StatepoolError(f"verl dump folder {source} does not exist or is not a folder")
+    files = sorted(
+        (int(p.stem), p) for p in source.glob("*.jsonl") if p.stem.isdigit() and p.is_file()
+    )
+    total = ImportReport()
+    now = time.time()
+    for step, path in files:
+
+        def rows(path: Path = path, step: int = step) -> Iterator[tuple[int, Any]]:
+            for number, row, problem in _lines(path):
+                yield number, problem or _verl_record(row, step, now)
+
+        part = _write(folder, "verl", path, rows())
+        _merge(total, part)
+    return total
+
+
+def _score_rows(path: Path) -> Iterator[tuple[str, Any, str]]:
+    """``(where, row, problem)``: a ``score --json`` document's rows, or one row a line."""
+    text = path.read_bytes()
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError):
+        document = None
+    if isinstance(document, dict) and isinstance(document.get("rows"), list):
+        for i, row in enumerate(document["rows"]):
+            line = row.get("line") if isinstance(row, dict) else None
+            yield f"row {i}" + (f" (completions line {line})" if line else ""), row, ""
+        return
+    for number, row, problem in _lines(path):
+        yield f"line {number}", row, problem
+
+
+def import_scores(folder: str, scores_file: str | os.PathLike[str]) -> ImportReport:
+    """The rows of ``statepool score --json`` output into ``folder``; a group per state."""
+    path = Path(scores_file)
+    if not path.is_file():
+        raise StatepoolError(f"scores file {path} does not exist or is not a file")
+    now = time.time()
+    token = _writer_name("scores", path)
+    rejects: list[str] = []
+
+    def rows() -> Iterator[tuple[int, FeedbackRecord | str]]:
+        for i, (where, row, problem) in enumerate(_score_rows(path)):
+            if problem:
+                rejects.append(f"{path} {where}: {problem}")
+                continue
+            record = _score_record(row, token, now)
+            if isinstance(record, str):
+                rejects.append(f"{path} {where}: {record}")
+                continue
+            yield i, record
+
+    report = _write(folder, "scores", path, rows())
+    report.rejects.extend(rejects)
+    return report
+
+
+def _score_record(row: Any, token: str, now: float) -> FeedbackRecord | str:
+    if not isinstance(row, dict):
+        return f"a JSON {type(row).__name__}, not an object"
+    state_id = row.get("state_id")
+    if not isinstance(state_id, str) or not state_id:
+        return 'no "state_id" string'
+    if _number(row.get("score")) is None:
+        return f'"score" {row.get("score")!r} is not a finite number'
+    parts = {k: v for k, v in row.items() if _number(v) is not None}
+    group = group_id("scores", token, state_id)
+    return from_breakdown(state_id, parts, group=group, time=now, source="scores")
+
+
+def _merge(total: ImportReport, part: ImportReport) -> None:
+    total.records += part.records
+    total.files += part.files
+    total.segments.extend(part.segments)
+    total.rejects.extend(part.rejects)
+    total.already_imported.extend(part.already_imported)

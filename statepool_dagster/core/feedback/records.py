@@ -1,0 +1,110 @@
+"""One feedback record: what a grading call saw for one answer to one state.
+
+A record is one JSON line of a feedback segment::
+
+    {"state_id": "run000_ckpt1", "score": 0.6, "parts": {...}, "group": "...",
+     "step": 12, "time": 1764900000.0, "ops_match": 1, "source": "trl"}
+
+``group`` names the answers to one prompt in one step (a GRPO group); ``step`` is the
+policy step where the trainer gives it (``None`` otherwise); ``ops_match`` is 1 when
+the answer's ops equal the reference's (agreement 1), 0 when they do not, ``None`` when
+the state has no reference ops.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+PART_KEYS = ("format", "validity", "agreement", "has_reference", "outcome", "ops", "invalid_ops")
+SOURCES = ("verl", "trl", "verl-dump", "scores")
+MATCH_EPS = 1e-9
+
+
+def ops_match(parts: Mapping[str, Any]) -> int | None:
+    """1 when the answer's ops equal the reference's, 0 when not, ``None`` without reference."""
+    has_reference = parts.get("has_reference")
+    if not has_reference:
+        return None
+    agreement = parts.get("agreement")
+    if not isinstance(agreement, int | float):
+        return 0
+    return 1 if agreement >= 1.0 - MATCH_EPS else 0
+
+
+def group_id(*parts: Any) -> str:
+    """A short digest naming one group (e.g. of a state id, a step and a call)."""
+    text = "\x1f".join("" if p is None else str(p) for p in parts)
+    return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=10).hexdigest()
+
+
+class FeedbackRecord(msgspec.Struct, omit_defaults=False):
+    """One graded answer, as a feedback segment holds it."""
+
+    state_id: str
+    score: float
+    group: str
+    time: float
+    source: str
+    step: int | None = None
+    ops_match: int | None = None
+    parts: dict[str, float] = {}
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(FeedbackRecord)
+
+
+def encode(record: FeedbackRecord) -> bytes:
+    """The record's JSON line (without the line end)."""
+    return _encoder.encode(record)
+
+
+@dataclass(frozen=True)
+class BadRecord:
+    """A line of a feedback segment that is not a record: why."""
+
+    error: str
+
+
+def decode(line: bytes) -> FeedbackRecord | BadRecord:
+    """A segment line as a record, or why it is not one (never raises)."""
+    try:
+        record = _decoder.decode(line)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        return BadRecord(f"not a feedback record: {exc}")
+    if not record.state_id:
+        return BadRecord("empty state_id")
+    if not math.isfinite(record.score):
+        return BadRecord(f"score {record.score} is not a finite number")
+    if record.ops_match not in (None, 0, 1):
+        return BadRecord(f"ops_match {record.ops_match!r} is not 0, 1 or null")
+    return record
+
+
+def from_breakdown(
+    state_id: str,
+    breakdown: Mapping[str, Any],
+    *,
+    group: str,
+    time: float,
+    source: str,
+    step: int | None = None,
+) -> FeedbackRecord:
+    """A record from a grade's breakdown (``Grade.breakdown()`` or a scores row)."""
+    parts = {k: float(v) for k in PART_KEYS if isinstance(v := breakdown.get(k), int | float)}
+    return FeedbackRecord(
+        state_id=state_id,
+        score=float(breakdown["score"]),
+        group=group,
+        time=time,
+        source=source,
+        step=step,
+        ops_match=ops_match(breakdown),
+        parts=parts,
+    )

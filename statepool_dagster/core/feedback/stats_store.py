@@ -1,0 +1,177 @@
+"""The feedback fold in the store: load it, fold new segments, save it, read the table.
+
+``<store>/feedback_stats/`` holds ``fold.json`` (generation, segments folded, counts)
+and, named by generation, the state and open-group accumulators as Parquet; the
+manifest is written last, so a fold interrupted midway is simply done again. The
+per-state table readers use is ``state_stats.parquet`` beside them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from ..locations import AnyPath, as_path, is_local
+from ..segments import list_segments
+from ..store.atomic import read_parquet, write_bytes_atomic, write_parquet_atomic
+from .stats import DEFAULT_CLOSE_SECONDS, Fold
+
+STATS_DIR = "feedback_stats"
+MANIFEST = "fold.json"
+TABLE = "state_stats.parquet"
+_STATE_ACC = pa.schema(
+    [
+        ("state_id", pa.string()),
+        ("answers", pa.int64()),
+        ("score_mean", pa.float64()),
+        ("score_m2", pa.float64()),
+        ("match_n", pa.int64()),
+        ("match_known", pa.int64()),
+        ("groups", pa.int64()),
+        ("spread_groups", pa.int64()),
+        ("zero_groups", pa.int64()),
+        ("last_step", pa.int64()),
+        ("last_time", pa.float64()),
+        ("last_stds", pa.list_(pa.float64())),
+    ]
+)
+_GROUP_ACC = pa.schema(
+    [
+        ("group", pa.string()),
+        ("state_id", pa.string()),
+        ("n", pa.int64()),
+        ("mean", pa.float64()),
+        ("m2", pa.float64()),
+        ("first_time", pa.float64()),
+        ("last_time", pa.float64()),
+    ]
+)
+
+
+def stats_folder(store: str | os.PathLike[str]) -> AnyPath:
+    return as_path(store) / STATS_DIR
+
+
+@contextlib.contextmanager
+def _locked(folder: AnyPath) -> Iterator[None]:
+    """One fold at a time on this machine (a sensor's run and a command line's)."""
+    if not is_local(folder):
+        yield
+        return
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def load_fold(store: str | os.PathLike[str]) -> tuple[Fold, dict[str, Any]]:
+    """The saved fold (empty when none) and its manifest."""
+    folder = stats_folder(store)
+    path = folder / MANIFEST
+    if not path.exists():
+        return Fold(), {}
+    manifest = json.loads(path.read_bytes())
+    gen = manifest["generation"]
+    fold = Fold(
+        folded=set(manifest["folded"]),
+        records=manifest["records"],
+        bad=manifest["bad"],
+        bad_examples=list(manifest["bad_examples"]),
+        generation=gen,
+    )
+    states = read_parquet(folder / f"states-{gen}.parquet").to_pydict()
+    cols = [states[c] for c in _STATE_ACC.names[1:]]
+    for sid, *acc in zip(states["state_id"], *cols, strict=True):
+        fold.states[sid] = acc
+    groups = read_parquet(folder / f"groups-{gen}.parquet").to_pydict()
+    cols = [groups[c] for c in _GROUP_ACC.names[2:]]
+    for gid, sid, *acc in zip(groups["group"], groups["state_id"], *cols, strict=True):
+        fold.groups[gid] = acc
+        fold.group_state[gid] = sid
+    return fold, manifest
+
+
+def _save(folder: AnyPath, fold: Fold, feedback: str) -> pa.Table:
+    gen = fold.generation + 1
+    names = _STATE_ACC.names
+    rows = [[sid, *acc] for sid, acc in fold.states.items()]
+    table = pa.table([list(c) for c in zip(*rows, strict=True)] or [[]] * len(names), _STATE_ACC)
+    write_parquet_atomic(folder / f"states-{gen}.parquet", table)
+    rows = [[gid, fold.group_state[gid], *acc] for gid, acc in fold.groups.items()]
+    names = _GROUP_ACC.names
+    groups = pa.table([list(c) for c in zip(*rows, strict=True)] or [[]] * len(names), _GROUP_ACC)
+    write_parquet_atomic(folder / f"groups-{gen}.parquet", groups)
+    stats = fold.table()
+    write_parquet_atomic(folder / TABLE, stats)
+    manifest = {
+        "generation": gen,
+        "feedback": feedback,
+        "folded": sorted(fold.folded),
+        "records": fold.records,
+        "bad": fold.bad,
+        "bad_examples": fold.bad_examples,
+        "open_groups": len(fold.groups),
+        "saved": time.time(),
+    }
+    write_bytes_atomic(folder / MANIFEST, json.dumps(manifest, indent=1).encode())
+    for old in (f"states-{fold.generation}.parquet", f"groups-{fold.generation}.parquet"):
+        with contextlib.suppress(FileNotFoundError):
+            (folder / old).unlink()
+    fold.generation = gen
+    return stats
+
+
+@dataclass
+class FoldReport:
+    """What one fold did, and the table it left."""
+
+    new_segments: int
+    new_records: int
+    bad: int
+    closed_groups: int
+    table: pa.Table
+
+
+def update_stats(
+    store: str | os.PathLike[str],
+    feedback: str | os.PathLike[str],
+    *,
+    close_seconds: float = DEFAULT_CLOSE_SECONDS,
+    now: float | None = None,
+) -> FoldReport:
+    """Fold the sealed segments of ``feedback`` not folded yet; save and return the table."""
+    folder = stats_folder(store)
+    with _locked(folder):
+        fold, _ = load_fold(store)
+        records, bad = fold.records, fold.bad
+        new = [s for s in list_segments(feedback) if s.name not in fold.folded]
+        for segment in new:
+            fold.fold_segment(segment.path, segment.name)
+        closed = fold.close_groups((time.time() if now is None else now) - close_seconds)
+        if new or closed or fold.generation == 0:
+            table = _save(folder, fold, str(feedback))
+        else:
+            table = read_stats(store)
+        return FoldReport(len(new), fold.records - records, fold.bad - bad, closed, table)
+
+
+def read_stats(store: str | os.PathLike[str]) -> pa.Table:
+    """The per-state table of the last fold (an empty one before any fold)."""
+    from .stats import STATS_SCHEMA
+
+    path = stats_folder(store) / TABLE
+    if not path.exists():
+        return STATS_SCHEMA.empty_table()
+    return read_parquet(path)

@@ -1,0 +1,186 @@
+"""The live datasets inside real trainers: verl's dataset factory and TRL's GRPOTrainer.
+
+The pool grows while they run: a second process adds a run folder and syncs it.
+Needs the ``trainer`` extra (under ``CI=true`` its absence fails the tests).
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from test_trainers import SPEC, _need, _verl_config, train_tokenizer
+
+from statepool_dagster import load_prompts
+from statepool_dagster.core.feedback.recorder import FEEDBACK_ENV, SEAL_ENV, flush_all
+from statepool_dagster.core.feedback.select import Selection, SelectionOptions
+from statepool_dagster.core.feedback.stats_store import read_stats
+from statepool_dagster.core.segments import SegmentWriter, iter_segment_lines, list_segments
+from statepool_dagster.demo.sample_runs import generate_run
+
+from helpers import BIN, cli_env, local_sync
+
+NEW_RUN = "run002"
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory) -> SimpleNamespace:
+    """A synced store of two sample runs and a tokenizer trained on its prompts."""
+    _need("tokenizers", "transformers")
+    root = tmp_path_factory.mktemp("live")
+    store = local_sync(root, SPEC)
+    prompts = load_prompts(store)
+    tokenizer = train_tokenizer([*prompts["prompt"], *prompts["reference_ops"]], root / "tok")
+    return SimpleNamespace(root=root, tokenizer=tokenizer)
+
+
+def _copy(pool, tmp_path: Path) -> SimpleNamespace:
+    """A private copy of the synced runs, store and Dagster home (tests add a run to it)."""
+    root = tmp_path / "pool"
+    for name in ("runs", "store", "home"):
+        shutil.copytree(pool.root / name, root / name)
+    ws = SimpleNamespace(runs=root / "runs", store=root / "store")
+    return SimpleNamespace(root=root, store=ws.store, runs=ws.runs, env=cli_env(ws, root / "home"))
+
+
+def _add_run_and_sync(copy: SimpleNamespace) -> subprocess.Popen:
+    """A writer process: one more run folder, then ``statepool sync`` (its states land)."""
+    generate_run(copy.runs / NEW_RUN, SPEC, run_index=2)
+    return subprocess.Popen(
+        [str(BIN / "statepool"), "sync", "--quiet"], env=copy.env, cwd=copy.root,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_verl_loads_the_live_dataset_through_its_factory_and_grows_on_batch_end(pool, tmp_path):
+    _need("verl", "torch")
+    import numpy as np
+    import torch
+    from transformers import AutoTokenizer
+    from verl import DataProto
+    from verl.trainer.ppo.utils import create_rl_dataset
+
+    from statepool_dagster.live.verl import LiveRLDataset
+
+    copy = _copy(pool, tmp_path)
+    tokenizer = AutoTokenizer.from_pretrained(str(pool.tokenizer), local_files_only=True)
+    placeholder = copy.store / "exports"  # verl requires train_files; the pool is read instead
+    placeholder.mkdir(exist_ok=True)
+    (placeholder / "unused.parquet").write_bytes(b"")
+    config = _verl_config(placeholder / "unused.parquet", 10**6, tmp_path / "cache")
+    config.data.custom_cls.path = "pkg://statepool_dagster.live.verl"
+    config.data.custom_cls.name = "LiveRLDataset"
+    from omegaconf import open_dict
+
+    with open_dict(config.data):
+        config.data.statepool = {"store": str(copy.store)}
+    dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, None)
+    assert isinstance(dataset, LiveRLDataset)
+    before = set(dataset.state_ids)
+    assert len(dataset) == len(before) == 6 and not any(s.startswith(NEW_RUN) for s in before)
+    item = dataset[0]
+    assert item["extra_info"]["state_id"] in before
+
+    writer = _add_run_and_sync(copy)
+    assert writer.wait(timeout=300) == 0, writer.stderr.read()
+    batch = DataProto.from_dict(
+        tensors={"responses": torch.zeros(2, 3, dtype=torch.long)},
+        non_tensors={"uid": np.array(["a", "b"], dtype=object)},
+    )
+    dataset.on_batch_end(batch=batch)
+    after = set(dataset.state_ids)
+    assert before < after and {s for s in after - before} == {
+        s for s in after if s.startswith(NEW_RUN)
+    }
+    # whatever index the sampler (sized for the old length) asks for, new states come first
+    firsts = [dataset[i]["extra_info"]["state_id"] for i in range(len(after - before))]
+    assert set(firsts) == after - before
+    assert dataset[len(after) + 1]["extra_info"]["state_id"] == dataset.state_ids[1]  # wraps
+
+
+@pytest.mark.slow
+def test_grpo_on_the_live_pool_serves_new_states_and_stops_serving_flat_ones(
+    pool, tmp_path, monkeypatch
+):
+    _need("trl", "torch")
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
+
+    from statepool_dagster.live.trl import live_trl_dataset
+    from statepool_dagster.rewards import trl_reward
+
+    copy = _copy(pool, tmp_path)
+    feedback = tmp_path / "feedback"
+    monkeypatch.setenv(FEEDBACK_ENV, str(feedback))
+    monkeypatch.setenv(SEAL_ENV, "0.01")  # seal at once: the next pull sees this step
+    k = 3
+    start_ids = list(load_prompts(copy.store)["state_id"])
+    flat = start_ids[0]
+    # An earlier run left two groups of this state that all scored the same.
+    with SegmentWriter(feedback, "earlier-run") as earlier:
+        for g in range(k - 1):
+            for _ in range(2):
+                earlier.append({"state_id": flat, "score": -1.0, "group": f"old{g}",
+                                "time": 1.0 + g, "source": "trl", "step": g})  # fmt: skip
+
+    tokenizer = AutoTokenizer.from_pretrained(str(pool.tokenizer), local_files_only=True)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
+            num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+            max_position_embeddings=8192, bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        )
+    )  # fmt: skip
+    dataset = live_trl_dataset(
+        copy.store,
+        options=SelectionOptions(drop_zero_variance=k),
+        feedback=feedback,
+        refresh_seconds=0.0,
+    )
+    writer = _add_run_and_sync(copy)
+    served: list[tuple[int, list[str]]] = []
+
+    @functools.wraps(trl_reward)
+    def reward(prompts, completions, **kwargs):
+        if len(served) == 2:  # the writer has had two steps: let it finish
+            assert writer.wait(timeout=300) == 0, writer.stderr.read()
+        served.append((kwargs["trainer_state"].global_step, list(kwargs["state_id"])))
+        return trl_reward(prompts, completions, **kwargs)
+
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "grpo"), per_device_train_batch_size=4, num_generations=2,
+        max_completion_length=8, max_steps=8, learning_rate=1e-3, beta=0.0, logging_steps=1,
+        report_to="none", save_strategy="no", use_cpu=True, seed=0, disable_tqdm=True,
+        shuffle_dataset=False,
+    )  # fmt: skip
+    trainer = GRPOTrainer(
+        model=model, processing_class=tokenizer, reward_funcs=[reward], args=args,
+        train_dataset=dataset,
+    )  # fmt: skip
+    trainer.train()
+    writer.wait(timeout=300)
+    flush_all()
+
+    assert trainer.state.global_step == 8
+    seen = [sid for _, ids in served for sid in ids]
+    assert any(sid.startswith(NEW_RUN) for sid in seen), seen  # not in the store at start
+    assert not any(s.startswith(NEW_RUN) for s in start_ids)
+    recorded = sum(1 for s in list_segments(feedback) for _ in iter_segment_lines(s.path)) - 2 * (
+        k - 1
+    )
+    assert recorded == len(seen) == 8 * 4
+    # The flat state: its k-th flat group came in training, then it was never served again.
+    times_flat = sum(1 for _, ids in served if flat in ids)
+    assert times_flat == 1, served
+    others = [s for s in start_ids if s != flat]
+    assert max(sum(1 for _, ids in served if s in ids) for s in others) >= 2
+    stats = read_stats(copy.store)
+    decision = Selection.from_table(SelectionOptions(drop_zero_variance=k), stats).decide(flat)
+    assert not decision.keep and "zero reward std" in decision.reason
