@@ -1,4 +1,4 @@
-# One venv, one instance home: every target sets itself up from nothing.
+# One venv (and one for the trainers), one instance home: every target sets itself up from nothing.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -13,16 +13,21 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev,postgres,celery]'
 	touch $@
 
-# The trainer extra (TRL, verl, torch) only for the tests that train on the exports; building
-# the pool never needs it. torch goes first, as $(TORCH): the CPU build where one lies on the
-# machine's disk (this project's CI machines keep torch 2.13.0+cpu in pip's find-links), since
-# a bare `torch` takes PyPI's CUDA build, several GB more, which filled a CI machine's disk.
-# Elsewhere pick your own build: make test TORCH='torch==2.9.1'. No pip cache: the wheels are
-# installed once and a cached copy would double the disk they take.
+# The trainer extra (TRL, verl, torch) lives in a venv of its own, .venv-trainer: building the
+# pool never needs it, and verl's Hydra pins antlr4-python3-runtime 4.9, which breaks Dagster's
+# asset-selection parser (`dg launch --assets`) in any environment it shares. torch goes first,
+# as $(TORCH): the CPU build where one lies on the machine's disk (this project's CI machines
+# keep torch 2.13.0+cpu in pip's find-links), since a bare `torch` takes PyPI's CUDA build,
+# several GB more. Elsewhere pick your own build: make test TORCH='torch==2.9.1'. No pip
+# cache: the wheels are installed once and a cached copy would double the disk they take.
 TORCH ?= torch==2.13.0
-$(BIN)/.installed-trainer: $(BIN)/.installed
-	$(BIN)/python -m pip install -q --no-cache-dir '$(TORCH)'
-	$(BIN)/python -m pip install -q --no-cache-dir -e '.[dev,postgres,celery,trainer]'
+TVENV := .venv-trainer
+TBIN := $(TVENV)/bin
+$(TBIN)/.installed: pyproject.toml
+	test -x $(TBIN)/python || $(PYTHON) -m venv $(TVENV)
+	$(TBIN)/python -m pip install -q --upgrade pip
+	$(TBIN)/python -m pip install -q --no-cache-dir '$(TORCH)'
+	$(TBIN)/python -m pip install -q --no-cache-dir -e '.[dev,trainer]'
 	touch $@
 
 $(HOME_DIR)/dagster.yaml: dagster.yaml
@@ -35,10 +40,11 @@ demo: install  ## generate sample runs (if ./runs is empty), sync them into ./st
 	$(BIN)/statepool demo
 	@echo "statepool is in $(BIN)/: run 'source $(BIN)/activate' to have it on the PATH"
 
-test: install $(BIN)/.installed-trainer  ## lint, then the whole test suite (with the trainer extra)
+test: install $(TBIN)/.installed  ## lint, then the whole test suite (the trainer tests in .venv-trainer)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not trainer"
+	$(TBIN)/python -m pytest -m trainer
 
 # The inner loop: every test but those marked `slow` (servers, daemons, browsers, trainers,
 # many processes; see [tool.pytest.ini_options] markers). `make test` still runs them all.

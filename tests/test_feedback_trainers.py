@@ -24,6 +24,8 @@ from statepool_dagster.demo.sample_runs import generate_run
 
 from helpers import BIN, cli_env, local_sync
 
+pytestmark = pytest.mark.trainer  # needs the trainer extra (.venv-trainer)
+
 NEW_RUN = "run002"
 
 

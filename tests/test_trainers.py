@@ -29,7 +29,7 @@ from statepool_dagster.rewards import (
 
 from helpers import cli_env, local_sync, statepool, unavailable
 
-pytestmark = pytest.mark.slow  # trainers
+pytestmark = [pytest.mark.slow, pytest.mark.trainer]  # trainers
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=3, emb_dim=2, episodes_per_batch=1)
 CHAT_TEMPLATE = (
