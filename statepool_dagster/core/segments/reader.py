@@ -1,0 +1,103 @@
+"""List sealed segments cheaply and read their lines with bounded memory."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..locations import AnyPath, as_path, entry_name, info_stamp, is_local
+from .names import parse_segment_name
+
+DEFAULT_MAX_LINE = 256 << 20
+_SKIP_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One sealed segment: its file name, writer, number, size and modification time."""
+
+    name: str
+    writer: str
+    seq: int
+    size: int
+    mtime: float
+    path: AnyPath
+
+    @property
+    def stamp(self) -> str:
+        """Changes when the file does (a sealed segment should never change)."""
+        return f"{self.size}:{self.mtime:.6f}"
+
+
+@dataclass(frozen=True)
+class OversizeLine:
+    """A line longer than the reader's limit: skipped unread, only its length kept."""
+
+    length: int
+
+
+def list_segments(folder: str | os.PathLike[str] | AnyPath) -> list[Segment]:
+    """The sealed segments in ``folder``, by writer then number; unsealed (dot) names never.
+
+    One directory listing: ``os.scandir`` locally, one ``ls`` with details through fsspec.
+    """
+    folder = as_path(folder)
+    found: list[Segment] = []
+    if is_local(folder):
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    parsed = parse_segment_name(entry.name)
+                    if parsed is None or not entry.is_file(follow_symlinks=False):
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                    found.append(
+                        Segment(entry.name, *parsed, st.st_size, st.st_mtime, folder / entry.name)
+                    )
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+    else:
+        try:
+            infos = folder.fs.ls(folder.path, detail=True)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        for info in infos:
+            name = entry_name(info)
+            parsed = parse_segment_name(name)
+            if parsed is None or info.get("type") == "directory":
+                continue
+            size, mtime, _ = info_stamp(info)
+            found.append(Segment(name, *parsed, size, mtime, folder / name))
+    found.sort(key=lambda s: (s.writer, s.seq))
+    return found
+
+
+def iter_segment_lines(
+    path: AnyPath, max_line: int = DEFAULT_MAX_LINE
+) -> Iterator[tuple[int, bytes | OversizeLine]]:
+    """``(line_number, line)`` for each line of a sealed segment, line end removed.
+
+    A line longer than ``max_line`` bytes is read past in chunks and given as an
+    :class:`OversizeLine`: memory holds at most one line of ``max_line`` bytes.
+    Blank lines are skipped (numbers still count them).
+    """
+    with path.open("rb") as f:
+        number = 0
+        while True:
+            line = f.readline(max_line + 1)
+            if not line:
+                return
+            number += 1
+            if len(line) > max_line and not line.endswith(b"\n"):
+                length = len(line)
+                while True:
+                    chunk = f.readline(_SKIP_CHUNK)
+                    length += len(chunk)
+                    if not chunk or chunk.endswith(b"\n"):
+                        break
+                yield number, OversizeLine(length)
+                continue
+            line = line.rstrip(b"\r\n")
+            if line.strip():
+                yield number, line

@@ -1,0 +1,229 @@
+"""A named writer of append-only JSON-line segments, on a local folder or an fsspec URL.
+
+Each record is one line. A segment is written under a dot name (every reader skips
+it) and sealed, whole, under ``<writer>-<seq>.jsonl``: locally by ``fsync`` and an
+exclusive rename (never over an existing file), through fsspec by a single put of the
+whole segment. A segment is sealed when it holds ``max_bytes`` or ``max_records``,
+on the first append after ``max_age`` seconds, and on :meth:`SegmentWriter.close`.
+A writer killed before sealing loses only its unsealed segment; the next writer of
+the same name starts after the highest sealed number and never overwrites one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import io
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+from types import TracebackType
+from typing import Any, BinaryIO
+
+from ..locations import AnyPath, as_path, entry_name, is_local
+from ..store.atomic import libc_function
+from .names import check_writer_name, parse_segment_name, segment_name, unsealed_name
+
+DEFAULT_MAX_BYTES = 64 << 20
+DEFAULT_MAX_RECORDS = 100_000
+DEFAULT_MAX_AGE = 30.0
+_BUFFER = 1 << 20
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+
+
+def highest_seq(folder: AnyPath, writer: str) -> int:
+    """The highest sealed segment number of ``writer`` in ``folder``; ``-1`` when none."""
+    best = -1
+    if is_local(folder):
+        try:
+            with os.scandir(folder) as entries:
+                names = [e.name for e in entries]
+        except FileNotFoundError:
+            return best
+    else:
+        try:
+            names = [entry_name(i) for i in folder.fs.ls(folder.path, detail=True)]
+        except FileNotFoundError:
+            return best
+    for name in names:
+        parsed = parse_segment_name(name)
+        if parsed is not None and parsed[0] == writer:
+            best = max(best, parsed[1])
+    return best
+
+
+def _publish_local(tmp: Path, final: Path) -> bool:
+    """Move ``tmp`` to ``final`` unless ``final`` exists; ``False`` when it does."""
+    renameat2 = libc_function("renameat2")
+    if renameat2 is not None:
+        done = renameat2(
+            _AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(final), _RENAME_NOREPLACE
+        )
+        if done == 0:
+            return True
+        if ctypes.get_errno() == errno.EEXIST:
+            return False
+    try:  # no renameat2 (or a filesystem without it): a hard link is exclusive too
+        os.link(tmp, final)
+    except FileExistsError:
+        return False
+    os.unlink(tmp)
+    return True
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class SegmentWriter:
+    """Append JSON lines to ``folder`` as segments named ``<name>-<seq>.jsonl``.
+
+    ``append`` is a buffered local write (an in-memory one through fsspec); the cost
+    of durability (``fsync`` and a rename, or one put) is paid when a segment is sealed.
+    """
+
+    def __init__(
+        self,
+        folder: str | os.PathLike[str] | AnyPath,
+        name: str,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_records: int = DEFAULT_MAX_RECORDS,
+        max_age: float = DEFAULT_MAX_AGE,
+        fsync: bool = True,
+    ) -> None:
+        self.folder = as_path(folder)
+        self.name = check_writer_name(name)
+        self.max_bytes, self.max_records, self.max_age = max_bytes, max_records, max_age
+        self.fsync = fsync
+        self.sealed: list[str] = []  # names sealed by this writer, in order
+        self._seq = -1
+        self._file: BinaryIO | None = None
+        self._tmp: AnyPath | None = None
+        self._bytes = self._records = 0
+        self._opened = 0.0
+        self._closed = False
+        if is_local(self.folder):
+            self.folder.mkdir(parents=True, exist_ok=True)
+        else:
+            with contextlib.suppress(FileExistsError):
+                self.folder.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def records_pending(self) -> int:
+        """Records appended to the open segment, not sealed yet."""
+        return self._records
+
+    def append(self, record: Any) -> None:
+        """Append one record: ``bytes``/``str`` holding one JSON text, or a JSON-able value."""
+        if self._closed:
+            raise ValueError(f"segment writer {self.name!r} is closed")
+        if isinstance(record, str):
+            line = record.encode("utf-8")
+        elif isinstance(record, bytes | bytearray | memoryview):
+            line = bytes(record)
+        else:
+            line = json.dumps(record, ensure_ascii=False).encode("utf-8")
+        if b"\n" in line or b"\r" in line:
+            raise ValueError("a record must be one line: its JSON text holds a line end")
+        if self._file is None:
+            self._open()
+        assert self._file is not None
+        self._file.write(line)
+        self._file.write(b"\n")
+        self._bytes += len(line) + 1
+        self._records += 1
+        if (
+            self._bytes >= self.max_bytes
+            or self._records >= self.max_records
+            or time.monotonic() - self._opened >= self.max_age
+        ):
+            self.seal()
+
+    def seal(self) -> str | None:
+        """Seal the open segment now; its sealed name, or ``None`` when nothing was open."""
+        if self._file is None:
+            return None
+        f, tmp = self._file, self._tmp
+        self._file = self._tmp = None
+        self._bytes = self._records = 0
+        name = self._seal_local(f, tmp) if is_local(self.folder) else self._seal_fsspec(f)
+        self.sealed.append(name)
+        return name
+
+    def close(self) -> None:
+        """Seal what is open; later appends are refused."""
+        if not self._closed:
+            self.seal()
+            self._closed = True
+
+    def abandon(self) -> None:
+        """Drop the open segment unsealed (its records are lost), as a crash would."""
+        if self._file is not None:
+            self._file.close()
+            if self._tmp is not None and is_local(self.folder):
+                self._tmp.unlink(missing_ok=True)
+            self._file = self._tmp = None
+        self._closed = True
+
+    def __enter__(self) -> SegmentWriter:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _open(self) -> None:
+        if self._seq < 0:
+            self._seq = highest_seq(self.folder, self.name) + 1
+        self._opened = time.monotonic()
+        if is_local(self.folder):
+            token = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            self._tmp = self.folder / unsealed_name(self.name, self._seq, token)
+            self._file = open(self._tmp, "xb", buffering=_BUFFER)  # noqa: SIM115
+        else:
+            self._file = io.BytesIO()
+
+    def _seal_local(self, f: BinaryIO, tmp: AnyPath | None) -> str:
+        assert isinstance(tmp, Path)
+        f.flush()
+        if self.fsync:
+            os.fsync(f.fileno())
+        f.close()
+        while True:
+            name = segment_name(self.name, self._seq)
+            if _publish_local(tmp, self.folder / name):
+                break
+            # Another writer sealed this number (the same name used twice): go past it.
+            self._seq = max(self._seq + 1, highest_seq(self.folder, self.name) + 1)
+        self._seq += 1
+        if self.fsync:
+            _fsync_dir(self.folder)
+        return name
+
+    def _seal_fsspec(self, f: BinaryIO) -> str:
+        assert isinstance(f, io.BytesIO)
+        data = f.getvalue()
+        while True:
+            name = segment_name(self.name, self._seq)
+            target = self.folder / name
+            if not target.exists():
+                break
+            self._seq = max(self._seq + 1, highest_seq(self.folder, self.name) + 1)
+        with target.open("wb") as out:  # one put: an object store publishes it whole
+            out.write(data)
+        self._seq += 1
+        return name
