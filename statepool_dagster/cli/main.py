@@ -1,4 +1,4 @@
-"""The ``statepool`` command: sync, demo, status, export, report, score."""
+"""The ``statepool`` command: sync, demo, status, export, report, score, ingest."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from ..core.config import Settings
 from .console import Reporter, dagster_instance, summary_json, summary_table
 from .file_commands import cmd_export, cmd_report, cmd_score, pool_report_path, write_pool_report
+from .ingest import add_parser as add_ingest_parser
 
 
 def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
@@ -193,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", default=None, help="store root (default STATEPOOL_STORE_DIR)")
     p.add_argument("--json", action="store_true", help="print rows, groups and summary as JSON")
     p.set_defaults(func=cmd_score)
+    add_ingest_parser(sub)
     return parser
 
 
