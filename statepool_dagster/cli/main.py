@@ -49,16 +49,34 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
             flush=True,
         )
         return stop.exit_code
+    sessions = _sync_sessions(instance, settings, args)
     report = None
     if summary.outcomes or not pool_report_path(settings).exists():
         report = write_pool_report(settings, collect=False)  # splits: the last export's
     if args.json:
-        print(json.dumps({**summary_json(summary), "report": report}, indent=1))
+        print(json.dumps({**summary_json(summary), "report": report, **sessions[0]}, indent=1))
     elif not args.quiet:
         print(summary_table(summary))
+        if sessions[1]:
+            print(sessions[1])
         if report and announce_report:
             print(f"report: {report}")
-    return 1 if summary.failed else 0
+    return 1 if summary.failed or sessions[2] else 0
+
+
+def _sync_sessions(instance, settings: Settings, args: argparse.Namespace) -> tuple:
+    """Sessions built by this sync: (JSON fields, a line to print, any failed)."""
+    from .session_sync import sync_sessions
+
+    outcomes = sync_sessions(instance, settings, "DEBUG" if args.verbose else "ERROR")
+    failed = [o for o in outcomes if not o.ok]
+    for outcome in failed:
+        print(f"statepool sync: session {outcome.session}: {outcome.error}", file=sys.stderr)
+    rows = [vars(o) for o in outcomes]
+    line = (
+        f"sessions: {len(outcomes) - len(failed)} built, {len(failed)} failed" if outcomes else ""
+    )
+    return {"sessions": rows}, line, bool(failed)
 
 
 # Enough runs that the default export (val 10 %, seed 0) puts one in every split; the

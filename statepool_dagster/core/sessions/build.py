@@ -32,14 +32,7 @@ class SessionBuild:
     reject_details: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
-    @property
-    def fingerprint(self) -> str:
-        """The sealed segments built, as ``count:last-built`` (changes when one is added)."""
-        return f"{self.segments}:{self.built[-1] if self.built else ''}"
-
-
-def session_fingerprint(index: dict[str, dict[str, Any]]) -> str:
-    return f"{len(index)}:{sum(e.get('stamp', 0) for e in index.values())}"
+    missing: bool = False  # the session's folder is not on disk (its stored states stay)
 
 
 def build_session(
@@ -59,8 +52,12 @@ def build_session(
     result = SessionBuild(session)
     with StoreLayout(as_path(store_root)).lock(session):
         index = folders.load_index()
-        on_disk = {s.name: s for s in list_segments(segments_dir(sessions_root, session))}
-        for name in sorted(set(index) - set(on_disk)):
+        folder = segments_dir(sessions_root, session)
+        on_disk = {s.name: s for s in list_segments(folder)}
+        # A session folder gone from disk leaves the pool as it was; a segment gone from a
+        # session that is still there was removed on purpose and leaves with it.
+        gone = set(index) - set(on_disk) if folder.is_dir() else set()
+        for name in sorted(gone):
             folders.drop(name)
             del index[name]
             result.dropped.append(name)
@@ -83,6 +80,7 @@ def build_session(
             folders.save_index(index)  # after each segment: a killed build keeps its progress
             result.built.append(name)
             result.reject_details += [r.describe() for r in report.rejects[:20]]
+    result.missing = not folder.is_dir()
     _totals(result, index)
     result.seconds = time.perf_counter() - started
     return result
@@ -108,3 +106,17 @@ def session_totals(store_root: str | os.PathLike[str] | AnyPath, session: str) -
     result = SessionBuild(session)
     _totals(result, SessionFolders(store_root, session).load_index())
     return result
+
+
+def pending_segments(
+    sessions_root: str | os.PathLike[str] | AnyPath,
+    store_root: str | os.PathLike[str] | AnyPath,
+    session: str,
+) -> list[str]:
+    """Sealed segments not built yet (or changed since), and built ones gone from disk."""
+    index = SessionFolders(store_root, session).load_index()
+    folder = segments_dir(sessions_root, session)
+    on_disk = {s.name: s.size for s in list_segments(folder)}
+    changed = [n for n, size in on_disk.items() if index.get(n, {}).get("stamp") != size]
+    gone = sorted(set(index) - set(on_disk)) if folder.is_dir() else []
+    return changed + gone
