@@ -106,6 +106,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 upload_tree(Path(local), runs)
         print(f"generated sample runs in {runs}/")
     code = cmd_sync(args, announce_report=False)
+    if getattr(args, "sessions", False):
+        code = _demo_sessions(settings, args) or code
     dataset = _materialize_training_dataset(args.verbose)
     if dataset:
         print(f"statepool demo: training_dataset failed: {dataset}", file=sys.stderr)
@@ -120,6 +122,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "open the UI:  make dev   (dagster dev on http://127.0.0.1:3000)"
     )
     return code
+
+
+def _demo_sessions(settings: Settings, args: argparse.Namespace) -> int:
+    """A simulated rollout over the sample runs' states, then the session built."""
+    from ..demo.rollout import simulate_rollout
+    from ..readers import load_state_pool
+    from .session_sync import sync_sessions
+
+    states = load_state_pool(settings.store_dir)[:12]
+    folder = simulate_rollout(states, settings.sessions_dir)
+    outcomes = sync_sessions(dagster_instance(), settings, "DEBUG" if args.verbose else "ERROR")
+    failed = [o for o in outcomes if not o.ok]
+    for outcome in failed:
+        print(f"statepool demo: session {outcome.session}: {outcome.error}", file=sys.stderr)
+    if not (args.json or args.quiet):
+        print(f"simulated rollout: 3 writers wrote {folder}/segments/; session built")
+    return 1 if failed else 0
 
 
 def _materialize_training_dataset(verbose: bool = False) -> str | None:
@@ -175,6 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-v", "--verbose", action="store_true", help="show Dagster's own logs")
         # Every sync records the asset checks now; the flag is accepted for old scripts.
         p.add_argument("--checks", action="store_true", help=argparse.SUPPRESS)
+    sub.choices["demo"].add_argument(
+        "--sessions",
+        action="store_true",
+        help="also run a small simulated rollout writing a session (STATEPOOL_SESSIONS_DIR)",
+    )
     p = sub.add_parser("status", help="each run's partition state")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
