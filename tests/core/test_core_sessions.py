@@ -208,3 +208,21 @@ def test_writer_processes_one_killed_nothing_sealed_lost_no_duplicate(tmp_path: 
     assert built.states == built.unique == 3 * 40 + 5 * doomed_sealed
     assert len(_ids(store, "live")) == built.unique
     assert len(set(_ids(store, "live", "prompts"))) == built.unique
+
+
+def test_a_session_on_an_object_store_url_end_to_end() -> None:
+    import uuid
+
+    base = f"memory://sessions-{uuid.uuid4().hex}"
+    root, store = f"{base}/sessions", f"{base}/store"
+    with StateWriter(root, "obj", spec={"model": "m"}, writer="w", max_records=2) as w:
+        for k in range(5):
+            w.append(_state(k), policy_step=k)
+    spec = Settings().prompt_spec()
+    built = build_session(root, store, "obj", spec)
+    assert (built.segments, built.unique, built.prompts) == (3, 5, 5)
+    assert len(_ids(store, "obj")) == 5 and len(_ids(store, "obj", "prompts")) == 5
+    with StateWriter(root, "obj", writer="w") as w:
+        w.append(_state(9), policy_step=9)
+    grown = build_session(root, store, "obj", spec)
+    assert grown.built == ["w-000003.jsonl"] and grown.unique == 6
