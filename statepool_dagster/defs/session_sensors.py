@@ -18,12 +18,21 @@ from dagster import (
     sensor,
 )
 
+from ..core.config import Settings
 from ..core.names import SESSIONS_PARTITIONS
 from ..core.segments.reader import Segment, list_segments
 from ..core.sessions.layout import discover_sessions, segments_dir
 from .resources import statepool_settings
-from .sensors import _interval
 from .sessions import sessions_job, sessions_partitions
+
+
+def _interval() -> int:
+    """The tick interval, read when the code location loads (a bad setting: the default)."""
+    try:
+        return statepool_settings.settings().sensor_interval
+    except ValueError:
+        return Settings.model_fields["sensor_interval"].default
+
 
 SessionCursor = dict[str, dict[str, list[int]]]  # session -> writer -> [highest seq, count]
 
