@@ -142,3 +142,15 @@ def test_segments_through_fsspec_local_url(tmp_path: Path) -> None:
         w.append({"i": 1})
     assert [s.name for s in list_segments(url)] == ["w-000000.jsonl"]
     assert (tmp_path / "segs" / "w-000000.jsonl").read_bytes() == b'{"i": 1}\n'
+
+
+def test_an_idle_segment_is_sealed_at_its_age_limit_without_another_append(tmp_path: Path) -> None:
+    writer = SegmentWriter(tmp_path, "idle", max_age=0.2)
+    writer.append({"n": 1})
+    deadline = time.monotonic() + 30
+    while not list_segments(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [s.name for s in list_segments(tmp_path)] == ["idle-000000.jsonl"]
+    writer.append({"n": 2})
+    writer.close()
+    assert [r["n"] for r in _records(tmp_path)] == [1, 2]

@@ -4,7 +4,8 @@ Each record is one line. A segment is written under a dot name (every reader ski
 it) and sealed, whole, under ``<writer>-<seq>.jsonl``: locally by ``fsync`` and an
 exclusive rename (never over an existing file), through fsspec by a single put of the
 whole segment. A segment is sealed when it holds ``max_bytes`` or ``max_records``,
-on the first append after ``max_age`` seconds, and on :meth:`SegmentWriter.close`.
+once it is ``max_age`` seconds old (by a timer thread, even if no append follows),
+and on :meth:`SegmentWriter.close`.
 A writer killed before sealing loses only its unsealed segment; the next writer of
 the same name starts after the highest sealed number and never overwrites one.
 """
@@ -17,6 +18,7 @@ import errno
 import io
 import json
 import os
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -112,6 +114,10 @@ class SegmentWriter:
         self._bytes = self._records = 0
         self._opened = 0.0
         self._closed = False
+        self._lock = threading.RLock()  # the timer thread seals too
+        self._stop = threading.Event()
+        self._timer: threading.Thread | None = None
+        self._error: BaseException | None = None  # a timer seal's failure, raised on next call
         if is_local(self.folder):
             self.folder.mkdir(parents=True, exist_ok=True)
         else:
@@ -125,8 +131,6 @@ class SegmentWriter:
 
     def append(self, record: Any) -> None:
         """Append one record: ``bytes``/``str`` holding one JSON text, or a JSON-able value."""
-        if self._closed:
-            raise ValueError(f"segment writer {self.name!r} is closed")
         if isinstance(record, str):
             line = record.encode("utf-8")
         elif isinstance(record, bytes | bytearray | memoryview):
@@ -135,39 +139,74 @@ class SegmentWriter:
             line = json.dumps(record, ensure_ascii=False).encode("utf-8")
         if b"\n" in line or b"\r" in line:
             raise ValueError("a record must be one line: its JSON text holds a line end")
-        if self._file is None:
-            self._open()
-        assert self._file is not None
-        self._file.write(line)
-        self._file.write(b"\n")
-        self._bytes += len(line) + 1
-        self._records += 1
-        if (
-            self._bytes >= self.max_bytes
-            or self._records >= self.max_records
-            or time.monotonic() - self._opened >= self.max_age
-        ):
-            self.seal()
+        with self._lock:
+            self._raise_timer_error()
+            if self._closed:
+                raise ValueError(f"segment writer {self.name!r} is closed")
+            if self._file is None:
+                self._open()
+            assert self._file is not None
+            self._file.write(line)
+            self._file.write(b"\n")
+            self._bytes += len(line) + 1
+            self._records += 1
+            if (
+                self._bytes >= self.max_bytes
+                or self._records >= self.max_records
+                or time.monotonic() - self._opened >= self.max_age
+            ):
+                self.seal()
 
     def seal(self) -> str | None:
         """Seal the open segment now; its sealed name, or ``None`` when nothing was open."""
-        if self._file is None:
-            return None
-        f, tmp = self._file, self._tmp
-        self._file = self._tmp = None
-        self._bytes = self._records = 0
-        name = self._seal_local(f, tmp) if is_local(self.folder) else self._seal_fsspec(f)
-        self.sealed.append(name)
-        return name
+        with self._lock:
+            if self._file is None:
+                return None
+            f, tmp = self._file, self._tmp
+            self._file = self._tmp = None
+            self._bytes = self._records = 0
+            name = self._seal_local(f, tmp) if is_local(self.folder) else self._seal_fsspec(f)
+            self.sealed.append(name)
+            return name
 
     def close(self) -> None:
         """Seal what is open; later appends are refused."""
-        if not self._closed:
-            self.seal()
-            self._closed = True
+        self._stop.set()
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self.seal()
+            self._raise_timer_error()
+
+    def _raise_timer_error(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _start_timer(self) -> None:
+        """A daemon thread sealing the open segment once it is ``max_age`` old."""
+        if self._timer is not None or not 0 < self.max_age < float("inf"):
+            return
+        self._timer = threading.Thread(
+            target=self._watch, name=f"segments-{self.name}", daemon=True
+        )
+        self._timer.start()
+
+    def _watch(self) -> None:
+        pause = min(max(self.max_age / 4, 0.05), 5.0)
+        while not self._stop.wait(pause):
+            with self._lock:
+                if self._file is None or time.monotonic() - self._opened < self.max_age:
+                    continue
+                try:
+                    self.seal()
+                except BaseException as exc:  # the worker hears of it at its next call
+                    self._error = exc
+                    return
 
     def abandon(self) -> None:
         """Drop the open segment unsealed (its records are lost), as a crash would."""
+        self._stop.set()
         if self._file is not None:
             self._file.close()
             if self._tmp is not None and is_local(self.folder):
@@ -187,6 +226,7 @@ class SegmentWriter:
         self.close()
 
     def _open(self) -> None:
+        self._start_timer()
         if self._seq < 0:
             self._seq = highest_seq(self.folder, self.name) + 1
         self._opened = time.monotonic()
