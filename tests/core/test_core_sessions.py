@@ -18,7 +18,7 @@ from statepool_dagster.core.segments import list_segments
 from statepool_dagster.core.sessions import SessionSpecMismatch, StateWriter
 from statepool_dagster.core.sessions.build import build_session
 from statepool_dagster.core.sessions.layout import segments_dir
-from statepool_dagster.core.sessions.reading import iter_session_table
+from statepool_dagster.core.sessions.reading import iter_session_table, stored_sessions
 from statepool_dagster.core.stages.run import build_run
 from statepool_dagster.core.states.models import CheckpointState
 from statepool_dagster.core.store.layout import StoreLayout
@@ -69,6 +69,7 @@ def test_a_written_session_builds_states_and_prompts(tmp_path: Path) -> None:
     again = build_session(root, store, "s1", spec)
     assert again.built == [], "a sealed segment already built is not read again"
     assert json.loads((root / "s1" / "session.json").read_text()) == {"model": "m"}
+    assert stored_sessions(store) == ["s1"]
 
 
 def test_a_second_writer_with_a_different_spec_is_refused(tmp_path: Path) -> None:
@@ -226,3 +227,33 @@ def test_a_session_on_an_object_store_url_end_to_end() -> None:
         w.append(_state(9), policy_step=9)
     grown = build_session(root, store, "obj", spec)
     assert grown.built == ["w-000003.jsonl"] and grown.unique == 6
+
+
+def test_a_deleted_segment_leaves_the_store_a_deleted_session_does_not(tmp_path: Path) -> None:
+    import shutil
+
+    root, store = tmp_path / "sessions", tmp_path / "store"
+    for writer in ("a", "b"):
+        with StateWriter(root, "s", writer=writer) as w:
+            w.append(_state(1 if writer == "a" else 2), policy_step=0)
+    spec = Settings().prompt_spec()
+    assert build_session(root, store, "s", spec).unique == 2
+    (root / "s" / "segments" / "b-000000.jsonl").unlink()
+    pruned = build_session(root, store, "s", spec)
+    assert pruned.dropped == ["b-000000.jsonl"] and pruned.unique == 1
+    assert not (store / "session_prompts" / "s" / "b-000000.parquet").exists()
+    shutil.rmtree(root / "s")
+    kept = build_session(root, store, "s", spec)
+    assert kept.missing and kept.unique == 1 and len(_ids(store, "s")) == 1
+
+
+def test_a_replayed_segment_adds_provenance_not_states(tmp_path: Path) -> None:
+    root, store = tmp_path / "sessions", tmp_path / "store"
+    with StateWriter(root, "s", writer="a") as w:
+        for k in range(3):
+            w.append(_state(k), policy_step=k)
+    data = (root / "s" / "segments" / "a-000000.jsonl").read_bytes()
+    (root / "s" / "segments" / "a-000001.jsonl").write_bytes(data)  # replayed under a new number
+    built = build_session(root, store, "s", Settings().prompt_spec())
+    assert (built.states, built.segments) == (6, 2)
+    assert len(_ids(store, "s")) == 3 and len(_ids(store, "s", "prompts")) == 3

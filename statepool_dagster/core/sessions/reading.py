@@ -68,3 +68,16 @@ def iter_session_table(
                 if columns is not None:
                     out = out.select(columns)
                 yield out
+
+
+def stored_sessions(store_root: str | os.PathLike[str] | AnyPath) -> list[str]:
+    """The sessions that have states in the store, by name."""
+    from ..locations import as_path
+    from ..names import SESSION_STATES
+
+    folder = as_path(store_root) / SESSION_STATES
+    try:
+        names = [p.name for p in folder.iterdir() if p.is_dir()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(n for n in names if not n.startswith("."))
