@@ -257,3 +257,30 @@ def test_a_replayed_segment_adds_provenance_not_states(tmp_path: Path) -> None:
     built = build_session(root, store, "s", Settings().prompt_spec())
     assert (built.states, built.segments) == (6, 2)
     assert len(_ids(store, "s")) == 3 and len(_ids(store, "s", "prompts")) == 3
+
+
+def _peak_build(tmp_path: Path, states: int) -> int:
+    import tracemalloc
+
+    root, store = tmp_path / f"sessions{states}", tmp_path / f"store{states}"
+    with StateWriter(root, "big", writer="w", max_bytes=1 << 40) as w:
+        for k in range(states):
+            w.append(_state(k, last_receipt="x" * 200_000), policy_step=k)
+    spec = Settings().prompt_spec()
+    tracemalloc.start()
+    try:
+        built = build_session(root, store, "big", spec)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert built.unique == states
+    return peak
+
+
+def test_a_segment_is_built_with_memory_flat_in_its_states(tmp_path, monkeypatch) -> None:
+    from statepool_dagster.core.sessions import store
+
+    monkeypatch.setattr(store, "_BATCH_CHARS", 2 << 20)  # row groups of 2 MB of state text
+    small, large = _peak_build(tmp_path, 20), _peak_build(tmp_path, 120)
+    assert large < 1.5 * small, (small, large)
+    assert large < 12 * 200_000 + (2 << 20) * 2
