@@ -1,4 +1,4 @@
-"""The ``statepool`` command: sync, demo, status, export, report, score."""
+"""The ``statepool`` command: sync, demo, status, export, report, score, ingest."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from ..core.config import Settings
 from . import feedback
 from .console import Reporter, dagster_instance, summary_json, summary_table
 from .file_commands import cmd_export, cmd_report, cmd_score, pool_report_path, write_pool_report
+from .ingest import add_parser as add_ingest_parser
 
 
 def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
@@ -49,16 +50,34 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
             flush=True,
         )
         return stop.exit_code
+    sessions = _sync_sessions(instance, settings, args)
     report = None
     if summary.outcomes or not pool_report_path(settings).exists():
         report = write_pool_report(settings, collect=False)  # splits: the last export's
     if args.json:
-        print(json.dumps({**summary_json(summary), "report": report}, indent=1))
+        print(json.dumps({**summary_json(summary), "report": report, **sessions[0]}, indent=1))
     elif not args.quiet:
         print(summary_table(summary))
+        if sessions[1]:
+            print(sessions[1])
         if report and announce_report:
             print(f"report: {report}")
-    return 1 if summary.failed else 0
+    return 1 if summary.failed or sessions[2] else 0
+
+
+def _sync_sessions(instance, settings: Settings, args: argparse.Namespace) -> tuple:
+    """Sessions built by this sync: (JSON fields, a line to print, any failed)."""
+    from .session_sync import sync_sessions
+
+    outcomes = sync_sessions(instance, settings, "DEBUG" if args.verbose else "ERROR")
+    failed = [o for o in outcomes if not o.ok]
+    for outcome in failed:
+        print(f"statepool sync: session {outcome.session}: {outcome.error}", file=sys.stderr)
+    rows = [vars(o) for o in outcomes]
+    line = (
+        f"sessions: {len(outcomes) - len(failed)} built, {len(failed)} failed" if outcomes else ""
+    )
+    return {"sessions": rows}, line, bool(failed)
 
 
 # Enough runs that the default export (val 10 %, seed 0) puts one in every split; the
@@ -88,6 +107,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 upload_tree(Path(local), runs)
         print(f"generated sample runs in {runs}/")
     code = cmd_sync(args, announce_report=False)
+    if getattr(args, "sessions", False):
+        code = _demo_sessions(settings, args) or code
     dataset = _materialize_training_dataset(args.verbose)
     if dataset:
         print(f"statepool demo: training_dataset failed: {dataset}", file=sys.stderr)
@@ -102,6 +123,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "open the UI:  make dev   (dg dev on http://127.0.0.1:3000)"
     )
     return code
+
+
+def _demo_sessions(settings: Settings, args: argparse.Namespace) -> int:
+    """A simulated rollout over the sample runs' states, then the session built."""
+    from ..demo.rollout import simulate_rollout
+    from ..readers import load_state_pool
+    from .session_sync import sync_sessions
+
+    states = load_state_pool(settings.store_dir)[:12]
+    folder = simulate_rollout(states, settings.sessions_dir)
+    outcomes = sync_sessions(dagster_instance(), settings, "DEBUG" if args.verbose else "ERROR")
+    failed = [o for o in outcomes if not o.ok]
+    for outcome in failed:
+        print(f"statepool demo: session {outcome.session}: {outcome.error}", file=sys.stderr)
+    if not (args.json or args.quiet):
+        print(f"simulated rollout: 3 writers wrote {folder}/segments/; session built")
+    return 1 if failed else 0
 
 
 def _materialize_training_dataset(verbose: bool = False) -> str | None:
@@ -157,6 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-v", "--verbose", action="store_true", help="show Dagster's own logs")
         # Every sync records the asset checks now; the flag is accepted for old scripts.
         p.add_argument("--checks", action="store_true", help=argparse.SUPPRESS)
+    sub.choices["demo"].add_argument(
+        "--sessions",
+        action="store_true",
+        help="also run a small simulated rollout writing a session (STATEPOOL_SESSIONS_DIR)",
+    )
     p = sub.add_parser("status", help="each run's partition state")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
@@ -195,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print rows, groups and summary as JSON")
     p.set_defaults(func=cmd_score)
     feedback.add_parser(sub)
+    add_ingest_parser(sub)
     return parser
 
 

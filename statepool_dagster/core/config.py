@@ -38,6 +38,10 @@ class Settings(BaseModel):
     store_dir: str = Field(
         "./store", description="Root of the asset store (Parquet + JSON): a folder or fsspec URL."
     )
+    sessions_dir: str = Field(
+        "./sessions",
+        description="Folder (or fsspec URL) of sessions: states rollout workers write as they run.",
+    )
     dataset: str = Field("ovo", description="Value of every state's `dataset` field.")
     prompt_template: str | None = Field(
         None, description="Curator template: `module:attr` or a text file. Default: bundled."

@@ -65,3 +65,10 @@ class RunStatus(str, Enum):
     STALE = "stale"
     NEVER = "never"
     FAILED = "failed"
+
+
+# Sessions (the pool's second source): the dynamic partitions, their assets and folders.
+SESSIONS_PARTITIONS = "sessions"
+SESSION_STATES = "session_states"
+SESSION_PROMPTS = "session_prompts"
+SESSION_REJECTS = "session_rejects"

@@ -24,6 +24,9 @@ class StatepoolSettings(ConfigurableResource):
 
     runs_dir: str | None = Field(None, description="STATEPOOL_RUNS_DIR (default ./runs)")
     store_dir: str | None = Field(None, description="STATEPOOL_STORE_DIR (default ./store)")
+    sessions_dir: str | None = Field(
+        None, description="STATEPOOL_SESSIONS_DIR (default ./sessions)"
+    )
     dataset: str | None = Field(None, description="STATEPOOL_DATASET (default ovo)")
     on_bad_record: str | None = Field(None, description="STATEPOOL_ON_BAD_RECORD: keep | fail")
     prompt_template: str | None = Field(None, description="STATEPOOL_PROMPT_TEMPLATE")

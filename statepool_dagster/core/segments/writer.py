@@ -32,7 +32,7 @@ from .names import check_writer_name, parse_segment_name, segment_name, unsealed
 DEFAULT_MAX_BYTES = 64 << 20
 DEFAULT_MAX_RECORDS = 100_000
 DEFAULT_MAX_AGE = 30.0
-_BUFFER = 1 << 20
+_BUFFER = 1 << 16  # a large state goes straight to the page cache; small ones are batched
 _AT_FDCWD = -100
 _RENAME_NOREPLACE = 1
 

@@ -1,0 +1,96 @@
+"""``statepool ingest FILE.jsonl --session NAME``: another tool's states, sealed into a session."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..core.config import Settings
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("ingest", help="seal a JSONL file of states into a session")
+    p.add_argument(
+        "file", help="JSONL file: one state a line, as CheckpointState.to_json writes it"
+    )
+    p.add_argument("--session", required=True, help="session name (the rules of run names)")
+    p.add_argument("--policy-step", type=int, default=None, help="policy step of every state")
+    p.add_argument("--writer", default=None, help="writer name (default ingest-<host>-<pid>)")
+    p.add_argument(
+        "--sessions", default=None, help="sessions root (default STATEPOOL_SESSIONS_DIR)"
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing but rejects")
+    p.set_defaults(func=cmd_ingest)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Each good line becomes a session line; each bad one is named (file, line) and set aside."""
+    from ..core.errors import StatepoolError
+    from ..core.rejects import RAW_LIMIT, Reject, escape_bytes
+    from ..core.segments.reader import OversizeLine, iter_segment_lines
+    from ..core.segments.writer import SegmentWriter
+    from ..core.sessions.layout import check_session_name, segments_dir, session_dir
+    from ..core.sessions.read import parse_state_line
+    from ..core.sessions.spec import ensure_spec
+    from ..core.sessions.writer import default_writer_name, session_line
+
+    settings = Settings.from_env(sessions_dir=args.sessions)
+    source = Path(args.file)
+    if not source.is_file():
+        raise StatepoolError(f"{source}: no such file")
+    try:
+        check_session_name(args.session)
+    except ValueError as exc:
+        raise StatepoolError(str(exc)) from None
+    ensure_spec(session_dir(settings.sessions_dir, args.session), None)
+    writer = SegmentWriter(
+        segments_dir(settings.sessions_dir, args.session),
+        args.writer or f"ingest-{default_writer_name()}",
+        max_age=float("inf"),
+    )
+    rejects: list[Reject] = []
+    count = 0
+    with writer:
+        for number, raw in iter_segment_lines(source):
+            if isinstance(raw, OversizeLine):
+                error = f"a line of {raw.length} bytes, over the limit"
+                rejects.append(Reject(file=str(source), line=number, error=error, raw=None))
+                continue
+            try:
+                item = parse_state_line(raw, number)
+            except ValueError as exc:
+                raw_text = escape_bytes(raw[:RAW_LIMIT])
+                rejects.append(Reject(file=str(source), line=number, error=str(exc), raw=raw_text))
+                continue
+            state = item.state.to_dict()
+            state["state_id"] = item.written_id
+            provenance: dict[str, Any] = {"meta": {"ingested_from": str(source), "line": number}}
+            step = args.policy_step if args.policy_step is not None else item.policy_step
+            if step is not None:
+                provenance = {"policy_step": step, **provenance}
+            writer.append(session_line(state, provenance))
+            count += 1
+    for reject in rejects:
+        print(f"statepool ingest: {reject.describe()}", file=sys.stderr)
+    if rejects:
+        _keep_rejects(settings, args.session, writer.name, rejects)
+    if not args.quiet:
+        sealed = ", ".join(writer.sealed) or "nothing"
+        print(
+            f"ingested {count} states into session {args.session} ({sealed}); "
+            f"{len(rejects)} rejects"
+        )
+    return 1 if rejects else 0
+
+
+def _keep_rejects(settings: Settings, session: str, writer: str, rejects: list) -> None:
+    from ..core.locations import as_path
+    from ..core.names import SESSION_REJECTS
+    from ..core.store.atomic import write_bytes_atomic
+    from ..core.store.tables import rejects_jsonl
+
+    lines = rejects_jsonl(rejects, "ingest")
+    path = as_path(settings.store_dir) / SESSION_REJECTS / session / f".ingest-{writer}.jsonl"
+    write_bytes_atomic(path, ("\n".join(lines) + "\n").encode("utf-8"))

@@ -1,0 +1,54 @@
+"""Where a session's files live under the sessions root (a local folder or an fsspec URL)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from ..locations import AnyPath, as_path, entry_name, is_local
+from ..runs.names import run_name_problem
+
+SESSION_FILE = "session.json"
+SEGMENTS_DIR = "segments"
+
+
+def session_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a session (the run names' rules), or ``None``."""
+    return run_name_problem(name)
+
+
+def check_session_name(name: str) -> str:
+    """``name`` when it is a safe session key; ``ValueError`` naming the rule otherwise."""
+    problem = session_name_problem(name)
+    if problem:
+        raise ValueError(f"invalid session name {name!r}: {problem}")
+    return name
+
+
+def session_dir(root: str | os.PathLike[str] | AnyPath, session: str) -> AnyPath:
+    return as_path(root) / check_session_name(session)
+
+
+def segments_dir(root: str | os.PathLike[str] | AnyPath, session: str) -> AnyPath:
+    return session_dir(root, session) / SEGMENTS_DIR
+
+
+def discover_sessions(root: str | os.PathLike[str] | AnyPath) -> tuple[list[str], dict[str, str]]:
+    """Session folders under ``root`` (those with ``segments/``), and invalid names with why."""
+    root = as_path(root)
+    names: list[str] = []
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        if is_local(root):
+            with os.scandir(root) as entries:
+                names = [e.name for e in entries if e.is_dir()]
+        else:
+            infos = root.fs.ls(root.path, detail=True)
+            names = [entry_name(i) for i in infos if i.get("type") == "directory"]
+    valid, invalid = [], {}
+    for name in sorted(n for n in names if not n.startswith(".")):
+        problem = session_name_problem(name)
+        if problem:
+            invalid[name] = problem
+        elif (root / name / SEGMENTS_DIR).is_dir():
+            valid.append(name)
+    return valid, invalid

@@ -1,0 +1,120 @@
+"""Read a sealed segment: each line is a state (with its provenance) or a reject."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..rejects import RAW_LIMIT, UNSTORABLE, Reject, escape_bytes
+from ..runs.json_read import is_utf8, loads
+from ..runs.names import run_name_problem
+from ..segments.reader import DEFAULT_MAX_LINE, OversizeLine, iter_segment_lines
+from ..states.models import STATE_FIELDS, CheckpointState
+from .writer import PROVENANCE_KEY
+
+_REQUIRED = ("state_id", "dataset", "lib_snapshot", "episodes", "analysis", "last_receipt")
+_RUN_STATE_ID = re.compile(r"(?P<run>.+)_ckpt[0-9]+")
+
+
+@dataclass
+class SessionState:
+    """One state read from a session line, its pool id and where it came from."""
+
+    state_id: str
+    written_id: str
+    text: str  # the original's to_json, with the pool id as state_id
+    state: CheckpointState
+    line: int
+    policy_step: int | None
+    parent_state_id: str | None
+    time: float | None
+    meta: str | None
+
+
+def pool_state_id(state: CheckpointState) -> str:
+    """A run-path id (``<run>_ckpt<k>``) stays; any other state gets a digest of its content.
+
+    The digest covers the canonical JSON of every field but ``state_id``, so one state
+    written by two workers under two ids is one state.
+    """
+    match = _RUN_STATE_ID.fullmatch(state.state_id)
+    if match and run_name_problem(match["run"]) is None:
+        return state.state_id
+    body = {k: getattr(state, k) for k in STATE_FIELDS if k != "state_id"}
+    canonical = json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return "s-" + hashlib.blake2b(canonical.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def _provenance(value: Any) -> tuple[int | None, str | None, float | None, str | None]:
+    if value is None:
+        return None, None, None, None
+    if not isinstance(value, dict):
+        raise ValueError(f"{PROVENANCE_KEY} is not an object")
+    step, parent, when, meta = (
+        value.get(k) for k in ("policy_step", "parent_state_id", "time", "meta")
+    )
+    if step is not None and type(step) is not int:
+        raise ValueError(f"{PROVENANCE_KEY}.policy_step is not an integer")
+    if parent is not None and not isinstance(parent, str):
+        raise ValueError(f"{PROVENANCE_KEY}.parent_state_id is not a string")
+    if when is not None and (isinstance(when, bool) or not isinstance(when, int | float)):
+        raise ValueError(f"{PROVENANCE_KEY}.time is not a number")
+    meta_text = None if meta is None else json.dumps(meta, ensure_ascii=False, sort_keys=True)
+    return step, parent, None if when is None else float(when), meta_text
+
+
+def _validation_message(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "the state"
+    return f"field {where}: {first['msg']}"
+
+
+def parse_state_line(raw: bytes, line: int) -> SessionState:
+    """The state a session line holds; ``ValueError`` saying why it is not one."""
+    if not is_utf8(raw):
+        raise ValueError("not storable as UTF-8: invalid UTF-8 bytes")
+    record = loads(raw)
+    if not isinstance(record, dict):
+        raise ValueError(f"not a state: a JSON {type(record).__name__}, not an object")
+    step, parent, when, meta = _provenance(record.pop(PROVENANCE_KEY, None))
+    unknown = [k for k in record if k not in STATE_FIELDS]
+    if unknown:
+        raise ValueError(f"not a state: unknown field(s) {', '.join(map(repr, unknown[:5]))}")
+    missing = [k for k in _REQUIRED if k not in record]
+    if missing:
+        raise ValueError(f"not a state: missing field(s) {', '.join(map(repr, missing))}")
+    try:
+        state = CheckpointState.model_validate(record, strict=True)
+    except ValidationError as exc:
+        raise ValueError(f"not a state: {_validation_message(exc)}") from None
+    written = state.state_id
+    try:
+        state.state_id = pool_state_id(state)
+        text = state.to_json()
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(UNSTORABLE) from None
+    return SessionState(state.state_id, written, text, state, line, step, parent, when, meta)
+
+
+def read_segment(
+    path: Any, display: str, max_line: int = DEFAULT_MAX_LINE
+) -> Iterator[SessionState | Reject]:
+    """Each line of a sealed segment as a state or a reject naming ``display`` and the line."""
+    for number, raw in iter_segment_lines(path, max_line):
+        if isinstance(raw, OversizeLine):
+            error = f"a line of {raw.length} bytes, over the limit of {max_line}"
+            yield Reject(file=display, line=number, error=error, raw=None)
+            continue
+        try:
+            yield parse_state_line(raw, number)
+        except ValueError as exc:
+            yield Reject(
+                file=display, line=number, error=str(exc), raw=escape_bytes(raw[:RAW_LIMIT])
+            )

@@ -1,0 +1,234 @@
+"""A session in the store: one Parquet part per sealed segment, built once per segment.
+
+``session_states/<session>/<segment>.parquet`` holds every copy of every state with
+its provenance (the state text on a segment's first copy only),
+``session_prompts/<session>/<segment>.parquet`` one prompt per state the segment
+brought, ``session_rejects/<session>/<segment>.jsonl`` its rejects, and
+``session_states/<session>/.index.json`` the segments built and their counts, so a
+session grown by one segment costs one segment's work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import PromptInputError
+from ..locations import AnyPath, as_path, is_local
+from ..names import SESSION_PROMPTS, SESSION_REJECTS, SESSION_STATES
+from ..prompts.render import build_curator_prompt
+from ..prompts.spec import PromptSpec
+from ..prompts.template import surrogate_problem
+from ..rejects import Reject
+from ..segments.reader import DEFAULT_MAX_LINE, Segment
+from ..store.atomic import write_bytes_atomic
+from ..store.tables import rejects_jsonl
+from .layout import check_session_name
+from .read import SessionState, read_segment
+
+INDEX = ".index.json"
+_BATCH_CHARS = 32 << 20  # state text held before a row group is written
+
+STATES_SCHEMA = pa.schema(
+    [
+        ("state_id", pa.string()),
+        ("written_state_id", pa.string()),
+        ("session", pa.string()),
+        ("writer", pa.string()),
+        ("segment", pa.string()),
+        ("line", pa.int64()),
+        ("policy_step", pa.int64()),
+        ("parent_state_id", pa.string()),
+        ("time", pa.float64()),
+        ("meta", pa.string()),
+        ("first_copy", pa.bool_()),
+        ("state", pa.large_string()),
+    ]
+)
+PROMPTS_SCHEMA = pa.schema(
+    [
+        ("state_id", pa.string()),
+        ("session", pa.string()),
+        ("segment", pa.string()),
+        ("line", pa.int64()),
+        ("policy_step", pa.int64()),
+        ("prompt", pa.large_string()),
+    ]
+)
+
+
+def _stem(segment: str) -> str:
+    return segment.removesuffix(".jsonl")
+
+
+class SessionFolders:
+    """Where one session's parts live in the store."""
+
+    def __init__(self, store_root: str | os.PathLike[str] | AnyPath, session: str):
+        root = as_path(store_root)
+        self.session = check_session_name(session)
+        self.states = root / SESSION_STATES / session
+        self.prompts = root / SESSION_PROMPTS / session
+        self.rejects = root / SESSION_REJECTS / session
+
+    def load_index(self) -> dict[str, dict[str, Any]]:
+        try:
+            return json.loads((self.states / INDEX).read_bytes()).get("segments", {})
+        except (OSError, ValueError):
+            return {}
+
+    def save_index(self, index: dict[str, dict[str, Any]]) -> None:
+        data = json.dumps({"segments": index}, sort_keys=True, indent=0).encode("utf-8")
+        write_bytes_atomic(self.states / INDEX, data)
+
+    def drop(self, segment: str) -> None:
+        stem = _stem(segment)
+        for path in (
+            self.states / f"{stem}.parquet",
+            self.prompts / f"{stem}.parquet",
+            self.rejects / f"{stem}.jsonl",
+        ):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+
+class _PartFile:
+    """A Parquet part written in row groups to a hidden temp file, then put in place whole."""
+
+    def __init__(self, target: AnyPath, schema: pa.Schema):
+        self.target, self.schema = target, schema
+        self.local = is_local(target)
+        if self.local:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        else:
+            fd, name = tempfile.mkstemp(prefix="statepool-session-", suffix=".parquet")
+        os.close(fd)
+        self.tmp = Path(name)
+        self.writer = pq.ParquetWriter(self.tmp, schema, compression="zstd")
+        self.rows: list[dict[str, Any]] = []
+        self.chars = 0
+
+    def add(self, row: dict[str, Any], chars: int = 0) -> None:
+        self.rows.append(row)
+        self.chars += chars
+        if self.chars >= _BATCH_CHARS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            self.writer.write_table(pa.Table.from_pylist(self.rows, schema=self.schema))
+        self.rows, self.chars = [], 0
+
+    def finish(self) -> None:
+        self.flush()
+        self.writer.close()
+        try:
+            if self.local:
+                os.replace(self.tmp, self.target)
+            else:
+                with contextlib.suppress(FileExistsError):
+                    self.target.parent.mkdir(parents=True, exist_ok=True)
+                with self.tmp.open("rb") as src, self.target.open("wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+        finally:
+            self.tmp.unlink(missing_ok=True)
+
+
+@dataclass
+class SegmentReport:
+    """What building one segment found."""
+
+    states: int = 0
+    unique: int = 0
+    prompts: int = 0
+    rejects: list[Reject] = field(default_factory=list)
+    policy_steps: set[int] = field(default_factory=set)
+
+
+def build_segment(
+    folders: SessionFolders, segment: Segment, spec: PromptSpec, max_line: int = DEFAULT_MAX_LINE
+) -> SegmentReport:
+    """Read one sealed segment; write its states, prompts and rejects parts."""
+    stem, session = _stem(segment.name), folders.session
+    display = f"{session}/segments/{segment.name}"
+    states = _PartFile(folders.states / f"{stem}.parquet", STATES_SCHEMA)
+    prompts = _PartFile(folders.prompts / f"{stem}.parquet", PROMPTS_SCHEMA)
+    report, seen = SegmentReport(), set()
+    for item in read_segment(segment.path, display, max_line):
+        if isinstance(item, Reject):
+            report.rejects.append(item)
+            continue
+        first = item.state_id not in seen
+        seen.add(item.state_id)
+        report.states += 1
+        if item.policy_step is not None:
+            report.policy_steps.add(item.policy_step)
+        states.add(_state_row(item, session, segment, first), len(item.text) if first else 0)
+        if first:
+            report.unique += 1
+            prompt = _render(item, spec, display, report.rejects)
+            if prompt is not None:
+                report.prompts += 1
+                prompts.add(
+                    {
+                        "state_id": item.state_id,
+                        "session": session,
+                        "segment": segment.name,
+                        "line": item.line,
+                        "policy_step": item.policy_step,
+                        "prompt": prompt,
+                    },
+                    len(prompt),
+                )
+    states.finish()
+    prompts.finish()
+    lines = rejects_jsonl(report.rejects, SESSION_STATES)
+    if lines:
+        write_bytes_atomic(folders.rejects / f"{stem}.jsonl", ("\n".join(lines) + "\n").encode())
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            (folders.rejects / f"{stem}.jsonl").unlink()
+    return report
+
+
+def _state_row(item: SessionState, session: str, segment: Segment, first: bool) -> dict[str, Any]:
+    return {
+        "state_id": item.state_id,
+        "written_state_id": item.written_id,
+        "session": session,
+        "writer": segment.writer,
+        "segment": segment.name,
+        "line": item.line,
+        "policy_step": item.policy_step,
+        "parent_state_id": item.parent_state_id,
+        "time": item.time,
+        "meta": item.meta,
+        "first_copy": first,
+        "state": item.text if first else None,
+    }
+
+
+def _render(
+    item: SessionState, spec: PromptSpec, display: str, rejects: list[Reject]
+) -> str | None:
+    try:
+        prompt = build_curator_prompt(item.state, spec)
+        unstorable = surrogate_problem(prompt)
+        if unstorable:
+            raise PromptInputError(f"cannot store the prompt: {unstorable}")
+    except PromptInputError as exc:
+        rejects.append(
+            Reject(file=display, line=item.line, error=f"{item.state_id}: {exc}", raw=None)
+        )
+        return None
+    return prompt
