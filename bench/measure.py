@@ -104,31 +104,29 @@ class Bench:
 
     def new_database(self, name: str) -> str:
         """An empty database on the --postgres server; its URL."""
-        import psycopg2
-
         assert self.postgres
-        with psycopg2.connect(self.postgres) as conn:
-            conn.autocommit = True
-            with conn.cursor() as cur:
-                cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
-                cur.execute(f'CREATE DATABASE "{name}"')
-        conn.close()
+        self.admin(f'DROP DATABASE IF EXISTS "{name}"', f'CREATE DATABASE "{name}"')
         self.databases.append(name)
         parts = urlsplit(self.postgres)
         return urlunsplit(parts._replace(path="/" + name))
 
     def drop_databases(self) -> None:
-        if not self.databases:
-            return
+        if self.databases:
+            self.admin(*(f'DROP DATABASE IF EXISTS "{name}"' for name in self.databases))
+            self.databases.clear()
+
+    def admin(self, *statements: str) -> None:
+        """Statements outside a transaction (as CREATE and DROP DATABASE must be)."""
         import psycopg2
 
         conn = psycopg2.connect(self.postgres)
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            for name in self.databases:
-                cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.close()
-        self.databases.clear()
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                for statement in statements:
+                    cur.execute(statement)
+        finally:
+            conn.close()
 
     def run(
         self,
