@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = args.doc_file or REPO / "docs" / "performance" / f"{args.size}.md"
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(page)
-    print(page)
+    print(page, end="")
     return 0
 
 

@@ -14,7 +14,7 @@ from helpers import REPO
 BENCH = REPO / "bench"
 
 
-def run_bench(*args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+def run_bench(*args: str, timeout: int = 1500) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, str(BENCH / "run_bench.py"), *args]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
