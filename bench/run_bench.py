@@ -35,9 +35,9 @@ def git(folder: Path, *args: str) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def run_info(bench: Bench) -> dict[str, object]:
+def run_info(bench: Bench, argv: list[str]) -> dict[str, object]:
     """What was measured, when, where and how: the header of the docs page."""
-    argv = [a if not a.startswith("postgresql://") else "URL" for a in sys.argv[1:]]
+    argv = [a if not a.startswith("postgresql://") else "URL" for a in argv]
     return {
         "when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "cpus": os.cpu_count(),
@@ -112,11 +112,12 @@ def measure_corpus(bench: Bench, args: argparse.Namespace, results: dict) -> lis
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     bench = Bench(
         out=(args.out / args.size).resolve(), code=args.code.resolve(), postgres=args.postgres
     )
-    results: dict[str, object] = {"size": args.size, "run": run_info(bench)}
+    results: dict[str, object] = {"size": args.size, "run": run_info(bench, argv)}
     try:
         if args.size in LONG_ONLY:
             from long_runs import long_and_short
