@@ -71,7 +71,10 @@ class SyncSummary:
         }
 
 
-BATCH_SIZE = 16  # runs per Dagster run: progress stays visible, a failure costs little
+# Runs per Dagster run. Each run costs Dagster a fixed ~0.15 s (creating it, its plan, its
+# start and end events): 48 keeps that under 4 ms a partition while progress still shows
+# every few seconds; a run that fails in a batch is retried alone, so a failure costs little.
+BATCH_SIZE = 48
 
 
 def _materialized(result) -> dict[tuple[str, str | None], dict]:
