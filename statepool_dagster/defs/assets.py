@@ -11,12 +11,15 @@ partitions reports each on its own, and a run that fails does not hide the other
 import traceback
 import warnings
 from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from dagster import (
     AssetCheckEvaluation,
+    AssetCheckKey,
     AssetExecutionContext,
     AssetKey,
     AssetMaterialization,
@@ -55,45 +58,73 @@ from ..core.store.tables import (
     STATE_COLUMNS,
     load_arrow,
 )
-from .checks import CHECK_SPECS, evaluate_checks
+from .checks import CHECK_SPECS, CheckResult, check_evaluations, run_checks
 from .partitions import runs_partitions
 from .resources import StatepoolSettings
+from .storage import enable_event_batches
 
 # Loaded with the code location, once per process, not inside the first step of every run.
 load_arrow()
+# A multi-partition step's materializations stored as one batch, whatever the storage
+# (PostgreSQL's bulk-inserts it); the SQLite storage of dagster.yaml sets it too.
+enable_event_batches()
 
 
 @dataclass
 class RunBuild:
-    """One run's build: a report per asset built, and the error that stopped the rest."""
+    """One run's build: a report per asset built, its check results, and the error that
+    stopped the rest."""
 
     run: str
     reports: dict[str, StageReport] = field(default_factory=dict)
+    checks: list[CheckResult] = field(default_factory=list)
     error: BaseException | None = None
     trace: str = ""
 
 
-def _build_run(job: RunJob, assets: Sequence[str]) -> RunBuild:
-    """The selected stages of one run, in data order, up to the first that fails."""
+def _build_run(
+    job: RunJob, assets: Sequence[str], checks: Sequence[AssetCheckKey] = ()
+) -> RunBuild:
+    """The selected stages of one run, in data order, up to the first that fails; then, if
+    none failed, the selected checks (in the same worker, on the files it just wrote)."""
     build = RunBuild(job.run)
     try:
         for asset in assets:
             build.reports[asset] = STAGES[asset](job)
     except Exception as error:  # one run's failure must not hide the other runs' results
         build.error, build.trace = error, traceback.format_exc()
+        return build
+    build.checks = run_checks(job.settings.store_dir, job.run, checks)
     return build
 
 
-def _build(settings: Settings, runs: Sequence[str], assets: Sequence[str]) -> list[RunBuild]:
-    """Build ``assets`` (in data order) of every run: the one call into the core."""
-    if not assets:
+def _build(
+    settings: Settings,
+    runs: Sequence[str],
+    assets: Sequence[str],
+    checks: Sequence[AssetCheckKey] = (),
+) -> list[RunBuild]:
+    """Build ``assets`` (in data order) of every run and check it: the one call into the core."""
+    if not assets and not checks:
         return [RunBuild(run) for run in runs]
     # A forked worker's writes to memory:// would stay in the worker.
     shared = shared_between_processes(as_path(settings.store_dir))
     jobs = [RunJob(settings, run) for run in runs]
     # run_stage runs each task under the run's store lock, on a fork pool when there are many.
     workers = settings.workers if shared else 1
-    return run_stage(partial(_build_run, assets=tuple(assets)), jobs, workers)
+    task = partial(_build_run, assets=tuple(assets), checks=tuple(checks))
+    return run_stage(task, jobs, workers)
+
+
+def _batched_writes(context: AssetExecutionContext) -> AbstractContextManager[None]:
+    """The instance's storage writing what the step records in one transaction, if it can.
+
+    Dagster stores each event the step yields while the step waits: all of them then go in
+    together (see ``storage.py``). Other storages (PostgreSQL) write as usual.
+    """
+    storage = context.instance.event_log_storage
+    batched = getattr(storage, "batched_writes", None)
+    return batched() if batched is not None else nullcontext()
 
 
 def _schema(columns: dict[str, str], types: dict[str, str]) -> TableSchema:
@@ -187,6 +218,46 @@ RUN_ASSET_SPECS = [
 
 RunAssetEvent = MaterializeResult | AssetMaterialization | AssetCheckEvaluation | Output
 
+
+def _record(
+    context: AssetExecutionContext,
+    builds: list[RunBuild],
+    assets: Sequence[str],
+    checks: AbstractSet[AssetCheckKey],
+) -> Iterator[RunAssetEvent]:
+    """Every partition's materializations and check results, then each check's output."""
+    for build in builds:
+        for report in build.reports.values():
+            for note in report.notes:
+                context.log.info(f"{build.run}: {note}")
+    failed = [build for build in builds if build.error is not None]
+    if failed:
+        # One output covers every partition of the step: what was built is recorded one
+        # partition at a time instead (a failed run's stages before the failure too).
+        for build in failed if len(builds) > 1 else ():
+            context.log.error(f"{build.run} failed:\n{build.trace}")
+        for build in builds:
+            for asset, report in build.reports.items():
+                metadata = _metadata(report)
+                yield AssetMaterialization(asset, partition=build.run, metadata=metadata)
+    else:
+        for asset in assets:
+            for build in builds:
+                # Dagster makes each partition's materialization from this, and stores
+                # them as one batch (DAGSTER_EVENT_BATCH_SIZE, set in storage.py).
+                context.add_asset_metadata(
+                    _metadata(build.reports[asset]),
+                    asset_key=AssetKey(asset),
+                    partition_key=build.run,
+                )
+            yield MaterializeResult(asset_key=asset)
+    for build in builds:
+        if build.error is None:
+            yield from check_evaluations(build.run, build.checks)
+    for key in checks:  # each check's output, which the evaluations above stand for
+        yield Output(None, context.assets_def.get_output_name_for_asset_check_key(key))
+
+
 with warnings.catch_warnings():
     # The single-run backfill policy (beta in 1.13) is deliberate: one run, many partitions.
     warnings.simplefilter("ignore", BetaWarning)
@@ -205,35 +276,11 @@ with warnings.catch_warnings():
         settings = statepool.settings()
         selected = context.selected_asset_keys
         assets = [asset for asset in RUN_ASSETS if AssetKey(asset) in selected]
-        builds = _build(settings, context.partition_keys, assets)
-        for build in builds:
-            for report in build.reports.values():
-                for note in report.notes:
-                    context.log.info(f"{build.run}: {note}")
-        failed = [build for build in builds if build.error is not None]
-        built = [build for build in builds if build.error is None]
-        if failed:
-            # One output covers every partition of the step: what was built is recorded one
-            # partition at a time instead (a failed run's stages before the failure too).
-            for build in failed if len(builds) > 1 else ():
-                context.log.error(f"{build.run} failed:\n{build.trace}")
-            for build in builds:
-                for asset, report in build.reports.items():
-                    metadata = _metadata(report)
-                    yield AssetMaterialization(asset, partition=build.run, metadata=metadata)
-        else:
-            for asset in assets:
-                for build in built:
-                    context.add_asset_metadata(
-                        _metadata(build.reports[asset]),
-                        asset_key=AssetKey(asset),
-                        partition_key=build.run,
-                    )
-                yield MaterializeResult(asset_key=asset)
         checks = context.selected_asset_check_keys
-        yield from evaluate_checks(settings.store_dir, [b.run for b in built], checks)
-        for key in checks:  # each check's output, which the evaluations above stand for
-            yield Output(None, context.assets_def.get_output_name_for_asset_check_key(key))
+        builds = _build(settings, context.partition_keys, assets, list(checks))
+        failed = [build for build in builds if build.error is not None]
+        with _batched_writes(context):
+            yield from _record(context, builds, assets, checks)
         if len(failed) == 1:
             raise failed[0].error
         if failed:

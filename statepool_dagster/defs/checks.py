@@ -128,27 +128,38 @@ with warnings.catch_warnings():
     ]
 
 
-def evaluate_checks(
-    store_dir: str, runs: list[str], keys: Iterable[AssetCheckKey]
-) -> Iterator[AssetCheckEvaluation]:
-    """Each check of ``keys`` on each run, as a result for that run's partition.
+CheckResult = tuple[AssetCheckKey, dict[str, Any]]
+
+
+def run_checks(store_dir: str, run: str, keys: Iterable[AssetCheckKey]) -> list[CheckResult]:
+    """Each check of ``keys`` on one run's store files (picklable: a build worker runs them)."""
+    selected = set(keys)
+    files = _Run(StoreLayout(store_dir), run)
+    return [(key, check(files)) for key, (check, _) in _CHECKS.items() if key in selected]
+
+
+def check_evaluations(run: str, results: Iterable[CheckResult]) -> Iterator[AssetCheckEvaluation]:
+    """``run_checks``' results as evaluations of the run's partition.
 
     An ``AssetCheckResult`` takes its partition from the step, which has none when it
     covers several: the evaluation it would become is yielded instead, partition set.
     (Without a target materialization, Dagster relates a result to the latest
     materialization by run and time, which is right here: both come from this step.)
     """
-    layout = StoreLayout(store_dir)
-    selected = set(keys)
-    keys = [key for key in _CHECKS if key in selected]
+    for key, result in results:
+        yield AssetCheckEvaluation(
+            asset_key=key.asset_key,
+            check_name=key.name,
+            partition=run,
+            blocking=False,
+            **result,
+        )
+
+
+def evaluate_checks(
+    store_dir: str, runs: list[str], keys: Iterable[AssetCheckKey]
+) -> Iterator[AssetCheckEvaluation]:
+    """Each check of ``keys`` on each run, as a result for that run's partition."""
+    keys = list(keys)
     for run in runs:
-        files = _Run(layout, run)
-        for key in keys:
-            check = _CHECKS[key][0]
-            yield AssetCheckEvaluation(
-                asset_key=key.asset_key,
-                check_name=key.name,
-                partition=run,
-                blocking=False,
-                **check(files),
-            )
+        yield from check_evaluations(run, run_checks(store_dir, run, keys))

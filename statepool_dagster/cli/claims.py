@@ -1,0 +1,81 @@
+"""Concurrent syncs share the work: what another sync or a launched run is building.
+
+Two guards, so that a partition is built once however ``statepool sync`` and the
+sensor's runs interleave:
+
+- **The store's run locks, then a second look.** A sync takes the store lock of every run
+  of a batch (waiting while another process holds one: it is building that run), then
+  asks the instance again what each run's last materialization was built from. A run
+  whose recorded source fingerprint is already the one this sync planned for was built
+  by someone else meanwhile: it is skipped, not built twice.
+- **Runs already under way go last.** Partitions of a Dagster run another process has
+  started (another sync's batch, a run the sensor launched) are left to the end of the
+  sync, which then waits for those runs to finish before taking the second look. A
+  queued run is not waited for: without a daemon it would never start.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    PARTITION_NAME_TAG,
+)
+
+from ..core.names import JOB
+from ..core.runs.changes import RunStatus
+from ..defs.fingerprints import recorded_fingerprints
+from ..defs.tags import SYNC_PID
+from .interrupts import raise_if_signalled
+
+BUSY_POLL_SECONDS = 0.5
+BUSY_WAIT_SECONDS = 600.0  # then build anyway: the store locks still keep writers apart
+_UNDER_WAY = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
+
+
+def built_elsewhere(instance: DagsterInstance, targets: Iterable[RunStatus]) -> set[str]:
+    """The runs whose last materialization was built from the files ``targets`` planned for."""
+    recorded = recorded_fingerprints(instance)
+    return {t.run.name for t in targets if recorded.get(t.run.name) == t.fingerprint.digest}
+
+
+def partitions_under_way(instance: DagsterInstance, order: list[str]) -> dict[str, str]:
+    """``{partition: Dagster run id}`` for the runs of this job another process is executing.
+
+    A run names its partition (``dagster/partition``) or its range of partitions, read in
+    the instance's key order.
+    """
+    position = {key: i for i, key in enumerate(order)}
+    mine = str(os.getpid())
+    found: dict[str, str] = {}
+    for run in instance.get_runs(RunsFilter(job_name=JOB, statuses=_UNDER_WAY)):
+        if run.tags.get(SYNC_PID) == mine:
+            continue
+        key = run.tags.get(PARTITION_NAME_TAG)
+        first = run.tags.get(ASSET_PARTITION_RANGE_START_TAG)
+        last = run.tags.get(ASSET_PARTITION_RANGE_END_TAG)
+        if key is not None:
+            found[key] = run.run_id
+        elif first in position and last in position:
+            for key in order[position[first] : position[last] + 1]:
+                found[key] = run.run_id
+    return found
+
+
+def wait_for_runs(
+    instance: DagsterInstance, run_ids: Iterable[str], timeout: float = BUSY_WAIT_SECONDS
+) -> None:
+    """Return once none of ``run_ids`` is under way any more (or after ``timeout``)."""
+    waiting = set(run_ids)
+    deadline = time.monotonic() + timeout
+    while waiting and time.monotonic() < deadline:
+        raise_if_signalled()
+        runs = instance.get_runs(RunsFilter(run_ids=list(waiting), statuses=_UNDER_WAY))
+        waiting = {run.run_id for run in runs}
+        if waiting:
+            time.sleep(BUSY_POLL_SECONDS)
