@@ -22,6 +22,7 @@ from ..runs.names import run_name_problem
 from ..store.atomic import READ_RETRY_DELAYS
 from ..store.layout import StoreLayout
 from ..store.part_files import READ_ATTEMPTS
+from ..store.batches import CheckpointBatches
 from ..store.parts import RunTable
 from ..store.tables import SCHEMAS
 from .lengths import LengthFilter
@@ -35,20 +36,25 @@ class _Disagree(Exception):
     """A run's prompts were not rendered from its current states."""
 
 
-def _open(layout: StoreLayout, asset: str, run: str) -> RunTable:
-    return RunTable(layout.table(asset, run), SCHEMAS[asset])
+BATCH = 16  # checkpoints read at a time: a state is a checkpoint's library and batch
 
 
-def _agree(prompts: RunTable, states: RunTable) -> bool:
+def _open(layout: StoreLayout, asset: str, run: str) -> CheckpointBatches:
+    return CheckpointBatches(RunTable(layout.table(asset, run), SCHEMAS[asset]))
+
+
+def _agree(prompts: CheckpointBatches, states: CheckpointBatches) -> bool:
     """Each prompt records the key of the state it was rendered from: do they all match?"""
-    rendered = prompts.read(["state_id", "state_key"])
-    current = states.read(["state_id", "input_key"])
+    rendered = prompts.read(prompts.names(), ["state_id", "state_key"])
+    current = states.read(states.names(), ["state_id", "input_key"])
     keys = dict(zip(current["state_id"].to_pylist(), current["input_key"].to_pylist(), strict=True))
     pairs = zip(rendered["state_id"].to_pylist(), rendered["state_key"].to_pylist(), strict=True)
     return all(keys.get(sid) == key for sid, key in pairs)
 
 
-def _agreeing_tables(layout: StoreLayout, run: str) -> tuple[RunTable, RunTable]:
+def _agreeing_tables(
+    layout: StoreLayout, run: str
+) -> tuple[CheckpointBatches, CheckpointBatches]:
     """The run's prompt and state tables once they agree.
 
     A run being rebuilt has new states before it has their prompts: read both again (for
@@ -69,7 +75,7 @@ def _agreeing_tables(layout: StoreLayout, run: str) -> tuple[RunTable, RunTable]
 
 
 def _run_pairs(layout: StoreLayout, run: str) -> Iterator[tuple[dict, dict | None]]:
-    """``(prompt row, state row)`` of each of the run's states, a checkpoint at a time.
+    """``(prompt row, state row)`` of each of the run's states, a batch of checkpoints at a time.
 
     A writer that merges or prunes parts meanwhile removes files this listing named: the
     tables are then opened (and checked) again, and reading resumes at the next checkpoint.
@@ -78,16 +84,12 @@ def _run_pairs(layout: StoreLayout, run: str) -> Iterator[tuple[dict, dict | Non
     for _ in range(READ_ATTEMPTS):
         prompts, states = _agreeing_tables(layout, run)
         try:
-            for name in prompts.names():
-                if name in done:
-                    continue
-                prompt_rows = prompts.read_part(name, PROMPT_COLUMNS).to_pylist()
-                state_rows = (
-                    states.read_part(name, STATE_COLUMNS).to_pylist() if name in states.parts else []
-                )
+            for names, prompt_rows in prompts.batches(PROMPT_COLUMNS, BATCH, skip=done):
+                have = [n for n in names if n in states.table.parts]
+                state_rows = states.read(have, STATE_COLUMNS).to_pylist()
                 by_id = {row["state_id"]: row for row in state_rows}
-                done.add(name)
-                for row in prompt_rows:
+                done.update(names)
+                for row in prompt_rows.to_pylist():
                     yield row, by_id.get(row["state_id"])
             return
         except FileNotFoundError:

@@ -114,7 +114,7 @@ def trl_table(rows: list[ExportRow]) -> pa.Table:
 
 # Rows are buffered per split up to this many bytes of text, then written as one row group.
 # A split smaller than that is one row group, byte for byte what writing it whole gave.
-ROW_GROUP_BYTES = 32 << 20
+ROW_GROUP_BYTES = 4 << 20
 ROW_GROUP_ROWS = 1 << 20  # pyarrow's default row group length
 
 
