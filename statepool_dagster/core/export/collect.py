@@ -20,9 +20,9 @@ from ..names import PROMPTS, STATES
 from ..runs.files import natural_key
 from ..runs.names import run_name_problem
 from ..store.atomic import READ_RETRY_DELAYS
+from ..store.batches import CheckpointBatches
 from ..store.layout import StoreLayout
 from ..store.part_files import READ_ATTEMPTS
-from ..store.batches import CheckpointBatches
 from ..store.parts import RunTable
 from ..store.tables import SCHEMAS
 from .lengths import LengthFilter
@@ -52,9 +52,7 @@ def _agree(prompts: CheckpointBatches, states: CheckpointBatches) -> bool:
     return all(keys.get(sid) == key for sid, key in pairs)
 
 
-def _agreeing_tables(
-    layout: StoreLayout, run: str
-) -> tuple[CheckpointBatches, CheckpointBatches]:
+def _agreeing_tables(layout: StoreLayout, run: str) -> tuple[CheckpointBatches, CheckpointBatches]:
     """The run's prompt and state tables once they agree.
 
     A run being rebuilt has new states before it has their prompts: read both again (for

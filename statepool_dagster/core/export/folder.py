@@ -9,6 +9,7 @@ the files it no longer names are deleted. Nothing is held in memory but a copy b
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -74,10 +75,8 @@ class StagedFolder:
 
     def _upload(self) -> None:
         final = self.final
-        try:
+        with contextlib.suppress(FileExistsError):  # an object store's "folder" is a prefix
             final.mkdir(parents=True, exist_ok=True)
-        except FileExistsError:  # an object store's "folder" is only a prefix
-            pass
         written: dict[str, str] = {}
         for file in sorted(self.path.iterdir()):
             digest = hashlib.blake2b(digest_size=16)
