@@ -28,6 +28,7 @@ table.runs th { cursor: pointer; position: sticky; top: 0; background: #f4f4f4; 
 table.runs th[aria-sort="ascending"]::after { content: " ▲"; }
 table.runs th[aria-sort="descending"]::after { content: " ▼"; }
 table.runs td.n { text-align: right; font-variant-numeric: tabular-nums; }
+table.runs svg { vertical-align: middle; }
 table.runs tr.flagged td:first-child { border-left: 3px solid #c62828; }
 table.runs tbody tr:nth-child(even) { background: #fafafa; }
 ul.problems li { color: #8a4b00; }
