@@ -1,12 +1,15 @@
-"""The pool report, store/report/index.html: written by the CLI and by training_dataset,
-self-contained, and its plots show the store's numbers (checked in Debian's Chromium)."""
+"""The pool report, store/report/index.html and a page per run under store/report/runs/:
+written by the CLI and by training_dataset, self-contained, and its plots show the store's
+numbers (parsed here, and checked in Debian's Chromium)."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,6 +22,7 @@ from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.export.collect import collect_export
 from statepool_dagster.core.export.rows import ExportOptions, split_of
 from statepool_dagster.core.names import STATES
+from statepool_dagster.core.report.page import COLUMNS
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.reading import read_run_table
 from statepool_dagster.definitions import defs
@@ -113,11 +117,95 @@ def test_statepool_report_writes_a_page_that_fetches_nothing(synced, tmp_path):
     assert done.returncode == 0, done.stderr
     page = Path(done.stdout.strip())
     assert page == synced.store / "report" / "index.html"
-    html = page.read_text(encoding="utf-8")
-    assert "<script" not in html and "http://" not in html.replace(
-        'xmlns="http://www.w3.org/2000/svg"', ""
-    )
-    assert "https://" not in html
+    pages = [page, *sorted((page.parent / "runs").glob("*.html"))]
+    assert sorted(p.stem for p in pages[1:]) == sorted(p.name for p in synced.runs.iterdir())
+    for path in pages:
+        html = path.read_text(encoding="utf-8")
+        assert not re.search(r"<script[^>]*\bsrc", html)  # inline script only
+        assert not re.search(r"<link\b|\bsrc=", html)
+        assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+        assert "https://" not in html
+
+
+class _Page(HTMLParser):
+    """The report's table lines and marks, as the browser test reads them, without a browser."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.svg: dict[str, str] | None = None
+        self.marks: list[dict[str, str]] = []  # each mark with its chart's data-* attributes
+        self.lines: dict[str, list[str]] = {}  # run -> its table cells' data-sort values
+        self.line: list[str] | None = None
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        attrs = {k: v or "" for k, v in attrs}
+        if tag == "svg":
+            self.svg = {f"chart_{k[5:]}": v for k, v in attrs.items() if k.startswith("data-")}
+        elif "mark" in attrs.get("class", "").split() and self.svg is not None:
+            self.marks.append(
+                {**self.svg, **{k[5:]: v for k, v in attrs.items() if k.startswith("data-")}}
+            )
+        elif tag == "tr" and "data-run" in attrs:
+            self.line = self.lines.setdefault(attrs["data-run"], [])
+        elif tag == "td" and self.line is not None:
+            self.line.append(attrs.get("data-sort", ""))
+        elif tag == "a":
+            self.links.append(attrs.get("href", ""))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "svg":
+            self.svg = None
+        elif tag == "tr":
+            self.line = None
+
+    def chart(self, name: str, **data: str) -> list[dict[str, str]]:
+        return [
+            m
+            for m in self.marks
+            if m.get("chart_chart") == name
+            and all(m.get(f"chart_{k}") == v for k, v in data.items())
+        ]
+
+
+def _parsed(path: Path) -> _Page:
+    page = _Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    return page
+
+
+def test_report_pages_hold_the_store_numbers(synced):
+    """The overview's table and each run's page carry the store's figures in their marks."""
+    expected = expected_numbers(synced.runs, synced.store)
+    report = synced.store / "report"
+    overview = _parsed(report / "index.html")
+    columns = dict(zip(COLUMNS, zip(*overview.lines.values(), strict=True), strict=True))
+    runs = list(overview.lines)
+    assert sorted(runs) == sorted(expected["states"])
+    assert dict(zip(runs, map(int, columns["states"]), strict=True)) == expected["states"]
+    states = overview.chart("states")
+    assert {m["x"]: int(float(m["y"])) for m in states} == expected["states"]
+    assert {m["x"]: int(float(m["y"])) for m in overview.chart("splits")} == expected["splits"]
+    lengths = overview.chart("prompt_chars")
+    assert sum(int(m["y"]) for m in lengths) == len(expected["prompt_chars"])
+    # run001 has a rejected line and an ignored file, run000-copy lost its states to run000
+    assert runs[:2] == ["run000-copy", "run001"]
+    assert overview.links[: len(runs)] == [f"runs/{run}.html" for run in runs]
+    for run in runs:
+        page = _parsed(report / "runs" / f"{run}.html")
+        accuracy = page.chart("accuracy", run=run)
+        assert {int(m["x"]): float(m["y"]) for m in accuracy} == expected["accuracy"][run]
+        cards = page.chart("cards", run=run)
+        assert {int(m["x"]): int(float(m["y"])) for m in cards} == expected["cards"][run]
+        ops: dict[int, dict[str, int]] = {}
+        for m in page.chart("ops", run=run):
+            ops.setdefault(int(m["x"]), {})[m["kind"]] = int(m["y"])
+        assert ops == expected["ops"][run]
+        line = dict(zip(COLUMNS, overview.lines[run], strict=True))
+        assert int(line["add"]) == sum(k["add"] for k in expected["ops"][run].values())
+    run001 = (report / "runs" / "run001.html").read_text(encoding="utf-8")
+    assert "1 rejects" in run001 and "skills_v1.bak" in run001
+    assert dict(zip(COLUMNS, overview.lines["run001"], strict=True))["rejects"] == "1"
 
 
 @pytest.mark.slow
@@ -148,22 +236,23 @@ def test_report_plots_render_and_match_the_store(synced, tmp_path):
             page.on("request", lambda r: requested.append(r.url))
             page.goto(page_path.as_uri())
             page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
-            charts = page.locator("svg[data-chart]")
-            assert charts.count() == 3 + 3 * len(expected["states"])
+            charts = page.locator("svg[data-chart]:not(.spark)")
+            assert charts.count() == 2  # prompt lengths and splits; each run has a table line
             for i in range(charts.count()):
                 box = charts.nth(i).bounding_box()
                 assert box and box["width"] > 100 and box["height"] > 50
-            for run in expected["states"]:
-                accuracy = marks(page, f'svg[data-chart="accuracy"][data-run="{run}"]')
-                assert {int(m["x"]): float(m["y"]) for m in accuracy} == expected["accuracy"][run]
-                assert all(m["w"] > 0 for m in accuracy)
-                cards = marks(page, f'svg[data-chart="cards"][data-run="{run}"]')
-                assert {int(m["x"]): int(float(m["y"])) for m in cards} == expected["cards"][run]
-                ops: dict[int, dict[str, int]] = {}
-                for m in marks(page, f'svg[data-chart="ops"][data-run="{run}"]'):
-                    ops.setdefault(int(m["x"]), {})[m["kind"]] = int(m["y"])
-                    assert m["h"] >= 0 and (m["h"] > 0) == (int(m["y"]) > 0)
-                assert ops == expected["ops"][run]
+            lines = page.locator("table.runs tbody tr")
+            assert lines.count() == len(expected["states"])
+            assert lines.first.get_attribute("data-run") == "run000-copy"  # problems first
+            shown = "rows => rows.map(r => r.dataset.run)"
+            page.locator("table.runs th", has_text="run").first.click()  # sorts by name
+            assert page.eval_on_selector_all("table.runs tbody tr", shown) == sorted(
+                expected["states"]
+            )
+            page.locator("table.runs th", has_text="states").click()
+            ordered = page.eval_on_selector_all("table.runs tbody tr", shown)
+            counts = [expected["states"][run] for run in ordered]
+            assert counts == sorted(counts)
             states = marks(page, 'svg[data-chart="states"]')
             assert {m["x"]: int(float(m["y"])) for m in states} == expected["states"]
             assert all(m["h"] > 0 for m in states)
@@ -176,13 +265,34 @@ def test_report_plots_render_and_match_the_store(synced, tmp_path):
             for value in expected["prompt_chars"]:
                 hits = [m for m in lengths if int(m["from"]) <= value <= int(m["to"])]
                 assert len(hits) == 1 and int(hits[0]["y"]) > 0
+            for run in expected["states"]:
+                page.goto((page_path.parent / "runs" / f"{run}.html").as_uri())
+                charts = page.locator("svg[data-chart]")
+                assert charts.count() == 3
+                for i in range(charts.count()):
+                    box = charts.nth(i).bounding_box()
+                    assert box and box["width"] > 100 and box["height"] > 50
+                accuracy = marks(page, f'svg[data-chart="accuracy"][data-run="{run}"]')
+                assert {int(m["x"]): float(m["y"]) for m in accuracy} == expected["accuracy"][run]
+                assert all(m["w"] > 0 for m in accuracy)
+                cards = marks(page, f'svg[data-chart="cards"][data-run="{run}"]')
+                assert {int(m["x"]): int(float(m["y"])) for m in cards} == expected["cards"][run]
+                ops: dict[int, dict[str, int]] = {}
+                for m in marks(page, f'svg[data-chart="ops"][data-run="{run}"]'):
+                    ops.setdefault(int(m["x"]), {})[m["kind"]] = int(m["y"])
+                    assert m["h"] >= 0 and (m["h"] > 0) == (int(m["y"]) > 0)
+                assert ops == expected["ops"][run]
+            page.goto((page_path.parent / "runs" / "run001.html").as_uri())
             run001 = page.locator('section[data-run="run001"]')
             assert "1 rejects" in run001.inner_text()
             assert "skills_v1.bak" in run001.locator("ul.ignored").text_content()
             assert "episodes.jsonl" in run001.locator("ul.rejects").text_content()
         finally:
             browser.close()
-    assert requested == [page_path.as_uri()]  # the page alone: nothing else is fetched
+    runs = page_path.parent / "runs"
+    run_pages = [(runs / f"{run}.html").as_uri() for run in expected["states"]]
+    # the pages alone: nothing else is fetched
+    assert requested == [page_path.as_uri(), *run_pages, (runs / "run001.html").as_uri()]
 
 
 def test_training_dataset_fails_when_its_fractions_leave_train_without_a_run(synced, tmp_path):

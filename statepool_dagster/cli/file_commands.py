@@ -68,10 +68,11 @@ def _export_settings(args: argparse.Namespace) -> Settings:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Write one trainer-ready export of the store; reads files only, never Dagster."""
+    """Write one trainer-ready export of the store, streaming; reads files only, never Dagster."""
     from ..core.errors import StatepoolError
-    from ..core.export.collect import collect_export, empty_train_problem
-    from ..core.export.write import write_export
+    from ..core.export.collect import empty_train_problem
+    from ..core.export.rows import ExportSet
+    from ..core.export.write import ExportRefused, check_target, stream_export
     from ..core.locations import absolute, as_path
     from . import preflight
 
@@ -80,10 +81,47 @@ def cmd_export(args: argparse.Namespace) -> int:
     preflight.store_folder(settings.store_dir, store_name, must_exist=True)
     if args.max_prompt_tokens is not None and args.max_prompt_tokens < 1:
         raise StatepoolError("--max-prompt-tokens: must be at least 1")
-    options = settings.export_options()
-    export = collect_export(settings.store_dir, options)
-    if not export.rows:
-        for problem in export.problems:
+    lengths = None
+    if args.tokenizer is not None or args.max_prompt_tokens is not None:
+        from ..core.export.lengths import LengthFilter, load_counter
+
+        lengths = LengthFilter(load_counter(args.tokenizer), args.max_prompt_tokens)
+    try:
+        check_target(args.format, args.out, args.force)
+    except StatepoolError as exc:
+        raise StatepoolError(f"--out: {exc}") from None
+    empty = "empty"
+    finished: list[ExportSet] = []
+
+    def check(export: ExportSet) -> None:
+        finished.append(export)
+        if not export.collected:
+            raise ExportRefused(empty)
+        problem = empty_train_problem(export)
+        if problem:
+            flags = ", ".join(
+                f"{flag} {value}"
+                for flag, value in (
+                    ("--val-fraction", args.val_fraction),
+                    ("--test-fraction", args.test_fraction),
+                )
+                if value is not None
+            )
+            raise ExportRefused(f"{flags or 'the split settings'}: {problem}")
+
+    try:
+        export = stream_export(
+            settings.store_dir,
+            {args.format: args.out},
+            settings.export_options(),
+            force=args.force,
+            lengths=lengths,
+            check=check,
+        )
+    except ExportRefused as refused:
+        if str(refused) != empty:
+            raise StatepoolError(str(refused)) from None
+        for problem in finished[0].problems:
             print(problem, file=sys.stderr)
         print(
             f"statepool export: {store_name}: store {settings.store_dir} holds no materialized "
@@ -91,25 +129,6 @@ def cmd_export(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    if args.tokenizer is not None or args.max_prompt_tokens is not None:
-        from ..core.export.lengths import load_counter, measure_prompts
-
-        measure_prompts(export, load_counter(args.tokenizer), args.max_prompt_tokens)
-    problem = empty_train_problem(export)
-    if problem:
-        flags = ", ".join(
-            f"{flag} {value}"
-            for flag, value in (
-                ("--val-fraction", args.val_fraction),
-                ("--test-fraction", args.test_fraction),
-            )
-            if value is not None
-        )
-        raise StatepoolError(f"{flags or 'the split settings'}: {problem}")
-    try:
-        write_export(export, args.format, args.out, force=args.force)
-    except StatepoolError as exc:
-        raise StatepoolError(f"--out: {exc}") from None
     for problem in export.problems:
         print(problem, file=sys.stderr)
     out = str(absolute(as_path(args.out)))
@@ -123,10 +142,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         if export.duplicates:
             print(f"{len(export.duplicates)} duplicate states left out (see above)")
         if export.prompt_lengths is not None:
-            lengths = export.prompt_lengths
+            lengths_seen = export.prompt_lengths
             print(
-                f"prompt tokens ({lengths['method']}): longest {lengths['longest']}, "
-                f"median {lengths['median']}; {len(lengths['left_out'])} over the limit left out"
+                f"prompt tokens ({lengths_seen['method']}): longest {lengths_seen['longest']}, "
+                f"median {lengths_seen['median']}; {len(lengths_seen['left_out'])} over the "
+                "limit left out"
             )
     return 0
 

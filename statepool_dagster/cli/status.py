@@ -1,76 +1,119 @@
-"""``statepool status``: each run's partition state, from the instance and the runs folder."""
+"""``statepool status``: each run's partition state, from the instance's index and the runs folder.
+
+The answer comes from what Dagster already indexes, in a handful of batched queries
+whatever the number of runs: the latest materialization of every partition of an asset
+is one indexed query (``get_latest_storage_id_by_partition``), and their records (the
+metadata: states, ignored files, fingerprint) one more per asset and 500 partitions.
+Failed runs are one query on the run status index; only a partition with a failure newer
+than its last success has its latest run looked up. Nothing of the store's tables is
+read, and no file the stages would have to keep in step: the instance already is that
+index, updated with each materialization.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
-from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import (
+    AssetKey,
+    AssetRecordsFilter,
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRunStatus,
+    EventLogRecord,
+    RunsFilter,
+)
 
 from ..core.config import Settings
 from ..core.locations import as_path
-from ..core.names import IGNORED_METADATA, STATE_COUNT, STATES
+from ..core.names import FINGERPRINT, IGNORED_METADATA, STATE_COUNT, STATES
 from ..core.runs.files import fingerprint_run
-from ..defs.fingerprints import FINAL_ASSET, recorded_fingerprints
+from ..defs.fingerprints import FINAL_ASSET
 from ..defs.partitions import RUNS
 
 STATES_ASSET = AssetKey(STATES)
+PARTITION_TAG = "dagster/partition"
+_BATCH = 500
 
 
-def ignored_files(instance: DagsterInstance, run: str) -> int:
-    """Files the run's latest materializations passed over, each listed with its reason."""
-    total = 0
-    for asset, key in IGNORED_METADATA:
-        records = instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[run]), limit=1
-        ).records
-        if records:
-            meta = records[0].asset_materialization.metadata
-            total += len(meta[key].value or {}) if key in meta else 0
-    return total
+def latest_records(instance: DagsterInstance, asset: AssetKey) -> dict[str, EventLogRecord]:
+    """``{partition: its latest materialization record}`` of ``asset``, in batched queries."""
+    latest = instance.get_latest_storage_id_by_partition(
+        asset, DagsterEventType.ASSET_MATERIALIZATION
+    )
+    ids = sorted(latest.values())
+    records: dict[str, EventLogRecord] = {}
+    for i in range(0, len(ids), _BATCH):
+        chunk = ids[i : i + _BATCH]
+        for record in instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=asset, storage_ids=chunk), limit=len(chunk)
+        ).records:
+            records[record.partition_key] = record
+    return records
+
+
+def _metadata_value(record: EventLogRecord | None, key: str) -> Any:
+    if record is None:
+        return None
+    value = record.asset_materialization.metadata.get(key)
+    return value.value if value is not None else None
+
+
+def _failed_since(instance: DagsterInstance, last_success: dict[str, float]) -> set[str]:
+    """Partitions whose latest Dagster run failed after their last materialization."""
+    candidates = set()
+    for record in instance.get_run_records(RunsFilter(statuses=[DagsterRunStatus.FAILURE])):
+        run = record.dagster_run.tags.get(PARTITION_TAG)
+        if run and record.update_timestamp.timestamp() > last_success.get(run, 0.0):
+            candidates.add(run)
+    failed = set()
+    for run in candidates:  # rare: confirm that the failure is the partition's latest run
+        latest = instance.get_run_records(RunsFilter(tags={PARTITION_TAG: run}), limit=1)
+        if (
+            latest
+            and latest[0].dagster_run.status == DagsterRunStatus.FAILURE
+            and latest[0].update_timestamp.timestamp() > last_success.get(run, 0.0)
+        ):
+            failed.add(run)
+    return failed
 
 
 def run_statuses(instance: DagsterInstance, settings: Settings) -> list[dict[str, Any]]:
     """One row per registered run: materialized, stale, never or failed; states; last time."""
-    recorded = recorded_fingerprints(instance)
+    final = latest_records(instance, FINAL_ASSET)
+    states = latest_records(instance, STATES_ASSET)
+    ignored = {asset: latest_records(instance, AssetKey(asset)) for asset, _ in IGNORED_METADATA}
+    ignored[STATES] = states
+    last_success = {run: record.timestamp for run, record in final.items()}
+    failed = _failed_since(instance, last_success)
     rows = []
     for run in instance.get_dynamic_partitions(RUNS):
-        latest = instance.get_runs(RunsFilter(tags={"dagster/partition": run}), limit=1)
-        records = instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=FINAL_ASSET, asset_partitions=[run]), limit=1
-        ).records
-        states_records = instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=STATES_ASSET, asset_partitions=[run]), limit=1
-        ).records
+        record = final.get(run)
+        recorded = _metadata_value(record, FINGERPRINT)
         path = as_path(settings.runs_dir) / run
-        last_success = records[0].timestamp if records else 0.0
-        failed_since = (
-            latest
-            and latest[0].status == DagsterRunStatus.FAILURE
-            and (instance.get_run_record_by_id(latest[0].run_id).update_timestamp.timestamp())
-            > last_success
-        )
-        if failed_since:
+        if run in failed:
             status = "failed"
-        elif run not in recorded:
+        elif not recorded:
             status = "never"
-        elif not path.is_dir() or fingerprint_run(path).digest != recorded[run]:
+        elif not path.is_dir() or fingerprint_run(path).digest != recorded:
             status = "stale"
         else:
             status = "materialized"
-        states = 0
-        if states_records:
-            meta = states_records[0].asset_materialization.metadata
-            states = int(meta[STATE_COUNT].value) if STATE_COUNT in meta else 0
+        count = _metadata_value(states.get(run), STATE_COUNT)
+        ignored_files = sum(
+            len(_metadata_value(ignored[asset].get(run), key) or {})
+            for asset, key in IGNORED_METADATA
+        )
         when = None
-        if records:
-            when = dt.datetime.fromtimestamp(records[0].timestamp).isoformat(timespec="seconds")
+        if record is not None:
+            when = dt.datetime.fromtimestamp(record.timestamp).isoformat(timespec="seconds")
         rows.append(
             {
                 "run": run,
                 "status": status,
-                "states": states,
-                "ignored_files": ignored_files(instance, run),
+                "states": int(count) if count is not None else 0,
+                "ignored_files": ignored_files,
                 "last_materialized": when,
             }
         )

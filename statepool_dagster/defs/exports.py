@@ -14,9 +14,9 @@ from dagster import (
     asset,
 )
 
-from ..core.export.collect import collect_export, empty_train_problem
-from ..core.export.rows import FORMATS
-from ..core.export.write import write_export
+from ..core.export.collect import empty_train_problem
+from ..core.export.rows import FORMATS, ExportSet
+from ..core.export.write import stream_export
 from ..core.names import GROUP, PROMPTS, ROW_COUNT, STATES
 from ..core.report import write_report
 from ..core.store.layout import StoreLayout
@@ -45,24 +45,26 @@ def training_dataset(
     verl and TRL Parquet per split (train, val, optional test; split by run, never
     dividing one), each row with the rendered prompt, the state and its reference ops;
     pool/ holds one <state_id>.json per state, as the original script writes them.
-    Identical states appear once: the earliest run by name keeps them. Rebuilt whenever a
-    run's states or prompts change; also writes the pool report, report/index.html.
+    Identical states appear once: the earliest run by name keeps them. The store is read
+    once, a batch of checkpoints at a time, and the three formats written as it is read.
+    Rebuilt whenever a run's states or prompts change; also writes the pool report,
+    report/index.html.
     """
     settings = statepool.settings()
     layout = StoreLayout(settings.store_dir)
-    export = collect_export(layout.root, settings.export_options())
-    empty_train = empty_train_problem(export)
-    if empty_train:
-        raise Failure(description=f"{empty_train} (STATEPOOL_EXPORT_VAL/TEST_FRACTION)")
-    for fmt in FORMATS:
-        write_export(export, fmt, layout.exports() / fmt)
+    export = stream_export(
+        layout.root,
+        {fmt: layout.exports() / fmt for fmt in FORMATS},
+        settings.export_options(),
+        check=_train_not_empty,
+    )
     for problem in export.problems:
         context.log.warning(problem)
     report = write_report(layout.root, export=export, runs_dir=settings.runs_dir)
     counts = export.counts()
     summary = export.summary()
     metadata = {
-        ROW_COUNT: len(export.rows),
+        ROW_COUNT: export.total,
         **{f"rows_{split}": n for split, n in counts.items()},
         "runs_by_split": MetadataValue.json(summary["runs"]),
         "duplicates_dropped": len(export.duplicates),
@@ -74,6 +76,13 @@ def training_dataset(
     if report_url := _file_url(report):
         metadata["report_link"] = MetadataValue.url(report_url)
     return MaterializeResult(metadata=metadata)
+
+
+def _train_not_empty(export: ExportSet) -> None:
+    """Refuses (keeping the earlier exports) an export whose fractions leave train empty."""
+    empty_train = empty_train_problem(export)
+    if empty_train:
+        raise Failure(description=f"{empty_train} (STATEPOOL_EXPORT_VAL/TEST_FRACTION)")
 
 
 def problems_markdown(problems: list[str]) -> str:

@@ -670,7 +670,8 @@ def test_a_file_name_that_is_not_utf8_is_listed_escaped_in_the_report(tmp_path, 
         f.write(b"{}")
     settings = Settings(runs_dir=str(tmp_path / "runs"), store_dir=str(tmp_path / "store"))
     build_run(settings, "r")
-    page = write_report(settings.store_dir, runs_dir=settings.runs_dir).read_text("utf-8")
+    overview = write_report(settings.store_dir, runs_dir=settings.runs_dir)
+    page = (overview.parent / "runs" / "r.html").read_text("utf-8")  # the run's own page
     assert "skills_v\\udcff.json" in page
 
 

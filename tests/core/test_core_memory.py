@@ -13,8 +13,9 @@ import pytest
 
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES
-from statepool_dagster.core.report import pool_numbers
+from statepool_dagster.core.report import run_numbers
 from statepool_dagster.core.stages import STAGES, RunJob, build_run
+from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.tables import load_arrow
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 
@@ -106,11 +107,10 @@ def test_report_figures_hold_no_python_object_per_episode(tmp_path):
         correct[record["skill_lib_version"]] += record["correct"]
     tracemalloc.start()
     try:
-        numbers = pool_numbers(settings.store_dir, collect=False)
+        figures = run_numbers(StoreLayout(settings.store_dir), run.name, None)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    (figures,) = numbers.runs
     assert figures.episodes == dict(sorted(episodes.items()))
     assert figures.accuracy == {v: correct[v] / n for v, n in sorted(episodes.items())}
     assert peak < 60_000 * 20, f"{peak} bytes of Python objects for 60,000 episodes"

@@ -1,44 +1,101 @@
-"""Gather every run of the store into one export: states paired with prompts, duplicates named."""
+"""Gather every run of the store into one export, a checkpoint at a time: states paired with
+prompts, split by run, duplicates named.
+
+``export_rows`` yields the rows as it reads them and keeps none: memory does not grow with
+the pool. De-duplication keeps one 16-byte digest (blake2b of a state's library and batch)
+per distinct state, mapped to the id of the state that kept it: about 150 bytes a state in
+a Python dict (15 MB at 100,000 states), never the states themselves. Runs are read in
+natural order and each run's checkpoints in order, so the earliest run by name keeps a
+duplicate, exactly as when the whole pool was held.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import time
-from typing import Any
-
-import pyarrow as pa
+from collections.abc import Iterator
 
 from ..names import PROMPTS, STATES
 from ..runs.files import natural_key
 from ..runs.names import run_name_problem
 from ..store.atomic import READ_RETRY_DELAYS
+from ..store.batches import CheckpointBatches
 from ..store.layout import StoreLayout
-from ..store.reading import read_table
+from ..store.part_files import READ_ATTEMPTS
+from ..store.parts import RunTable
 from ..store.tables import SCHEMAS
-from .rows import NOT_RECORDED, SPLITS, ExportOptions, ExportRow, ExportSet, split_of, state_key
+from .lengths import LengthFilter
+from .rows import NOT_RECORDED, ExportOptions, ExportRow, ExportSet, split_of, state_digest
+
+STATE_COLUMNS = ["state_id", "version", "state", "reference_ops"]
+PROMPT_COLUMNS = ["state_id", "prompt", "reference_ops"]
 
 
-def _read(layout: StoreLayout, asset: str, run: str) -> list[dict[str, Any]]:
-    return read_table(layout.table(asset, run), SCHEMAS[asset]).to_pylist()
+class _Disagree(Exception):
+    """A run's prompts were not rendered from its current states."""
 
 
-def _run_tables(layout: StoreLayout, run: str) -> tuple[list[dict], list[dict]] | None:
-    """A run's states and the prompts rendered from exactly them; ``None`` if they never agree.
+BATCH = 16  # checkpoints read at a time: a state is a checkpoint's library and batch
 
-    Each prompt records the key of the state it was rendered from. A run being rebuilt
-    has new states before it has their prompts: read both again (for up to about five
-    seconds) until every prompt's state is the stored one.
+
+def _open(layout: StoreLayout, asset: str, run: str) -> CheckpointBatches:
+    return CheckpointBatches(RunTable(layout.table(asset, run), SCHEMAS[asset]))
+
+
+def _agree(prompts: CheckpointBatches, states: CheckpointBatches) -> bool:
+    """Each prompt records the key of the state it was rendered from: do they all match?"""
+    rendered = prompts.read(prompts.names(), ["state_id", "state_key"])
+    current = states.read(states.names(), ["state_id", "input_key"])
+    keys = dict(zip(current["state_id"].to_pylist(), current["input_key"].to_pylist(), strict=True))
+    pairs = zip(rendered["state_id"].to_pylist(), rendered["state_key"].to_pylist(), strict=True)
+    return all(keys.get(sid) == key for sid, key in pairs)
+
+
+def _agreeing_tables(layout: StoreLayout, run: str) -> tuple[CheckpointBatches, CheckpointBatches]:
+    """The run's prompt and state tables once they agree.
+
+    A run being rebuilt has new states before it has their prompts: read both again (for
+    up to about five seconds) until every prompt's state is the stored one.
     """
     for delay in (*READ_RETRY_DELAYS, None):
-        prompts = _read(layout, PROMPTS, run)
-        states = _read(layout, STATES, run)
-        keys = {row["state_id"]: row["input_key"] for row in states}
-        if all(keys.get(row["state_id"]) == row["state_key"] for row in prompts):
-            return states, prompts
+        prompts, states = _open(layout, PROMPTS, run), _open(layout, STATES, run)
+        try:
+            if _agree(prompts, states):
+                return prompts, states
+        except FileNotFoundError:  # a part went meanwhile: its rows are in a newer one
+            pass
+        prompts.close()
+        states.close()
         if delay is not None:
             time.sleep(delay)
-    return None
+    raise _Disagree(run)
+
+
+def _run_pairs(layout: StoreLayout, run: str) -> Iterator[tuple[dict, dict | None]]:
+    """``(prompt row, state row)`` of each of the run's states, a batch of checkpoints at a time.
+
+    A writer that merges or prunes parts meanwhile removes files this listing named: the
+    tables are then opened (and checked) again, and reading resumes at the next checkpoint.
+    """
+    done: set[str] = set()
+    for _ in range(READ_ATTEMPTS):
+        prompts, states = _agreeing_tables(layout, run)
+        try:
+            for names, prompt_rows in prompts.batches(PROMPT_COLUMNS, BATCH, skip=done):
+                have = [n for n in names if n in states.table.parts]
+                state_rows = states.read(have, STATE_COLUMNS).to_pylist()
+                by_id = {row["state_id"]: row for row in state_rows}
+                done.update(names)
+                for row in prompt_rows.to_pylist():
+                    yield row, by_id.get(row["state_id"])
+            return
+        except FileNotFoundError:
+            continue
+        finally:
+            prompts.close()
+            states.close()
+    raise _Disagree(run)
 
 
 def _store_runs(layout: StoreLayout) -> list[str]:
@@ -46,43 +103,41 @@ def _store_runs(layout: StoreLayout) -> list[str]:
     return sorted((r for r in both if run_name_problem(r) is None), key=natural_key)
 
 
-def collect_export(
-    store: str | os.PathLike[str], options: ExportOptions | None = None
-) -> ExportSet:
-    """Every state of every run in the store, split by run and de-duplicated."""
-    options = options or ExportOptions()
+def export_rows(
+    store: str | os.PathLike[str],
+    export: ExportSet,
+    lengths: LengthFilter | None = None,
+) -> Iterator[ExportRow]:
+    """Every state of every run in the store, split by run and de-duplicated, as it is read.
+
+    ``export`` counts what was yielded and gathers the problems; they are complete once
+    the iterator is exhausted. ``lengths`` measures each prompt and leaves out the long.
+    """
+    options = export.options
     layout = StoreLayout(store)
-    result = ExportSet(options)
-    seen: dict[str, str] = {}
-    index = dict.fromkeys(SPLITS, 0)
+    seen: dict[bytes, str] = {}
+    index: dict[str, int] = {}
+    collected_runs: dict[str, list[str]] = {}  # before the length limit
     for run in _store_runs(layout):
         split = split_of(run, options)
-        tables = _run_tables(layout, run)
-        if tables is None:
-            result.problems.append(
-                f"{run}: its prompts were not rendered from its current states (a rebuild in "
-                "progress, or one that failed before its prompts): run left out; "
-                "materialize it again"
-            )
-            continue
-        states = {r["state_id"]: r for r in tables[0]}
         kept = 0
-        for prompt_row in tables[1]:
-            sid = prompt_row["state_id"]
-            state_row = states.get(sid)
-            if state_row is None:
-                result.problems.append(f"{run}: prompt {sid} has no state (partial write?)")
-                continue
-            state = json.loads(state_row["state"])
-            key = state_key(state)
-            if key in seen:
-                result.duplicates[sid] = seen[key]
-                continue
-            seen[key] = sid
-            ops = state_row.get("reference_ops") or prompt_row.get("reference_ops")
-            result.rows.append(
-                ExportRow(
-                    index=index[split],
+        try:
+            for prompt_row, state_row in _run_pairs(layout, run):
+                sid = prompt_row["state_id"]
+                if state_row is None:
+                    export.problems.append(f"{run}: prompt {sid} has no state (partial write?)")
+                    continue
+                state = json.loads(state_row["state"])
+                key = state_digest(state)
+                if key in seen:
+                    export.duplicates[sid] = seen[key]
+                    continue
+                seen[key] = sid
+                kept += 1
+                export.collected += 1
+                ops = state_row.get("reference_ops") or prompt_row.get("reference_ops")
+                row = ExportRow(
+                    index=index.get(split, 0),
                     split=split,
                     state_id=sid,
                     run=run,
@@ -92,16 +147,50 @@ def collect_export(
                     state=state_row["state"],
                     reference_ops=ops or json.dumps(NOT_RECORDED),
                 )
+                del state
+                if lengths is not None:
+                    row = lengths.measure(row)
+                    if row is None:
+                        continue
+                index[split] = row.index + 1
+                export.add(row)
+                yield row
+        except _Disagree:
+            export.problems.append(
+                f"{run}: its prompts were not rendered from its current states (a rebuild in "
+                "progress, or one that failed before its prompts): run left out; "
+                "materialize it again"
             )
-            index[split] += 1
-            kept += 1
         if kept:
-            result.runs.setdefault(split, []).append(run)
-    result.problems.extend(_duplicate_problems(result.duplicates))
+            collected_runs.setdefault(split, []).append(run)
+    export.problems.extend(_duplicate_problems(export.duplicates))
     for split in options.splits:
-        if result.rows and split not in result.runs:
-            result.problems.append(f"no run fell in split {split!r}: it has no file")
-    return result
+        if export.collected and split not in collected_runs:
+            export.problems.append(f"no run fell in split {split!r}: it has no file")
+    if lengths is not None:
+        export.problems.extend(lengths.problems)
+        export.prompt_lengths = lengths.summary()
+
+
+def collect_export(
+    store: str | os.PathLike[str], options: ExportOptions | None = None
+) -> ExportSet:
+    """Every state of every run in the store, split by run and de-duplicated, held in memory.
+
+    For a small store or a program's own use; the export command and ``training_dataset``
+    stream instead (``export.write.stream_export``).
+    """
+    export = ExportSet(options or ExportOptions())
+    export.rows = list(export_rows(store, export))
+    return export
+
+
+def tally_export(store: str | os.PathLike[str], options: ExportOptions | None = None) -> ExportSet:
+    """What an export of the store would hold (counts, splits, problems), keeping no row."""
+    export = ExportSet(options or ExportOptions())
+    for _ in export_rows(store, export):
+        pass
+    return export
 
 
 def _run_of(state_id: str) -> str:
@@ -125,10 +214,7 @@ def _duplicate_problems(duplicates: dict[str, str], shown: int = 5) -> list[str]
 
 def empty_train_problem(export: ExportSet) -> str | None:
     """Why ``train`` would be empty although the store has states, or ``None``."""
-    if not export.rows or export.runs.get("train"):
+    if not export.total or export.runs.get("train"):
         return None
     elsewhere = ", ".join(f"{s} {len(r)}" for s, r in export.runs.items())
     return f"no run fell in train (runs: {elsewhere}): lower the val/test fractions"
-
-
-_MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])

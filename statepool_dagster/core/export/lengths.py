@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import StatepoolError
-from .rows import ExportSet
+from .rows import ExportRow, ExportSet
 
 CHARS_PER_TOKEN = 4
 Messages = list[dict[str, str]]
@@ -117,36 +118,56 @@ def load_counter(path: str | None) -> PromptCounter:
     return _pretrained(target)
 
 
-def measure_prompts(export: ExportSet, counter: PromptCounter, max_tokens: int | None) -> None:
-    """Give each row ``prompt_tokens``; leave out (and name) rows over ``max_tokens``."""
-    kept = []
-    over: list[str] = []
-    lengths: list[int] = []
-    for row in export.rows:
-        tokens = counter.count(row.messages())
-        lengths.append(tokens)
-        if max_tokens is not None and tokens > max_tokens:
-            over.append(row.state_id)
-            export.problems.append(
+class LengthFilter:
+    """Measures each row's prompt as the export streams: gives it ``prompt_tokens`` and
+    leaves out (naming it) a row over ``max_tokens``. Keeps one integer per row measured,
+    for the longest and the median."""
+
+    def __init__(self, counter: PromptCounter, max_tokens: int | None):
+        self.counter = counter
+        self.max_tokens = max_tokens
+        self.lengths = array("q")
+        self.over: list[str] = []
+        self.problems: list[str] = []
+
+    def measure(self, row: ExportRow) -> ExportRow | None:
+        """The row with its length, or ``None`` when it is over the limit."""
+        tokens = self.counter.count(row.messages())
+        self.lengths.append(tokens)
+        if self.max_tokens is not None and tokens > self.max_tokens:
+            self.over.append(row.state_id)
+            self.problems.append(
                 f"{row.run}: state {row.state_id} left out: prompt of {tokens} tokens "
-                f"over --max-prompt-tokens {max_tokens} ({counter.method})"
+                f"over --max-prompt-tokens {self.max_tokens} ({self.counter.method})"
             )
-            continue
-        kept.append(dataclasses.replace(row, prompt_tokens=tokens if counter.exact else None))
+            return None
+        return dataclasses.replace(row, prompt_tokens=tokens if self.counter.exact else None)
+
+    def summary(self) -> dict[str, Any]:
+        ordered = sorted(self.lengths)
+        return {
+            "method": self.counter.method,
+            "max_prompt_tokens": self.max_tokens,
+            "longest": ordered[-1] if ordered else None,
+            "median": ordered[len(ordered) // 2] if ordered else None,
+            "left_out": self.over,
+        }
+
+
+def measure_prompts(export: ExportSet, counter: PromptCounter, max_tokens: int | None) -> None:
+    """Give each row of an export held in memory ``prompt_tokens``; leave out (and name)
+    rows over ``max_tokens``."""
+    lengths = LengthFilter(counter, max_tokens)
+    rows, export.rows = export.rows, []
+    export.runs, export.row_counts = {}, {}
     index: dict[str, int] = {}
-    runs: dict[str, list[str]] = {}
-    for i, row in enumerate(kept):
-        kept[i] = dataclasses.replace(row, index=index.setdefault(row.split, 0))
+    for row in rows:
+        measured = lengths.measure(row)
+        if measured is None:
+            continue
+        measured = dataclasses.replace(measured, index=index.setdefault(row.split, 0))
         index[row.split] += 1
-        if row.run not in runs.setdefault(row.split, []):
-            runs[row.split].append(row.run)
-    export.rows = kept
-    export.runs = runs
-    ordered = sorted(lengths)
-    export.prompt_lengths = {
-        "method": counter.method,
-        "max_prompt_tokens": max_tokens,
-        "longest": ordered[-1] if ordered else None,
-        "median": ordered[len(ordered) // 2] if ordered else None,
-        "left_out": over,
-    }
+        export.rows.append(measured)
+        export.add(measured)
+    export.problems.extend(lengths.problems)
+    export.prompt_lengths = lengths.summary()

@@ -60,15 +60,20 @@ def split_of(run: str, options: ExportOptions) -> str:
     return "train"
 
 
-def state_key(state: dict[str, Any]) -> str:
-    """Identity of a state for de-duplication: its library and its batch."""
+def state_digest(state: dict[str, Any]) -> bytes:
+    """Identity of a state for de-duplication, 16 bytes: its library and its batch."""
     canonical = json.dumps(
         [state.get("lib_snapshot"), state.get("episodes")],
         sort_keys=True,
         ensure_ascii=False,
         separators=(",", ":"),
     )
-    return hashlib.blake2b(canonical.encode("utf-8"), digest_size=16).hexdigest()
+    return hashlib.blake2b(canonical.encode("utf-8"), digest_size=16).digest()
+
+
+def state_key(state: dict[str, Any]) -> str:
+    """:func:`state_digest` as hex text."""
+    return state_digest(state).hex()
 
 
 @dataclass(frozen=True)
@@ -100,10 +105,15 @@ class ExportRow:
 
 @dataclass
 class ExportSet:
-    """The rows of an export and what was left out."""
+    """What an export wrote and what it left out; ``rows`` only where they were kept in memory.
+
+    A streamed export counts its rows (``row_counts``) without keeping them.
+    """
 
     options: ExportOptions
     rows: list[ExportRow] = field(default_factory=list)
+    row_counts: dict[str, int] = field(default_factory=dict)  # split -> rows written
+    collected: int = 0  # rows before the prompt-length limit left any out
     runs: dict[str, list[str]] = field(default_factory=dict)  # split -> runs
     duplicates: dict[str, str] = field(default_factory=dict)  # dropped -> kept state_id
     problems: list[str] = field(default_factory=list)
@@ -112,8 +122,19 @@ class ExportSet:
     def split_rows(self, split: str) -> list[ExportRow]:
         return [r for r in self.rows if r.split == split]
 
+    def add(self, row: ExportRow) -> None:
+        """Count a row written (its run joins its split's runs on its first row)."""
+        self.row_counts[row.split] = self.row_counts.get(row.split, 0) + 1
+        runs = self.runs.setdefault(row.split, [])
+        if not runs or runs[-1] != row.run:
+            runs.append(row.run)
+
+    @property
+    def total(self) -> int:
+        return sum(self.row_counts.values())
+
     def counts(self) -> dict[str, int]:
-        return {s: len(self.split_rows(s)) for s in self.options.splits}
+        return {s: self.row_counts.get(s, 0) for s in self.options.splits}
 
     def summary(self) -> dict[str, Any]:
         """What a manifest, the CLI and the asset's metadata report."""

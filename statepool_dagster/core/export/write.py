@@ -1,18 +1,25 @@
-"""Write an export: verl or TRL Parquet splits or a flat state pool, over an earlier export."""
+"""Write an export as its rows stream in: verl or TRL Parquet splits or a flat state pool,
+over an earlier export."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ..errors import StatepoolError
 from ..locations import AnyPath, absolute, as_path
-from ..store.atomic import parquet_bytes, replace_dir_atomic
-from .collect import _MESSAGE, collect_export
+from .collect import export_rows
+from .folder import StagedFolder
+from .lengths import LengthFilter
 from .rows import ABILITY, FORMATS, MANIFEST, ExportOptions, ExportRow, ExportSet, Format
+
+_MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 
 VERL_SCHEMA = pa.schema(
     [
@@ -56,66 +63,120 @@ TRL_SCHEMA = pa.schema(
 )
 
 
+def verl_record(r: ExportRow) -> dict[str, Any]:
+    """One row in verl's RL dataset layout; varying shapes (state, ops) travel as JSON."""
+    return {
+        "data_source": f"statepool/{r.dataset}",
+        "prompt": r.messages(),
+        "ability": ABILITY,
+        "reward_model": {"style": "rule", "ground_truth": r.ground_truth()},
+        "extra_info": {
+            "index": r.index,
+            "split": r.split,
+            "state_id": r.state_id,
+            "run": r.run,
+            "version": r.version,
+            "has_reference_ops": r.ops.get("next_version") is not None,
+            "state": r.state,
+            "reference_ops": r.reference_ops,
+            "prompt_tokens": r.prompt_tokens,
+        },
+    }
+
+
+def trl_record(r: ExportRow) -> dict[str, Any]:
+    """A conversational ``prompt`` for GRPOTrainer, plus the columns a reward function reads."""
+    state = json.loads(r.state)
+    return {
+        "prompt": r.messages(),
+        "state_id": r.state_id,
+        "run": r.run,
+        "version": r.version,
+        "ground_truth": r.ground_truth(),
+        "reference_ops": r.reference_ops,
+        "followup_qids": [str(q) for q in state.get("followup_qids", [])],
+        "gt_map": json.dumps(state.get("gt_map", {}), ensure_ascii=False),
+        "state": r.state,
+        "prompt_tokens": r.prompt_tokens,
+    }
+
+
+RECORDS = {"verl": (verl_record, VERL_SCHEMA), "trl": (trl_record, TRL_SCHEMA)}
+
+
 def verl_table(rows: list[ExportRow]) -> pa.Table:
-    """verl's RL dataset layout; varying shapes (state, ops) travel as JSON strings."""
-    records = [
-        {
-            "data_source": f"statepool/{r.dataset}",
-            "prompt": r.messages(),
-            "ability": ABILITY,
-            "reward_model": {"style": "rule", "ground_truth": r.ground_truth()},
-            "extra_info": {
-                "index": r.index,
-                "split": r.split,
-                "state_id": r.state_id,
-                "run": r.run,
-                "version": r.version,
-                "has_reference_ops": r.ops.get("next_version") is not None,
-                "state": r.state,
-                "reference_ops": r.reference_ops,
-                "prompt_tokens": r.prompt_tokens,
-            },
-        }
-        for r in rows
-    ]
-    return pa.Table.from_pylist(records, schema=VERL_SCHEMA)
+    return pa.Table.from_pylist([verl_record(r) for r in rows], schema=VERL_SCHEMA)
 
 
 def trl_table(rows: list[ExportRow]) -> pa.Table:
-    """A conversational ``prompt`` for GRPOTrainer, plus the columns a reward function reads."""
-    records = []
-    for r in rows:
-        state = json.loads(r.state)
-        records.append(
-            {
-                "prompt": r.messages(),
-                "state_id": r.state_id,
-                "run": r.run,
-                "version": r.version,
-                "ground_truth": r.ground_truth(),
-                "reference_ops": r.reference_ops,
-                "followup_qids": [str(q) for q in state.get("followup_qids", [])],
-                "gt_map": json.dumps(state.get("gt_map", {}), ensure_ascii=False),
-                "state": r.state,
-                "prompt_tokens": r.prompt_tokens,
-            }
-        )
-    return pa.Table.from_pylist(records, schema=TRL_SCHEMA)
+    return pa.Table.from_pylist([trl_record(r) for r in rows], schema=TRL_SCHEMA)
 
 
-def export_files(export: ExportSet, fmt: Format) -> Iterator[tuple[str, bytes]]:
-    """``(file name, bytes)`` of one format's folder, its manifest included."""
-    if fmt == "pool":
-        for row in export.rows:
-            yield f"{row.state_id}.json", row.state.encode("utf-8")
-    else:
-        build = verl_table if fmt == "verl" else trl_table
-        for split in export.options.splits:
-            rows = export.split_rows(split)
-            if rows:  # an empty Parquet file is one that datasets.load_dataset refuses
-                yield f"{split}.parquet", parquet_bytes(build(rows))
-    manifest = {"format": fmt, **export.summary()}
-    yield MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1).encode("utf-8")
+# Rows are buffered per split up to this many bytes of text, then written as one row group.
+# A split smaller than that is one row group, byte for byte what writing it whole gave.
+ROW_GROUP_BYTES = 4 << 20
+ROW_GROUP_ROWS = 1 << 20  # pyarrow's default row group length
+
+
+class _SplitFile:
+    """One split's Parquet file, written a row group at a time."""
+
+    def __init__(self, path: Path, schema: pa.Schema):
+        self.path, self.schema = path, schema
+        self.records: list[dict[str, Any]] = []
+        self.size = 0
+        self.writer: pq.ParquetWriter | None = None
+
+    def add(self, record: dict[str, Any], size: int) -> None:
+        self.records.append(record)
+        self.size += size
+        if self.size >= ROW_GROUP_BYTES or len(self.records) >= ROW_GROUP_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.records:
+            return
+        table = pa.Table.from_pylist(self.records, schema=self.schema)
+        self.records, self.size = [], 0
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, table.schema, compression="zstd")
+        self.writer.write_table(table)
+
+    def close(self) -> None:
+        self.flush()
+        if self.writer is not None:
+            self.writer.close()
+
+
+class FormatWriter:
+    """Writes one format's files into a folder as rows arrive; ``finish`` adds the manifest.
+
+    A split's Parquet file is opened on its first row: a split without rows has no file
+    (an empty Parquet file is one that datasets.load_dataset refuses).
+    """
+
+    def __init__(self, fmt: Format, folder: Path):
+        self.fmt, self.folder = fmt, folder
+        self.splits: dict[str, _SplitFile] = {}
+
+    def add(self, row: ExportRow) -> None:
+        if self.fmt == "pool":
+            (self.folder / f"{row.state_id}.json").write_bytes(row.state.encode("utf-8"))
+            return
+        record, schema = RECORDS[self.fmt]
+        split = self.splits.get(row.split)
+        if split is None:
+            split = self.splits[row.split] = _SplitFile(
+                self.folder / f"{row.split}.parquet", schema
+            )
+        split.add(record(row), len(row.state) + len(row.prompt) + len(row.reference_ops))
+
+    def finish(self, export: ExportSet) -> None:
+        for split in self.splits.values():
+            split.close()
+        manifest = {"format": self.fmt, **export.summary()}
+        text = json.dumps(manifest, ensure_ascii=False, indent=1)
+        (self.folder / MANIFEST).write_bytes(text.encode("utf-8"))
 
 
 def _check_replaceable(out: AnyPath, fmt: Format, force: bool = False) -> None:
@@ -144,19 +205,72 @@ def _check_replaceable(out: AnyPath, fmt: Format, force: bool = False) -> None:
         )
 
 
-def write_export(
-    export: ExportSet, fmt: Format, out: str | os.PathLike[str], force: bool = False
-) -> int:
-    """Make ``out`` hold exactly this export in ``fmt``, swapped in whole; returns files written.
+class ExportRefused(StatepoolError):
+    """An export's ``check`` refused it: the folders keep their earlier export."""
 
-    ``out`` is a local folder or an fsspec URL, like the store. An earlier export of
-    another format there is replaced only with ``force``.
-    """
+
+def check_target(fmt: Format, out: str | os.PathLike[str], force: bool = False) -> AnyPath:
+    """``out`` as a path, once it is known that an export of ``fmt`` may replace it."""
     if fmt not in FORMATS:
         raise StatepoolError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")
     target = absolute(as_path(out))
     _check_replaceable(target, fmt, force)
-    return replace_dir_atomic(target, export_files(export, fmt))
+    return target
+
+
+def _targets(outs: dict[Format, str | os.PathLike[str]], force: bool) -> dict[Format, AnyPath]:
+    return {fmt: check_target(fmt, out, force) for fmt, out in outs.items()}
+
+
+def _write(
+    rows: Iterable[ExportRow],
+    export: ExportSet,
+    outs: dict[Format, str | os.PathLike[str]],
+    force: bool,
+    check: Callable[[ExportSet], None] | None,
+) -> int:
+    targets = _targets(outs, force)
+    staged = {fmt: StagedFolder(target) for fmt, target in targets.items()}
+    try:
+        writers = [FormatWriter(fmt, folder.path) for fmt, folder in staged.items()]
+        for row in rows:
+            for writer in writers:
+                writer.add(row)
+        for writer in writers:
+            writer.finish(export)
+        if check is not None:
+            check(export)
+        return sum(folder.commit() for folder in staged.values())
+    finally:
+        for folder in staged.values():
+            folder.discard()
+
+
+def stream_export(
+    store: str | os.PathLike[str],
+    outs: dict[Format, str | os.PathLike[str]],
+    options: ExportOptions | None = None,
+    force: bool = False,
+    lengths: LengthFilter | None = None,
+    check: Callable[[ExportSet], None] | None = None,
+) -> ExportSet:
+    """Read the store once and write each ``{format: folder}`` as the rows stream in.
+
+    Each folder is swapped in whole once the export is complete and ``check`` (given the
+    finished counts and problems) has not raised; otherwise every folder keeps its earlier
+    export. A folder is a local one or an fsspec URL, like the store; an earlier export
+    of another format there is replaced only with ``force``.
+    """
+    export = ExportSet(options or ExportOptions())
+    _write(export_rows(store, export, lengths), export, outs, force, check)
+    return export
+
+
+def write_export(
+    export: ExportSet, fmt: Format, out: str | os.PathLike[str], force: bool = False
+) -> int:
+    """Write an export held in memory (``collect_export``) to ``out`` in ``fmt``."""
+    return _write(export.rows, export, {fmt: out}, force, None)
 
 
 def export_store(
@@ -165,7 +279,5 @@ def export_store(
     out: str | os.PathLike[str],
     options: ExportOptions | None = None,
 ) -> ExportSet:
-    """Read the store and write one export format to ``out``."""
-    export = collect_export(store, options)
-    write_export(export, fmt, out)
-    return export
+    """Read the store and write one export format to ``out``, streaming."""
+    return stream_export(store, {fmt: out}, options)

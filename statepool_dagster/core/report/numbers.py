@@ -1,25 +1,28 @@
-"""The report's figures, read from the store's tables (never from Dagster)."""
+"""The report's figures, read from the store's tables (never from Dagster), a run at a time."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..export.collect import collect_export
+from ..export.collect import tally_export
 from ..export.rows import FORMATS, MANIFEST, ExportOptions, ExportSet
 from ..locations import AnyPath, as_path
 from ..names import EPISODES, PROMPTS, SNAPSHOTS, SNAPSHOTS_DIR, STATES
 from ..runs.files import natural_key
 from ..runs.names import run_name_problem
 from ..runs.snapshots import list_snapshots
+from ..store.batches import CheckpointBatches
 from ..store.layout import StoreLayout
+from ..store.parts import RunTable
 from ..store.pool import read_rejects
 from ..store.reading import read_run_table
+from ..store.tables import SCHEMAS
 
 OP_KINDS = {"add_card": "add", "update_card": "update", "delete_card": "delete"}
 REJECT_SOURCES = ("episodes", "snapshots", "sidecars")
@@ -40,12 +43,63 @@ class RunNumbers:
     split: str | None = None
 
 
+SPARK_POINTS = 40  # a sparkline's points at most: a long run's curve is sampled
+
+
+def _sampled(points: dict[int, float]) -> list[tuple[int, float]]:
+    items = sorted(points.items())
+    if len(items) <= SPARK_POINTS:
+        return items
+    step = (len(items) - 1) / (SPARK_POINTS - 1)
+    return [items[round(i * step)] for i in range(SPARK_POINTS)]
+
+
+@dataclass
+class RunRow:
+    """One run's line of the overview: counts and sampled curves, never its checkpoints."""
+
+    run: str
+    split: str | None
+    states: int
+    episodes: int
+    accuracy: list[tuple[int, float]]  # sampled (version, share correct)
+    cards: list[tuple[int, float]]  # sampled (version, cards)
+    ops: dict[str, int]  # kind -> count over the run
+    rejects: int
+    ignored: int
+    problems: list[str]  # the export's problems about this run
+
+    @classmethod
+    def of(cls, numbers: RunNumbers, problems: list[str]) -> RunRow:
+        ops = dict.fromkeys(OP_KINDS.values(), 0)
+        for kinds in numbers.ops.values():
+            for kind, count in kinds.items():
+                ops[kind] += count
+        return cls(
+            run=numbers.run,
+            split=numbers.split,
+            states=numbers.states,
+            episodes=sum(numbers.episodes.values()),
+            accuracy=_sampled(numbers.accuracy),
+            cards=_sampled({k: float(v) for k, v in numbers.cards.items()}),
+            ops=ops,
+            rejects=len(numbers.rejects),
+            ignored=len(numbers.ignored),
+            problems=problems,
+        )
+
+    @property
+    def flagged(self) -> bool:
+        """Rejected lines, ignored files or export problems: listed first."""
+        return bool(self.rejects or self.ignored or self.problems)
+
+
 @dataclass
 class PoolNumbers:
-    """The whole pool: every run, prompt lengths and the export's splits."""
+    """The whole pool: one row per run, prompt lengths and the export's splits."""
 
-    runs: list[RunNumbers]
-    prompt_chars: list[int]
+    runs: list[RunRow]
+    prompt_chars: Sequence[int]
     split_rows: dict[str, int]
     split_runs: dict[str, int]
     problems: list[str]
@@ -57,10 +111,14 @@ def _table(layout: StoreLayout, asset: str, run: str, columns: list[str]) -> lis
     return read_run_table(layout, asset, run, columns).to_pylist()
 
 
-def _rows(table: pa.Table, batch: int = 256) -> Iterator[dict[str, Any]]:
-    """``table``'s rows as dicts, a batch at a time: a long run's texts never all at once."""
-    for start in range(0, table.num_rows, batch):
-        yield from table.slice(start, batch).to_pylist()
+def _state_rows(layout: StoreLayout, run: str, batch: int = 64) -> Iterator[dict[str, Any]]:
+    """The run's states' versions and reference ops, a batch of checkpoints at a time."""
+    table = CheckpointBatches(RunTable(layout.table(STATES, run), SCHEMAS[STATES]))
+    try:
+        for _, rows in table.batches(["version", "reference_ops"], batch):
+            yield from rows.to_pylist()
+    finally:
+        table.close()
 
 
 def _episode_counts(layout: StoreLayout, run: str) -> dict[int, tuple[int, int]]:
@@ -85,23 +143,22 @@ def _episode_counts(layout: StoreLayout, run: str) -> dict[int, tuple[int, int]]
     }
 
 
-def _store_runs(layout: StoreLayout) -> list[str]:
+def store_runs(layout: StoreLayout) -> list[str]:
     names = set()
     for asset in (EPISODES, SNAPSHOTS, STATES, PROMPTS):
         names.update(layout.runs_with(asset))
     return sorted((n for n in names if run_name_problem(n) is None), key=natural_key)
 
 
-def _run_numbers(layout: StoreLayout, run: str, runs_root: AnyPath | None) -> RunNumbers:
+def run_numbers(layout: StoreLayout, run: str, runs_root: AnyPath | None) -> RunNumbers:
     numbers = RunNumbers(run)
     for version, (episodes, correct) in sorted(_episode_counts(layout, run).items()):
         numbers.episodes[version] = episodes
         numbers.accuracy[version] = correct / episodes
     for row in _table(layout, SNAPSHOTS, run, ["version", "n_cards"]):
         numbers.cards[row["version"]] = row["n_cards"]
-    states = read_run_table(layout, STATES, run, ["version", "reference_ops"])
-    numbers.states = states.num_rows
-    for row in _rows(states):
+    for row in _state_rows(layout, run):
+        numbers.states += 1
         kinds = dict.fromkeys(OP_KINDS.values(), 0)
         ops = json.loads(row["reference_ops"] or "{}").get("ops") or []
         for op in ops:
@@ -132,45 +189,42 @@ def _last_export(layout: StoreLayout) -> dict | None:
     return None
 
 
-def pool_numbers(
-    store: str | AnyPath,
+def export_summary(
+    layout: StoreLayout,
     options: ExportOptions | None = None,
-    runs_dir: str | AnyPath | None = None,
     export: ExportSet | None = None,
-    length_limit: int | None = None,
     collect: bool = True,
-) -> PoolNumbers:
-    """Every figure of the report.
+) -> tuple[dict[str, Any], str]:
+    """The splits and problems the report shows, and where they come from.
 
-    The splits are ``export``'s when given; else the store is collected as an export would
-    be (``collect``), or, to stay cheap after a sync, taken from the last export's manifest.
+    ``export``'s when given; else the store is tallied as an export would be (``collect``,
+    streamed, keeping no row), or, to stay cheap after a sync, the last export's manifest.
     """
-    layout = StoreLayout(store)
     if export is not None:
-        summary, splits_from = export.summary(), "this export"
-    elif collect:
-        summary, splits_from = collect_export(store, options).summary(), "the store as it is now"
-    else:
-        summary, splits_from = _last_export(layout), "the last export (training_dataset)"
-        if summary is None:
-            summary, splits_from = {"rows": {}, "runs": {}, "problems": []}, "no export yet"
+        return export.summary(), "this export"
+    if collect:
+        return tally_export(layout.root, options).summary(), "the store as it is now"
+    summary = _last_export(layout)
+    if summary is None:
+        return {"rows": {}, "runs": {}, "problems": []}, "no export yet"
+    return summary, "the last export (training_dataset)"
+
+
+def run_problems(problems: list[str], runs: list[str]) -> dict[str, list[str]]:
+    """The export's problems by the run each names first (``"<run>: ..."``)."""
+    known = set(runs)
+    by_run: dict[str, list[str]] = {}
+    for problem in problems:
+        run = problem.split(":", 1)[0]
+        if run in known:
+            by_run.setdefault(run, []).append(problem)
+    return by_run
+
+
+def prompt_chars(layout: StoreLayout, run: str) -> list[int]:
+    return read_run_table(layout, PROMPTS, run, ["prompt_chars"])["prompt_chars"].to_pylist()
+
+
+def runs_root_of(runs_dir: str | AnyPath | None) -> AnyPath | None:
     runs_root = as_path(runs_dir) if runs_dir is not None else None
-    if runs_root is not None and not runs_root.is_dir():
-        runs_root = None
-    split_of_run = {run: split for split, runs in summary["runs"].items() for run in runs}
-    runs = []
-    prompt_chars: list[int] = []
-    for run in _store_runs(layout):
-        numbers = _run_numbers(layout, run, runs_root)
-        numbers.split = split_of_run.get(run)
-        runs.append(numbers)
-        prompt_chars += [r["prompt_chars"] for r in _table(layout, PROMPTS, run, ["prompt_chars"])]
-    return PoolNumbers(
-        runs=runs,
-        prompt_chars=prompt_chars,
-        split_rows=dict(summary["rows"]),
-        split_runs={s: len(r) for s, r in summary["runs"].items()},
-        problems=list(summary["problems"]),
-        splits_from=splits_from,
-        length_limit=length_limit,
-    )
+    return runs_root if runs_root is not None and runs_root.is_dir() else None

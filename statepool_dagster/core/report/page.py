@@ -1,96 +1,153 @@
-"""The report page: the pool's figures, then one card per run; plain HTML and inline SVG."""
+"""The report's overview, ``report/index.html``: the pool's figures, then one table line per run.
+
+The table stays readable at thousands of runs: runs with problems come first, each line
+has small inline curves, and any column sorts on a click (a few lines of inline script;
+nothing is fetched). Each run's charts are on its own page, linked from its name.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 from html import escape
+from urllib.parse import quote
 
 from . import svg
-from .numbers import PoolNumbers, RunNumbers
+from .numbers import PoolNumbers, RunRow
+from .run_page import RUNS_FOLDER, figure
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
 .row { display: flex; flex-wrap: wrap; gap: 1em; }
-.card { border: 1px solid #ddd; border-radius: 6px; padding: .6em .9em; margin: .8em 0; }
 figure { margin: 0; } figcaption { font-size: .9em; color: #555; }
 svg .tick, svg .axis { font-size: 10px; fill: #555; }
 svg .tick { text-anchor: middle; }
-.legend span { display: inline-block; width: .8em; height: .8em; margin: 0 .3em 0 .8em; }
-table { border-collapse: collapse; } td, th { padding: .15em .6em; text-align: left; }
+table.runs { border-collapse: collapse; font-size: 13px; }
+table.runs th, table.runs td { padding: .15em .5em; text-align: left; white-space: nowrap; }
+table.runs th { cursor: pointer; position: sticky; top: 0; background: #f4f4f4; }
+table.runs th[aria-sort="ascending"]::after { content: " ▲"; }
+table.runs th[aria-sort="descending"]::after { content: " ▼"; }
+table.runs td.n { text-align: right; font-variant-numeric: tabular-nums; }
+table.runs svg { vertical-align: middle; }
+table.runs tr.flagged td:first-child { border-left: 3px solid #c62828; }
+table.runs tbody tr:nth-child(even) { background: #fafafa; }
 ul.problems li { color: #8a4b00; }
+.bad { color: #c62828; font-weight: 600; }
 """
 
+# Sorts the runs table by the clicked column's data-sort values (numbers when they parse).
+SCRIPT = """
+document.querySelectorAll("table.runs th").forEach((th, col) => th.addEventListener("click", () => {
+  const body = th.closest("table").tBodies[0];
+  const down = th.getAttribute("aria-sort") === "ascending";
+  th.parentNode.querySelectorAll("th").forEach(h => h.removeAttribute("aria-sort"));
+  th.setAttribute("aria-sort", down ? "descending" : "ascending");
+  const key = tr => tr.cells[col].dataset.sort;
+  const rows = Array.from(body.rows);
+  const numeric = rows.every(tr => key(tr) === "" || !isNaN(Number(key(tr))));
+  rows.sort((a, b) => {
+    const x = key(a), y = key(b);
+    const c = numeric ? Number(x) - Number(y) : x.localeCompare(y, undefined, {numeric: true});
+    return down ? -c : c;
+  });
+  body.append(...rows);
+}));
+"""
 
-def _figure(caption: str, chart: str) -> str:
-    return f"<figure>{chart}<figcaption>{escape(caption)}</figcaption></figure>"
+COLUMNS = (
+    "run",
+    "problems",
+    "split",
+    "states",
+    "episodes",
+    "accuracy",
+    "cards",
+    "add",
+    "update",
+    "delete",
+    "rejects",
+    "ignored",
+)
+SHOWN_PROBLEMS = 20
 
 
-def _legend() -> str:
-    return (
-        '<div class="legend">'
-        + "".join(
-            f'<span style="background:{color}"></span>{kind}' for kind, color in svg.COLORS.items()
-        )
-        + "</div>"
-    )
+def _cell(text: str, sort: object, numeric: bool = False) -> str:
+    cls = ' class="n"' if numeric else ""
+    return f'<td{cls} data-sort="{escape(str(sort))}">{text}</td>'
 
 
-def _run_card(run: RunNumbers) -> str:
-    accuracy = svg.line_chart(
-        list(run.accuracy.items()),
-        "accuracy",
-        f"{run.run}: accuracy by library version",
-        "library version",
-        y_max=1.0,
-        run=run.run,
-    )
-    cards = svg.line_chart(
-        list(run.cards.items()),
-        "cards",
-        f"{run.run}: cards per version",
-        "snapshot version",
-        run=run.run,
-    )
-    ops = svg.stacked_bars(
-        sorted(run.ops.items()),
-        "ops",
-        f"{run.run}: reference ops per checkpoint",
-        "checkpoint",
-        run=run.run,
-    )
-    split = f", split <b>{escape(run.split)}</b>" if run.split else ""
-    parts = [
-        f'<section class="card" id="run-{escape(run.run)}" data-run="{escape(run.run)}">',
-        f"<h3>{escape(run.run)}</h3>",
-        f"<p>{run.states} states{split}; {sum(run.episodes.values())} episodes; "
-        f"{len(run.rejects)} rejects; {len(run.ignored)} ignored files</p>",
-        '<div class="row">',
-        _figure("accuracy by library version (share of episodes correct)", accuracy),
-        _figure("cards per snapshot version", cards),
-        _figure("reference ops per checkpoint, by kind", ops),
-        "</div>",
-        _legend(),
+def _last(points: list[tuple[int, float]]) -> float | None:
+    return points[-1][1] if points else None
+
+
+def _run_line(row: RunRow, top_states: int) -> str:
+    run = escape(row.run)
+    link = f'<a href="{RUNS_FOLDER}/{quote(row.run)}.html">{run}</a>'
+    problems = len(row.problems) + row.rejects + row.ignored
+    accuracy, cards = _last(row.accuracy), _last(row.cards)
+    accuracy_text = f"{accuracy:.2f}" if accuracy is not None else "–"
+    cards_text = f"{cards:.0f}" if cards is not None else "–"
+    flagged = ' class="flagged"' if row.flagged else ""
+    cells = [
+        _cell(link, row.run),
+        _cell(f'<span class="bad">{problems}</span>' if problems else "0", problems, True),
+        _cell(escape(row.split or "–"), row.split or ""),
+        _cell(
+            f"{row.states} " + svg.inline_bar(row.run, row.states, top_states, "states"),
+            row.states,
+            True,
+        ),
+        _cell(str(row.episodes), row.episodes, True),
+        _cell(
+            svg.sparkline(row.accuracy, "accuracy-spark", "accuracy", 1.0, run=row.run)
+            + f" {accuracy_text}",
+            "" if accuracy is None else accuracy,
+            True,
+        ),
+        _cell(
+            svg.sparkline(row.cards, "cards-spark", "cards", run=row.run) + f" {cards_text}",
+            "" if cards is None else cards,
+            True,
+        ),
+        *(_cell(str(row.ops[k]), row.ops[k], True) for k in ("add", "update", "delete")),
+        _cell(str(row.rejects), row.rejects, True),
+        _cell(str(row.ignored), row.ignored, True),
     ]
-    if run.rejects:
-        items = "".join(f"<li>{escape(r)}</li>" for r in run.rejects[:50])
-        more = f"<li>… {len(run.rejects) - 50} more</li>" if len(run.rejects) > 50 else ""
-        parts.append(
-            f'<details><summary>rejects</summary><ul class="rejects">{items}{more}</ul></details>'
+    return f'<tr data-run="{run}"{flagged}>' + "".join(cells) + "</tr>"
+
+
+def runs_table(runs: list[RunRow]) -> str:
+    """Every run, those with problems first (then in the store's order)."""
+    ordered = sorted(enumerate(runs), key=lambda item: (not item[1].flagged, item[0]))
+    top = max((r.states for r in runs), default=0)
+    head = "".join(f'<th scope="col">{c}</th>' for c in COLUMNS)
+    lines = [_run_line(row, top) for _, row in ordered]
+    return (
+        f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>'
+        + "\n".join(lines)
+        + "</tbody></table>"
+    )
+
+
+def _problems(numbers: PoolNumbers) -> str:
+    if not numbers.problems:
+        return ""
+    items = [f"<li>{escape(p)}</li>" for p in numbers.problems]
+    shown = "".join(items[:SHOWN_PROBLEMS])
+    rest = ""
+    if len(items) > SHOWN_PROBLEMS:
+        rest = (
+            f"<details><summary>{len(items) - SHOWN_PROBLEMS} more</summary>"
+            f'<ul class="problems">{"".join(items[SHOWN_PROBLEMS:])}</ul></details>'
         )
-    if run.ignored:
-        items = "".join(
-            f"<li><code>{escape(f)}</code>: {escape(why)}</li>" for f, why in run.ignored.items()
-        )
-        parts.append(
-            f'<details><summary>ignored files</summary><ul class="ignored">{items}</ul></details>'
-        )
-    parts.append("</section>")
-    return "".join(parts)
+    return (
+        f"<h2>Export problems ({escape(numbers.splits_from)})</h2>"
+        f'<ul class="problems">{shown}</ul>{rest}'
+    )
 
 
 def render_page(numbers: PoolNumbers, store: str, now: dt.datetime | None = None) -> str:
-    """The whole report as one HTML document (no script, no external resource)."""
+    """The overview as one HTML document (inline style and script, no external resource)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     limit = numbers.length_limit
     lengths = svg.histogram(
@@ -100,9 +157,6 @@ def render_page(numbers: PoolNumbers, store: str, now: dt.datetime | None = None
         "prompt length (characters)",
         limit=limit,
     )
-    states = svg.bar_chart(
-        [(r.run, r.states) for r in numbers.runs], "states", "states per run", "run"
-    )
     splits = svg.bar_chart(
         list(numbers.split_rows.items()), "splits", "rows per export split", "split"
     )
@@ -110,8 +164,8 @@ def render_page(numbers: PoolNumbers, store: str, now: dt.datetime | None = None
         f"{s}: {numbers.split_rows[s]} rows from {numbers.split_runs.get(s, 0)} runs"
         for s in numbers.split_rows
     )
-    problems = "".join(f"<li>{escape(p)}</li>" for p in numbers.problems)
     limit_text = f" (dashed line: the export's limit, {limit})" if limit is not None else ""
+    flagged = sum(1 for r in numbers.runs if r.flagged)
     body = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -121,20 +175,18 @@ def render_page(numbers: PoolNumbers, store: str, now: dt.datetime | None = None
         "<h1>State pool report</h1>",
         f"<p>Store <code>{escape(store)}</code>, written {now.isoformat(timespec='seconds')}: "
         f"{len(numbers.runs)} runs, {sum(r.states for r in numbers.runs)} states, "
-        f"{len(numbers.prompt_chars)} prompts.</p>",
+        f"{len(numbers.prompt_chars)} prompts; {flagged} runs with problems.</p>",
         "<h2>The pool</h2>",
         '<div class="row">',
-        _figure(f"prompt length distribution{limit_text}", lengths),
-        _figure("states per run", states),
-        _figure(f"export splits, from {numbers.splits_from}: {split_text}", splits),
+        figure(f"prompt length distribution{limit_text}", lengths),
+        figure(f"export splits, from {numbers.splits_from}: {split_text}", splits),
         "</div>",
+        _problems(numbers),
+        "<h2>Runs</h2>",
+        "<p>Runs with rejected lines, ignored files or export problems first; click a "
+        "column to sort, a run for its charts.</p>",
+        runs_table(numbers.runs),
+        f"<script>{SCRIPT}</script>",
+        "</body></html>",
     ]
-    if problems:
-        body.append(
-            f"<h2>Export problems ({escape(numbers.splits_from)})</h2>"
-            f'<ul class="problems">{problems}</ul>'
-        )
-    body.append("<h2>Runs</h2>")
-    body += [_run_card(run) for run in numbers.runs]
-    body.append("</body></html>")
-    return "\n".join(body) + "\n"
+    return "\n".join(b for b in body if b) + "\n"

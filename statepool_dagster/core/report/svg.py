@@ -174,3 +174,48 @@ def histogram(
             f"<title>limit {limit}</title></line>"
         )
     return _frame(chart, label, body, top, x_title, **data)
+
+
+SPARK_W, SPARK_H = 96, 22
+
+
+def sparkline(
+    points: Sequence[tuple[int, float]], chart: str, label: str, y_max: float | None = None, **data
+) -> str:
+    """A curve small enough for a table cell: no axes; its values in a ``<title>``."""
+    attrs = "".join(f' data-{k}="{escape(str(v))}"' for k, v in data.items())
+    head = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {SPARK_W} {SPARK_H}" '
+        f'width="{SPARK_W}" height="{SPARK_H}" role="img" aria-label="{escape(label)}" '
+        f'class="spark" data-chart="{escape(chart)}"{attrs}>'
+    )
+    if not points:
+        return head + "</svg>"
+    top = y_max if y_max is not None else max(v for _, v in points) or 1
+    step = (SPARK_W - 4) / max(1, len(points) - 1)
+    coords = [
+        (2 + i * step, SPARK_H - 2 - (SPARK_H - 4) * (v / top if top else 0))
+        for i, (_, v) in enumerate(points)
+    ]
+    path = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
+    first, last = points[0], points[-1]
+    title = f"{first[0]}: {_fmt(first[1])} … {last[0]}: {_fmt(last[1])}"
+    x, y = coords[-1]
+    return (
+        head + f"<title>{escape(title)}</title>"
+        f'<polyline points="{path}" fill="none" stroke="{LINE}" stroke-width="1.5"/>'
+        f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2" fill="{LINE}"/></svg>'
+    )
+
+
+def inline_bar(name: str, value: float, top: float, chart: str, **data) -> str:
+    """A horizontal bar for a table cell, its length ``value / top`` of the cell."""
+    attrs = "".join(f' data-{k}="{escape(str(v))}"' for k, v in data.items())
+    width = (SPARK_W - 2) * (value / top if top else 0)
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {SPARK_W} 10" width="{SPARK_W}" '
+        f'height="10" role="img" aria-label="{escape(name)}: {_fmt(value)}" class="spark" '
+        f'data-chart="{escape(chart)}"{attrs}><rect x="1" y="1" width="{width:.1f}" height="8" '
+        f'fill="{BAR}" class="mark" data-x="{escape(name)}" data-y="{value!r}">'
+        f"<title>{escape(name)}: {_fmt(value)}</title></rect></svg>"
+    )

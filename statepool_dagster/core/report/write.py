@@ -1,16 +1,35 @@
-"""Where the report lives in the store, and writing it there atomically."""
+"""Where the report lives in the store, and writing it there a run at a time.
+
+``store/report/index.html`` is the pool's overview; ``store/report/runs/<run>.html`` each
+run's detail. Runs are read one after another: a run's page is written as soon as its
+figures are counted, and only its line of the overview (counts and sampled curves) is
+kept, so memory follows the largest run, not the pool. The run pages are swapped in as
+one folder, then the overview that links them.
+"""
 
 from __future__ import annotations
 
 import os
+from array import array
 
+from ..export.folder import StagedFolder
 from ..export.rows import ExportOptions, ExportSet
 from ..locations import AnyPath
 from ..names import REPORT
 from ..store.atomic import write_bytes_atomic
 from ..store.layout import StoreLayout
-from .numbers import pool_numbers
+from .numbers import (
+    PoolNumbers,
+    RunRow,
+    export_summary,
+    prompt_chars,
+    run_numbers,
+    run_problems,
+    runs_root_of,
+    store_runs,
+)
 from .page import render_page
+from .run_page import RUNS_FOLDER, render_run_page
 
 REPORT_FOLDER = REPORT
 REPORT_PAGE = "index.html"
@@ -21,6 +40,11 @@ def report_path(layout: StoreLayout) -> AnyPath:
     return layout.root / REPORT_FOLDER / REPORT_PAGE
 
 
+def _encode(page: str) -> bytes:
+    # a folder name that is not UTF-8 (`os.fsdecode` keeps its bytes as `\udcff`) shows escaped
+    return page.encode("utf-8", "backslashreplace")
+
+
 def write_report(
     store: str | os.PathLike[str],
     options: ExportOptions | None = None,
@@ -29,11 +53,39 @@ def write_report(
     length_limit: int | None = None,
     collect: bool = True,
 ) -> AnyPath:
-    """Write the pool report from the store's files; returns its path (see ``pool_numbers``)."""
+    """Write the pool report from the store's files; returns the overview's path.
+
+    The splits are ``export``'s when given; else the store is tallied as an export would
+    be (``collect``), or, to stay cheap after a sync, taken from the last export's manifest.
+    """
     layout = StoreLayout(store)
-    numbers = pool_numbers(layout.root, options, runs_dir, export, length_limit, collect)
+    summary, splits_from = export_summary(layout, options, export, collect)
+    runs_root = runs_root_of(runs_dir)
+    split_of_run = {run: split for split, runs in summary["runs"].items() for run in runs}
+    names = store_runs(layout)
+    problems = run_problems(list(summary["problems"]), names)
+    numbers = PoolNumbers(
+        runs=[],
+        prompt_chars=array("q"),
+        split_rows=dict(summary["rows"]),
+        split_runs={s: len(r) for s, r in summary["runs"].items()},
+        problems=list(summary["problems"]),
+        splits_from=splits_from,
+        length_limit=length_limit,
+    )
+    pages = StagedFolder(layout.root / REPORT_FOLDER / RUNS_FOLDER)
+    try:
+        for run in names:
+            figures = run_numbers(layout, run, runs_root)
+            figures.split = split_of_run.get(run)
+            row = RunRow.of(figures, problems.get(run, []))
+            (pages.path / f"{run}.html").write_bytes(_encode(render_run_page(figures, row)))
+            numbers.runs.append(row)
+            numbers.prompt_chars.extend(prompt_chars(layout, run))
+            del figures
+        pages.commit()
+    finally:
+        pages.discard()
     path = report_path(layout)
-    page = render_page(numbers, str(layout.root))
-    # a folder name that is not UTF-8 (`os.fsdecode` keeps its bytes as `\udcff`) shows escaped
-    write_bytes_atomic(path, page.encode("utf-8", "backslashreplace"))
+    write_bytes_atomic(path, _encode(render_page(numbers, str(layout.root))))
     return path

@@ -1,0 +1,104 @@
+"""An export folder written file by file as rows stream in, then swapped in whole.
+
+On a local disk the files go to a hidden sibling of the target, which then takes its
+place in one atomic exchange (as ``store.atomic.replace_dir_atomic`` does for folders
+given whole). For an fsspec target they go to a local temporary folder first; once the
+export is complete each file is copied up in one put, then the manifest naming them, then
+the files it no longer names are deleted. Nothing is held in memory but a copy buffer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..locations import AnyPath, is_local
+from ..names import DIR_MANIFEST
+from ..store.atomic import libc_function, temp_sibling
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux ``renameat2``); ``False`` where unsupported."""
+    renameat2 = libc_function("renameat2")
+    if renameat2 is None:
+        return False
+    return renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
+
+
+class StagedFolder:
+    """A folder whose files are written into ``path`` and published by ``commit()``."""
+
+    def __init__(self, final: AnyPath):
+        self.final = final
+        self.local = is_local(final)
+        if self.local:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            self.path = temp_sibling(final)
+            self.path.mkdir()
+        else:
+            self.path = Path(tempfile.mkdtemp(prefix="statepool-export-"))
+        self.done = False
+
+    def commit(self) -> int:
+        """Publish the folder; returns the number of files in it."""
+        count = sum(1 for _ in self.path.iterdir())
+        if self.local:
+            self._swap()
+        else:
+            self._upload()
+        self.done = True
+        return count
+
+    def discard(self) -> None:
+        """Remove what was staged (after a commit: the old folder, or nothing)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def _swap(self) -> None:
+        final = self.final
+        if not final.exists():
+            os.replace(self.path, final)
+        elif not _exchange(self.path, final):
+            # No atomic swap on this system: move the old folder aside (a brief gap, never torn).
+            old = temp_sibling(final)
+            os.replace(final, old)
+            os.replace(self.path, final)
+            self.path = old
+        # After a swap or the fallback, ``self.path`` holds the old folder.
+
+    def _upload(self) -> None:
+        final = self.final
+        with contextlib.suppress(FileExistsError):  # an object store's "folder" is a prefix
+            final.mkdir(parents=True, exist_ok=True)
+        written: dict[str, str] = {}
+        for file in sorted(self.path.iterdir()):
+            digest = hashlib.blake2b(digest_size=16)
+            with open(file, "rb") as source, (final / file.name).open("wb") as target:
+                while chunk := source.read(1 << 20):
+                    digest.update(chunk)
+                    target.write(chunk)
+            written[file.name] = digest.hexdigest()
+        manifest = json.dumps({"files": written}, ensure_ascii=False, indent=1, sort_keys=True)
+        with (final / DIR_MANIFEST).open("wb") as f:
+            f.write(manifest.encode("utf-8"))
+        for entry in _entries(final):
+            if entry.name in written or entry.name == DIR_MANIFEST:
+                continue
+            if entry.is_dir():
+                entry.fs.rm(entry.path, recursive=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
+def _entries(folder: AnyPath) -> list[AnyPath]:
+    try:
+        return list(folder.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
