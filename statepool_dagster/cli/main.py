@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from ..core.config import Settings
+from ..core.names import EXPORT_FORMATS, TRAINING_DATASET
 from . import feedback
 from .console import Reporter, dagster_instance, summary_json, summary_table
 from .file_commands import cmd_export, cmd_report, cmd_score, pool_report_path, write_pool_report
@@ -153,7 +154,7 @@ def _materialize_training_dataset(verbose: bool = False) -> str | None:
     level = "DEBUG" if verbose else "ERROR"
     result = job.execute_in_process(
         instance=dagster_instance(),
-        asset_selection=[AssetKey("training_dataset")],
+        asset_selection=[AssetKey(TRAINING_DATASET)],
         raise_on_error=False,
         run_config={"loggers": {"console": {"config": {"log_level": level}}}},
     )
@@ -204,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
     p = sub.add_parser("export", help="write a trainer-ready export of the store (no Dagster)")
-    p.add_argument("--format", required=True, choices=("verl", "trl", "pool"))
+    p.add_argument("--format", required=True, choices=EXPORT_FORMATS)
     p.add_argument("--out", required=True, help="folder to write (new, empty or an earlier export)")
     p.add_argument("--val-fraction", type=float, default=None, help="share of runs in val")
     p.add_argument("--test-fraction", type=float, default=None, help="share of runs in test")

@@ -27,7 +27,7 @@ from dagster import (
 
 from ..core.config import Settings
 from ..core.locations import as_path
-from ..core.names import FINGERPRINT, IGNORED_METADATA, STATE_COUNT, STATES
+from ..core.names import FINGERPRINT, IGNORED_METADATA, STATE_COUNT, STATES, RunStatus
 from ..core.runs.files import fingerprint_run
 from ..defs.fingerprints import FINAL_ASSET
 from ..defs.partitions import RUNS
@@ -93,13 +93,13 @@ def run_statuses(instance: DagsterInstance, settings: Settings) -> list[dict[str
         recorded = _metadata_value(record, FINGERPRINT)
         path = as_path(settings.runs_dir) / run
         if run in failed:
-            status = "failed"
+            status = RunStatus.FAILED
         elif not recorded:
-            status = "never"
+            status = RunStatus.NEVER
         elif not path.is_dir() or fingerprint_run(path).digest != recorded:
-            status = "stale"
+            status = RunStatus.STALE
         else:
-            status = "materialized"
+            status = RunStatus.MATERIALIZED
         count = _metadata_value(states.get(run), STATE_COUNT)
         ignored_files = sum(
             len(_metadata_value(ignored[asset].get(run), key) or {})
@@ -111,7 +111,7 @@ def run_statuses(instance: DagsterInstance, settings: Settings) -> list[dict[str
         rows.append(
             {
                 "run": run,
-                "status": status,
+                "status": status.value,
                 "states": int(count) if count is not None else 0,
                 "ignored_files": ignored_files,
                 "last_materialized": when,

@@ -58,6 +58,10 @@ IGNORED_SIDECARS = "ignored_sidecars"
 IGNORED_METADATA = ((SNAPSHOTS, IGNORED_FILES), (STATES, IGNORED_SIDECARS))
 
 
+# The export formats `statepool export --format` and `training_dataset` write.
+EXPORT_FORMATS = ("verl", "trl", "pool")
+
+
 class RunStatus(str, Enum):
     """Where a run stands against its last materialization (``statepool status``)."""
 

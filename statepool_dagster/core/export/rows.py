@@ -9,10 +9,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Format = Literal["verl", "trl", "pool"]
+from ..names import EXPORT_FORMATS
+
+Format = Literal["verl", "trl", "pool"]  # the words of EXPORT_FORMATS, for type checkers
 
 
-FORMATS: tuple[Format, ...] = ("verl", "trl", "pool")
+FORMATS: tuple[Format, ...] = EXPORT_FORMATS
 
 
 SPLITS = ("train", "val", "test")
