@@ -16,7 +16,7 @@ from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import STATES
 from statepool_dagster.core.runs.files import discover_runs
 from statepool_dagster.core.stages import build_run
-from statepool_dagster.core.store.tables import load_arrow
+from statepool_dagster.core.store.arrow_memory import load_arrow
 
 
 def main() -> int:

@@ -15,7 +15,7 @@ from ..runs.names import run_name_problem
 from ..store.atomic import READ_RETRY_DELAYS
 from ..store.layout import StoreLayout
 from ..store.reading import read_table
-from ..store.tables import SCHEMAS
+from ..store.schemas import SCHEMAS
 from .rows import NOT_RECORDED, SPLITS, ExportOptions, ExportRow, ExportSet, split_of, state_key
 
 

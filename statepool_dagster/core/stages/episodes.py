@@ -23,17 +23,12 @@ from ..rejects import UNSTORABLE, Reject, storable
 from ..runs.episodes import EpisodesRead, parse_episodes
 from ..runs.files import fingerprint_run, open_run_file
 from ..runs.notes import present, run_notes
+from ..store.arrow_memory import release_arrow_memory, utf8_views
 from ..store.part_files import part_name
 from ..store.parts import RunTable
 from ..store.pool import read_rejects, update_rejects
-from ..store.tables import (
-    episode_row,
-    episodes_table,
-    markdown_preview,
-    rejects_jsonl,
-    release_arrow_memory,
-    utf8_views,
-)
+from ..store.preview import markdown_preview
+from ..store.rows import EpisodeRow, episode_row, episodes_table
 from .job import TABLE_FORMAT, RunJob, StageReport, digest_pieces, reject_lines, round3
 
 PREVIEW = ["line", "version", "id", "task", "gt", "response", "correct"]
@@ -142,13 +137,13 @@ class _Batches:
     def __init__(self, table: RunTable, keep_lines: int | None):
         self.table = table
         self.keep_lines = keep_lines  # a grown file: stored rows up to this line stay
-        self.pending: dict[int, list[tuple]] = {}
+        self.pending: dict[int, list[EpisodeRow]] = {}
         self.converted: dict[int, list[pa.Table]] = {}  # a long batch's earlier rows
         self.in_chunk: set[int] = set()
         self.done: set[int] = set()
         self.written: set[int] = set()
 
-    def add(self, version: int, row: tuple) -> None:
+    def add(self, version: int, row: EpisodeRow) -> None:
         rows = self.pending.setdefault(version, [])
         rows.append(row)
         self.in_chunk.add(version)
@@ -209,7 +204,7 @@ def _add_episodes(
     while episodes:  # each record let go once its row holds it
         episode = episodes.pop()
         row = episode_row(episode)
-        if storable(row[-1]):
+        if storable(row.record):
             batches.add(episode.version, row)
             continue
         reject = Reject(file=display, line=episode.line, error=UNSTORABLE, raw=None)
@@ -268,7 +263,7 @@ def build_episodes(job: RunJob) -> StageReport:
         if unreadable is None:  # a file that cannot be read now keeps what was stored
             batches.finish()
     rejects += [unreadable] if unreadable else []
-    update_rejects(job.layout, job.run, "episodes", rejects_jsonl(rejects, "episodes"))
+    update_rejects(job.layout, job.run, "episodes", rejects)
     mark = {
         "bytes": marked,
         "lines": lines,

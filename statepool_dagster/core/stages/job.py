@@ -15,7 +15,7 @@ from ..runs.names import check_run_name
 from ..states.models import BytesLike
 from ..store.layout import StoreLayout
 from ..store.parts import RunTable
-from ..store.tables import SCHEMAS
+from ..store.schemas import SCHEMAS
 
 # Bump when what a stage writes for the same inputs changes: its parts are rebuilt.
 # 3: per-checkpoint parts; 4: checkpoint names sort as int64 versions. With the readers' rules.

@@ -16,9 +16,10 @@ from ..prompts.spec import PromptSpec
 from ..prompts.template import surrogate_problem
 from ..rejects import Reject
 from ..states.models import CheckpointState
+from ..store.arrow_memory import release_arrow_memory, utf8_views
 from ..store.parts import RunTable
 from ..store.pool import update_rejects
-from ..store.tables import prompts_table, rejects_jsonl, release_arrow_memory, utf8_views
+from ..store.rows import PromptRow, prompts_table
 from .job import RENDER_VERSION, RunJob, StageReport, digest, reject_lines
 
 COLUMNS = ["state_id", "version", "library_version", "reference_ops", "input_key"]
@@ -92,14 +93,15 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
                 table.drop(name)
                 continue
             rendered += 1
-        record = (
-            row["state_id"],
-            job.run,
-            row["version"],
-            prompt,
-            row["reference_ops"],
-            key,
-            row["input_key"],
+        record = PromptRow(
+            state_id=row["state_id"],
+            run=job.run,
+            version=row["version"],
+            prompt=prompt,
+            prompt_chars=len(prompt),
+            reference_ops=row["reference_ops"],
+            input_key=key,
+            state_key=row["input_key"],
         )
         info = {"chars": len(prompt), "rows": 1, "render": render_key}
         table.write(name, prompts_table([record]), key, info)
@@ -108,7 +110,7 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
         table.drop(name)
     table.mark(fingerprint=fingerprint)
     table.save()
-    update_rejects(job.layout, job.run, "prompts", rejects_jsonl(rejects, "prompts"))
+    update_rejects(job.layout, job.run, "prompts", rejects)
     lengths = [table.parts[name].info["chars"] for name in table.names()]
     first = table.head(["prompt"], 1)["prompt"].to_pylist()
     report = StageReport(

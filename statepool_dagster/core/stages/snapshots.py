@@ -10,7 +10,8 @@ from ..runs.notes import run_notes
 from ..runs.snapshots import list_snapshots, read_snapshot
 from ..store.part_files import part_name
 from ..store.pool import update_rejects
-from ..store.tables import markdown_preview, rejects_jsonl, snapshot_row, snapshots_table
+from ..store.preview import markdown_preview
+from ..store.rows import snapshot_row, snapshots_table
 from .job import TABLE_FORMAT, RunJob, StageReport, digest, reject_lines
 
 PREVIEW = ["version", "file", "declared_version", "n_cards"]
@@ -42,32 +43,32 @@ def build_snapshots(job: RunJob) -> StageReport:
             rejects.append(read)
             continue
         row = snapshot_row(read, stamp if stamp else "")
-        if not storable(row[4]):
+        if not storable(row.library):
             reject = Reject(file=display, line=None, error=UNSTORABLE, raw=None)
             if job.settings.strict:
                 raise BadRecordError(reject.describe()) from None
             rejects.append(reject)
             continue
         info = {
-            "version": row[0],
-            "file": row[1],
-            "declared": row[2],
-            "n_cards": row[3],
-            "library": digest(row[4]),  # what states are keyed by
+            "version": row.version,
+            "file": row.file,
+            "declared": row.declared_version,
+            "n_cards": row.n_cards,
+            "library": digest(row.library),  # what states are keyed by
             "rows": 1,
         }
-        if read.declared_version is not None and row[2] is None:
+        if read.declared_version is not None and row.declared_version is None:
             kind = type(read.declared_version).__name__
             info["note"] = (
                 f"{display}: version is not a 64-bit integer ({kind}); its column is empty"
             )
-        table.write(name, snapshots_table([row]), key if stamp else digest(key, row[4]), info)
+        table.write(name, snapshots_table([row]), key if stamp else digest(key, row.library), info)
         kept.add(name)
     for name in set(table.parts) - kept:
         table.drop(name)
     table.mark(fingerprint=fingerprint)
     table.save()
-    update_rejects(job.layout, job.run, "snapshots", rejects_jsonl(rejects, "snapshots"))
+    update_rejects(job.layout, job.run, "snapshots", rejects)
     infos = [table.parts[name].info for name in table.names()]
     # declared versions kept in the library that the column cannot hold, reused parts too
     notes = [i["note"] for i in infos if "note" in i]

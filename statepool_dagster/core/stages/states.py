@@ -20,6 +20,7 @@ from ..runs.sidecars import read_sidecars
 from ..states.join import PlannedState, join_checkpoint, plan_states
 from ..states.models import decode_stored
 from ..states.reference_ops import ops_json
+from ..store.arrow_memory import release_arrow_memory, utf8_views
 from ..store.part_files import part_name
 from ..store.parts import RunTable
 from ..store.pool import (
@@ -29,13 +30,8 @@ from ..store.pool import (
     update_state_pool,
     write_state_file,
 )
-from ..store.tables import (
-    markdown_preview,
-    rejects_jsonl,
-    release_arrow_memory,
-    states_table,
-    utf8_views,
-)
+from ..store.preview import markdown_preview
+from ..store.rows import StateRow, states_table
 from .job import (
     STATE_VERSION,
     TABLE_FORMAT,
@@ -129,7 +125,7 @@ def build_states(job: RunJob) -> StageReport:
         episodes.marks.get("fingerprint", ""), snapshots.marks.get("fingerprint", "")
     )
     sidecars = read_sidecars(job.run_dir, job.run, strict=settings.strict)
-    update_rejects(job.layout, job.run, "sidecars", rejects_jsonl(sidecars.rejects, "sidecars"))
+    update_rejects(job.layout, job.run, "sidecars", sidecars.rejects)
     inputs = CheckpointInputs(snapshots, episodes)
     planned, skipped = plan_states(
         inputs.library_versions(),
@@ -160,17 +156,17 @@ def build_states(job: RunJob) -> StageReport:
         )
         sid, data = joined.state_id, joined.data
         release_arrow_memory(len(data))  # the batch it was joined from is gone
-        row = (
-            sid,
-            job.run,
-            plan.version,
-            plan.library_version,
-            plan.batch_version,
-            inputs.n_cards(plan.library_version),
-            joined.n_episodes,
-            data,  # taken into Arrow as it is: a state is held once, however large
-            ops_json(joined.reference_ops),
-            key,
+        row = StateRow(
+            state_id=sid,
+            run=job.run,
+            version=plan.version,
+            library_version=plan.library_version,
+            batch_version=plan.batch_version,
+            n_cards=inputs.n_cards(plan.library_version),
+            n_episodes=joined.n_episodes,
+            state=data,
+            reference_ops=ops_json(joined.reference_ops),
+            input_key=key,
         )
         info = {"state_id": sid, "rows": 1, "text": digest_pieces([(data,)])}
         same_text = part is not None and part.info.get("text") == info["text"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from ..locations import AnyPath, is_local
 from ..names import DIR_MANIFEST
@@ -92,11 +92,23 @@ def read_rejects(layout: StoreLayout, run: str, source: str | None = None) -> li
     return rejects
 
 
-def update_rejects(layout: StoreLayout, run: str, source: str, lines: list[str]) -> None:
-    """Replace one source's rejects (``episodes`` or ``snapshots``) in ``rejects/<run>.jsonl``.
+# What ``str.splitlines`` also ends a line at and ``json.dumps`` leaves raw in a string.
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def _reject_line(reject: Reject, source: str) -> str:
+    """One JSON line; a rejected line's own ``\u2028`` or ``\x85`` stays escaped, so a reader
+    splitting with ``splitlines`` (not only at ``\n``, as ours do) sees one reject per line."""
+    record = {**reject.model_dump(), "source": source}
+    return json.dumps(record, ensure_ascii=False).translate(_LINE_BREAKS)
+
+
+def update_rejects(layout: StoreLayout, run: str, source: str, rejects: Iterable[Reject]) -> None:
+    """Replace one source's rejects (e.g. ``episodes``) in ``rejects/<run>.jsonl``.
 
     The file is removed once no source has any rejects left.
     """
+    lines = [_reject_line(r, source) for r in rejects]
     path = layout.rejects(run)
     with layout.lock(run):
         kept: list[str] = []
