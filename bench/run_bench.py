@@ -259,7 +259,7 @@ root = Path(sys.argv[1]); runs = root / "runs"; runs.mkdir(parents=True)
 os.environ.update(STATEPOOL_RUNS_DIR=str(runs), STATEPOOL_STORE_DIR=str(root / "store"),
                   STATEPOOL_SETTLE_SECONDS="0")
 from dagster import AssetMaterialization, build_sensor_context, instance_for_test
-from statepool_dagster import defs
+from statepool_dagster.definitions import defs
 from statepool_dagster.core.runs.files import fingerprint_run
 from statepool_dagster.defs.sensors import runs_sensor
 def make(name):

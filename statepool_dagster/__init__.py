@@ -1,7 +1,8 @@
 """statepool_dagster: checkpoint states and curator prompts from self-evolving agent runs.
 
-``defs`` (the Dagster definitions) is loaded on first use, so reading the store
-with :func:`load_state_pool` / :func:`load_prompts` never imports Dagster.
+The Dagster definitions are ``statepool_dagster.definitions.defs`` (the code location;
+``statepool_dagster.defs`` is the sub-package they are made of). Reading the store with
+:func:`load_state_pool` / :func:`load_prompts` never imports Dagster.
 """
 
 from __future__ import annotations
@@ -10,14 +11,10 @@ from typing import Any
 
 from .core.states.models import CheckpointState
 
-__all__ = ["CheckpointState", "defs", "load_prompts", "load_state_pool"]
+__all__ = ["CheckpointState", "load_prompts", "load_state_pool"]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "defs":
-        from .definitions import defs
-
-        return defs
     if name in ("load_state_pool", "load_prompts"):
         from . import readers
 

@@ -102,7 +102,7 @@ def local_sync(root: Path, spec) -> Path:
 
 def materialize_run(instance, run: str, raise_on_error: bool = True):
     """Register ``run`` if needed and run ``statepool_job`` for it in ``instance``."""
-    from statepool_dagster import defs
+    from statepool_dagster.definitions import defs
     from statepool_dagster.defs.partitions import RUNS
 
     if run not in instance.get_dynamic_partitions(RUNS):

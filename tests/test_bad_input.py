@@ -11,7 +11,7 @@ import pytest
 from broken_runs import build_corpus, cleaned_copy
 from dagster import AssetCheckSeverity
 
-from statepool_dagster import defs
+from statepool_dagster.definitions import defs
 from statepool_dagster.defs.partitions import RUNS
 
 from helpers import cli_env, seed_pool, store_pool

@@ -24,7 +24,7 @@ from dagster import (
     instance_for_test,
 )
 
-from statepool_dagster import defs, load_prompts, load_state_pool
+from statepool_dagster import load_prompts, load_state_pool
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.errors import StatepoolError
@@ -34,6 +34,7 @@ from statepool_dagster.core.export.write import TRL_SCHEMA, VERL_SCHEMA, export_
 from statepool_dagster.core.names import PROMPTS, SNAPSHOTS, STATES
 from statepool_dagster.core.stages import STAGES, RunJob, build_run
 from statepool_dagster.core.states.models import CheckpointState
+from statepool_dagster.definitions import defs
 from statepool_dagster.defs.partitions import RUNS
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from dagster import AssetCheckKey, AssetKey, build_sensor_context, instance_for_test
 
-from statepool_dagster import defs, load_prompts, load_state_pool
+from statepool_dagster import load_prompts, load_state_pool
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.errors import StatepoolError
 from statepool_dagster.core.export.rows import FORMATS
@@ -30,6 +30,7 @@ from statepool_dagster.core.store import atomic as store_module
 from statepool_dagster.core.store.atomic import read_parquet, replace_dir_atomic
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.reading import read_run_table
+from statepool_dagster.definitions import defs
 from statepool_dagster.defs.partitions import RUNS
 from statepool_dagster.defs.sensors import runs_sensor
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import AssetKey, DagsterInstance
 
-from statepool_dagster import defs
+from statepool_dagster.definitions import defs
 from statepool_dagster.defs.partitions import RUNS
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 

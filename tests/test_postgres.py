@@ -144,7 +144,7 @@ import sys, time
 from pathlib import Path
 from types import SimpleNamespace
 from dagster import DagsterInstance
-from statepool_dagster import defs
+from statepool_dagster.definitions import defs
 
 key, ready, go = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 job = defs.resolve_job_def("statepool_job")

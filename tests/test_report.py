@@ -14,13 +14,14 @@ import pytest
 from dagster import AssetKey, instance_for_test
 from test_ui import CHROMIUM, CHROMIUM_ARGS, require
 
-from statepool_dagster import defs, load_prompts
+from statepool_dagster import load_prompts
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.export.collect import collect_export
 from statepool_dagster.core.export.rows import ExportOptions, split_of
 from statepool_dagster.core.names import STATES
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.reading import read_run_table
+from statepool_dagster.definitions import defs
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
 from helpers import cli_env, latest_metadata

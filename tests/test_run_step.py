@@ -22,8 +22,8 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
-from statepool_dagster import defs
 from statepool_dagster.cli.sync import sync
+from statepool_dagster.definitions import defs
 from statepool_dagster.defs.partitions import RUNS
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 

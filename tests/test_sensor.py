@@ -8,8 +8,8 @@ import time
 import pytest
 from dagster import build_sensor_context
 
-from statepool_dagster import defs
 from statepool_dagster.cli.sync import sync
+from statepool_dagster.definitions import defs
 from statepool_dagster.defs.partitions import RUNS
 from statepool_dagster.defs.sensors import runs_sensor
 from statepool_dagster.defs.tags import SOURCE_FINGERPRINT
