@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ..config import Settings
@@ -45,11 +46,11 @@ class RunJob:
     settings: Settings
     run: str
 
-    @property
+    @cached_property
     def layout(self) -> StoreLayout:
         return StoreLayout(self.settings.store_dir)
 
-    @property
+    @cached_property
     def run_dir(self) -> AnyPath:
         return as_path(self.settings.runs_dir) / check_run_name(self.run)
 
