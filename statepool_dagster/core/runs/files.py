@@ -221,11 +221,15 @@ READER_VERSION = "2"
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """A digest of a run's file names, sizes and mtimes, and the newest mtime seen."""
+    """A digest of a run's file names, sizes and mtimes, and the newest mtime seen.
+
+    ``stamps``: each file's :func:`file_stamp` as it was seen, by its path in the run.
+    """
 
     digest: str
     newest_mtime: float
     files: int
+    stamps: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
 
 def fingerprint_run(run_path: AnyPath) -> Fingerprint:
@@ -239,6 +243,7 @@ def fingerprint_run(run_path: AnyPath) -> Fingerprint:
     stack: list[tuple[str, str]] = [("", str(run_path))]
     depth_of = {"": 0}
     rows: list[str] = []
+    stamps: dict[str, str] = {}
     while stack:
         rel, path = stack.pop()
         try:
@@ -261,12 +266,13 @@ def fingerprint_run(run_path: AnyPath) -> Fingerprint:
                 rows.append(f"{rel_name}!vanished")
                 continue
             rows.append(f"{rel_name}\0{st.st_size}\0{st.st_mtime_ns}")
+            stamps[rel_name] = f"{st.st_size}:{st.st_mtime_ns}"
             newest = max(newest, st.st_mtime)
             count += 1
     for row in sorted(rows):
         h.update(row.encode("utf-8", "surrogateescape"))
         h.update(b"\n")
-    return Fingerprint(h.hexdigest(), newest, count)
+    return Fingerprint(h.hexdigest(), newest, count, stamps)
 
 
 def _fingerprint_fsspec(run_path: AnyPath) -> Fingerprint:
@@ -274,6 +280,7 @@ def _fingerprint_fsspec(run_path: AnyPath) -> Fingerprint:
     count = 0
     stack: list[tuple[str, AnyPath]] = [("", run_path)]
     rows: list[str] = []
+    stamps: dict[str, str] = {}
     while stack:
         rel, folder = stack.pop()
         try:
@@ -292,6 +299,7 @@ def _fingerprint_fsspec(run_path: AnyPath) -> Fingerprint:
                 continue
             size, mtime, tag = info_stamp(info)
             rows.append(f"{rel_name}\0{size}\0{int(mtime * 1e9)}\0{tag}")
+            stamps[rel_name] = f"{size}:{int(mtime * 1e9)}:{tag}"
             newest = max(newest, mtime)
             count += 1
     h = hashlib.blake2b(digest_size=10)
@@ -299,7 +307,7 @@ def _fingerprint_fsspec(run_path: AnyPath) -> Fingerprint:
     for row in sorted(rows):
         h.update(row.encode("utf-8", "surrogateescape"))
         h.update(b"\n")
-    return Fingerprint(h.hexdigest(), newest, count)
+    return Fingerprint(h.hexdigest(), newest, count, stamps)
 
 
 def file_stamp(path: AnyPath) -> str:

@@ -1,8 +1,12 @@
 """``run_episodes``: every usable line of episodes.jsonl, one part per episode batch.
 
-A file that only grew is read from where the last build stopped (a digest of the bytes
-before proves them unchanged) and only the batches its new lines belong to are written
-again; otherwise the whole file is parsed and only the batches that changed are.
+A file that only grew is read from where the last build stopped and only the batches its
+new lines belong to are written again; otherwise the whole file is parsed and only the
+batches that changed are. Whether the bytes before that point are unchanged is told by a
+probe of a constant size (their length, their first and last 64 KB, and 4 KB at eight
+evenly spaced places), so absorbing a checkpoint costs the same however long the run: an
+edit that keeps every byte count and avoids the probed places goes unseen until the file
+is read from the start again (any change of the table format, or a rebuilt store).
 """
 
 from __future__ import annotations
@@ -21,15 +25,22 @@ from ..locations import is_local
 from ..names import EPISODES, EPISODES_FILE
 from ..rejects import UNSTORABLE, Reject, storable
 from ..runs.episodes import EpisodesRead, parse_episodes
-from ..runs.files import fingerprint_run, open_run_file
+from ..runs.files import open_run_file
 from ..runs.notes import present, run_notes
 from ..store.arrow_memory import release_arrow_memory, utf8_views
 from ..store.part_files import part_name
 from ..store.parts import RunTable
 from ..store.pool import read_rejects, update_rejects
-from ..store.preview import markdown_preview
 from ..store.rows import EpisodeRow, episode_row, episodes_table
-from .job import TABLE_FORMAT, RunJob, StageReport, digest_pieces, reject_lines, round3
+from .job import (
+    TABLE_FORMAT,
+    RunJob,
+    StageReport,
+    digest_pieces,
+    preview,
+    reject_lines,
+    round3,
+)
 
 PREVIEW = ["line", "version", "id", "task", "gt", "response", "correct"]
 NOTES_LIMIT = 50  # notes about values kept whole but left out of a flat column
@@ -55,16 +66,25 @@ def _open(job: RunJob) -> tuple[BinaryIO | None, Reject | None]:
         return None, reject
 
 
-def _same_prefix(f: BinaryIO, seen: dict, hasher) -> bool:
-    """Whether the file still starts with the bytes the last build read (hashing them)."""
-    left = seen["bytes"]
-    while left:
-        block = f.read(min(CHUNK, left))
-        if not block:
-            return False
-        hasher.update(block)
-        left -= len(block)
-    return hasher.copy().hexdigest() == seen["digest"]
+EDGE, SPOT, SPOTS = 1 << 16, 1 << 12, 8  # the probe: bytes at each end; at each spot; spots
+
+
+def _probe(f: BinaryIO, size: int) -> str:
+    """A digest of the first ``size`` bytes' length and of a constant number of them."""
+    h = hashlib.blake2b(str(size).encode(), digest_size=16)
+    spans = [(0, EDGE), (max(0, size - EDGE), EDGE)]
+    spans += [(size * i // (SPOTS + 1), SPOT) for i in range(1, SPOTS + 1)]
+    for start, length in spans:
+        f.seek(start)
+        h.update(f.read(max(0, min(length, size - start))))
+    return h.hexdigest()
+
+
+def _same_prefix(f: BinaryIO, seen: dict) -> bool:
+    """Whether the file still starts with the bytes the last build read (by their probe)."""
+    same = isinstance(seen.get("probe"), str) and _probe(f, seen["bytes"]) == seen["probe"]
+    f.seek(seen["bytes"])
+    return same
 
 
 def _chunks(f: BinaryIO) -> Iterator[tuple[bytes | bytearray, bool]]:
@@ -216,31 +236,28 @@ def _add_episodes(
 
 def build_episodes(job: RunJob) -> StageReport:
     """``run_episodes``: every usable line of episodes.jsonl; bad lines set aside."""
-    fingerprint = fingerprint_run(job.run_dir).digest  # before reading: never newer than the data
+    fingerprint = job.fingerprint.digest  # before reading: never newer than the data
     display = f"{job.run}/{EPISODES_FILE}"
     strict = job.settings.strict
     table = job.table(EPISODES)
     f, unreadable = _open(job)
     seen = table.marks.get("seen")
-    hasher = hashlib.blake2b(digest_size=16)
     with f if f is not None else contextlib.nullcontext():
         grown = (
             f is not None
             and isinstance(seen, dict)
             and seen.get("format") == TABLE_FORMAT
-            and _same_prefix(f, seen, hasher)
+            and _same_prefix(f, seen)
         )
-        if not grown:
-            hasher = hashlib.blake2b(digest_size=16)
-            if f is not None:
-                f.seek(0)
+        if not grown and f is not None:
+            f.seek(0)
         rejects: list[Reject] = []
         if grown:
             old = read_rejects(job.layout, job.run, "episodes")
             rejects = [r for r in old if (r.line or 0) <= seen["lines"]]
             grown = _stored_lines(table, seen) + len(rejects) + seen["blank"] == seen["lines"]
             if not grown:  # parts lost or edited by hand: read the file again from the start
-                rejects, hasher = [], hashlib.blake2b(digest_size=16)
+                rejects = []
                 f.seek(0)
         marked, lines, blank = (seen["bytes"], seen["lines"], seen["blank"]) if grown else (0, 0, 0)
         batches = _Batches(table, lines if grown else None)
@@ -249,7 +266,6 @@ def build_episodes(job: RunJob) -> StageReport:
         for chunk, complete in _chunks(f) if f is not None else ():
             read = parse_episodes(chunk, display, lines + 1, strict)
             if complete:  # a last line still being written is read, not marked
-                hasher.update(chunk)
                 marked += len(chunk)
                 lines += read.lines
                 blank += read.blank_lines
@@ -262,19 +278,22 @@ def build_episodes(job: RunJob) -> StageReport:
             batches.end_chunk()
         if unreadable is None:  # a file that cannot be read now keeps what was stored
             batches.finish()
+        probe = "" if f is None else _probe(f, marked)
     rejects += [unreadable] if unreadable else []
     update_rejects(job.layout, job.run, "episodes", rejects)
     mark = {
         "bytes": marked,
         "lines": lines,
         "blank": blank,
-        "digest": hasher.hexdigest(),
+        "probe": probe,
         "format": TABLE_FORMAT,
     }
     table.mark(seen=None if unreadable else mark, fingerprint=fingerprint)
-    table.save()
     release_arrow_memory()  # what the batches' writing freed, before the preview reads
+    shown = preview(table, PREVIEW)
+    table.save()
     report = _report(job, table, fingerprint, rejects, blank + tail_blank, len(batches.written))
+    report.markdown["preview"] = shown
     report.notes += notes
     return report
 
@@ -308,7 +327,6 @@ def _report(
                 str(i["version"]): round3(i["correct"] / i["scored"]) for i in scored
             },
         },
-        markdown={"preview": markdown_preview(table.head(PREVIEW), PREVIEW)},
         notes=run_notes(job.run_dir),
         reused=reused,
     )

@@ -11,11 +11,12 @@ from typing import Any
 from ..config import Settings
 from ..locations import AnyPath, as_path
 from ..rejects import Reject
-from ..runs.files import READER_VERSION
+from ..runs.files import READER_VERSION, Fingerprint, fingerprint_run
 from ..runs.names import check_run_name
 from ..states.models import BytesLike
 from ..store.layout import StoreLayout
 from ..store.parts import RunTable
+from ..store.preview import markdown_preview
 from ..store.schemas import SCHEMAS
 
 # Bump when what a stage writes for the same inputs changes: its parts are rebuilt.
@@ -54,13 +55,27 @@ class RunJob:
     def run_dir(self) -> AnyPath:
         return as_path(self.settings.runs_dir) / check_run_name(self.run)
 
+    @cached_property
+    def fingerprint(self) -> Fingerprint:
+        """The run's files as the job's first stage found them, before it read any."""
+        return fingerprint_run(self.run_dir)
+
     def table(self, asset: str) -> RunTable:
         return RunTable(self.layout.table(asset, self.run), SCHEMAS[asset])
 
 
+def preview(table: RunTable, columns: list[str], rows: int = 10) -> str:
+    """The table's first rows as Markdown (kept while they stay; call before ``save``)."""
+    return table.view("preview", columns, rows, lambda head: markdown_preview(head, columns))
+
+
 def digest(*parts: str) -> str:
-    """A short, stable digest of text parts (keys of the parts a stage can reuse)."""
-    return digest_pieces((part.encode("utf-8", "surrogatepass"),) for part in parts)
+    """A short, stable digest of text parts (keys of the parts a stage can reuse).
+
+    The same value as ``digest_pieces`` of each part's UTF-8, in one update.
+    """
+    text = "\0".join(parts) + "\0" if parts else ""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def digest_pieces(parts: Iterable[Sequence[BytesLike]]) -> str:

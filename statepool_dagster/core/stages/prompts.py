@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from ..errors import PromptInputError
 from ..names import PROMPTS, SNAPSHOTS_DIR, STATES
 from ..prompts.render import build_curator_prompt
@@ -56,6 +58,11 @@ def _read_state(states: RunTable, name: str) -> CheckpointState:
     del text
     release_arrow_memory(size)  # not kept beside the parsed state while it is rendered
     return state
+
+
+def _first_prompt(head: pa.Table) -> str:
+    first = head["prompt"].to_pylist()
+    return f"```\n{first[0]}\n```" if first else "_no prompts_"
 
 
 def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
@@ -109,10 +116,10 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
     for name in set(table.parts) - kept:
         table.drop(name)
     table.mark(fingerprint=fingerprint)
+    first = table.view("first_prompt", ["prompt"], 1, _first_prompt)
     table.save()
     update_rejects(job.layout, job.run, "prompts", rejects)
     lengths = [table.parts[name].info["chars"] for name in table.names()]
-    first = table.head(["prompt"], 1)["prompt"].to_pylist()
     report = StageReport(
         job.run,
         fingerprint,
@@ -125,7 +132,7 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
             "prompt_chars_median": float(statistics.median(lengths)) if lengths else 0.0,
             "prompt_chars_max": max(lengths, default=0),
         },
-        markdown={"first_prompt": f"```\n{first[0]}\n```" if first else "_no prompts_"},
+        markdown={"first_prompt": first},
         reused=len(lengths) - rendered,
     )
     if rejects:

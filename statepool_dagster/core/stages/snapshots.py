@@ -5,21 +5,21 @@ from __future__ import annotations
 from ..errors import BadRecordError
 from ..names import IGNORED_FILES, SNAPSHOTS, SNAPSHOTS_DIR
 from ..rejects import UNSTORABLE, Reject, storable
-from ..runs.files import file_stamp, fingerprint_run
+from ..runs.files import file_stamp
 from ..runs.notes import run_notes
 from ..runs.snapshots import list_snapshots, read_snapshot
 from ..store.part_files import part_name
 from ..store.pool import update_rejects
-from ..store.preview import markdown_preview
 from ..store.rows import snapshot_row, snapshots_table
-from .job import TABLE_FORMAT, RunJob, StageReport, digest, reject_lines
+from .job import TABLE_FORMAT, RunJob, StageReport, digest, preview, reject_lines
 
 PREVIEW = ["version", "file", "declared_version", "n_cards"]
 
 
 def build_snapshots(job: RunJob) -> StageReport:
     """``skill_snapshots``: one row per snapshot, numeric order, embeddings stripped."""
-    fingerprint = fingerprint_run(job.run_dir).digest
+    fingerprint = job.fingerprint.digest  # before reading: never newer than the data
+    stamps = job.fingerprint.stamps
     listing = list_snapshots(job.run_dir / SNAPSHOTS_DIR)
     table = job.table(SNAPSHOTS)
     rejects: list[Reject] = []
@@ -28,10 +28,13 @@ def build_snapshots(job: RunJob) -> StageReport:
     for snapshot_file in listing.snapshots:
         display = f"{job.run}/{SNAPSHOTS_DIR}/{snapshot_file.path.name}"
         name = part_name(snapshot_file.version)
-        try:
-            stamp = file_stamp(snapshot_file.path)
-        except OSError:
-            stamp = ""
+        # As the fingerprint saw it (a file changed since is read again next time).
+        stamp = stamps.get(f"{SNAPSHOTS_DIR}/{snapshot_file.path.name}")
+        if stamp is None:
+            try:
+                stamp = file_stamp(snapshot_file.path)
+            except OSError:
+                stamp = ""
         key = digest(TABLE_FORMAT, display, stamp)
         part = table.parts.get(name)
         if stamp and part is not None and part.key == key:
@@ -67,12 +70,12 @@ def build_snapshots(job: RunJob) -> StageReport:
     for name in set(table.parts) - kept:
         table.drop(name)
     table.mark(fingerprint=fingerprint)
+    markdown = {"preview": preview(table, PREVIEW)}
     table.save()
     update_rejects(job.layout, job.run, "snapshots", rejects)
     infos = [table.parts[name].info for name in table.names()]
     # declared versions kept in the library that the column cannot hold, reused parts too
     notes = [i["note"] for i in infos if "note" in i]
-    markdown = {"preview": markdown_preview(table.head(PREVIEW), PREVIEW)}
     if rejects:
         markdown["reject_details"] = reject_lines(rejects)
     return StageReport(

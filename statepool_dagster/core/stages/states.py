@@ -30,7 +30,6 @@ from ..store.pool import (
     update_state_pool,
     write_state_file,
 )
-from ..store.preview import markdown_preview
 from ..store.rows import StateRow, states_table
 from .job import (
     STATE_VERSION,
@@ -40,6 +39,7 @@ from .job import (
     combined,
     digest,
     digest_pieces,
+    preview,
     reject_lines,
 )
 
@@ -99,12 +99,15 @@ class CheckpointInputs:
         return self._decoded[version]
 
 
+_PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(PlannedState))
+
+
 def state_key(settings_key: str, plan: PlannedState, inputs: CheckpointInputs, sidecars) -> str:
     """Digest of every input of one state, by the digests its upstream parts record."""
     k = plan.version
     analysis = sidecars.analyses.get(k)
     # The same text as repr(dataclasses.astuple(plan)), without its deep copy: stored keys hold.
-    fields = tuple(getattr(plan, f.name) for f in dataclasses.fields(plan))
+    fields = tuple(getattr(plan, name) for name in _PLAN_FIELDS)
     return digest(
         settings_key,
         repr(fields),
@@ -179,13 +182,15 @@ def build_states(job: RunJob) -> StageReport:
     for name in set(table.parts) - kept:
         table.drop(name)
     table.mark(fingerprint=fingerprint)
+    shown = preview(table, PREVIEW)
     table.save()
     state_ids = {table.parts[name].info["state_id"] for name in kept}
-    update_state_pool(job.layout, job.run, writes, state_ids, fresh)
-    return _report(job, table, fingerprint, len(kept), reused, skipped, sidecars)
+    present = on_disk | fresh.keys()  # we hold the run's lock: nobody else wrote meanwhile
+    update_state_pool(job.layout, job.run, writes, state_ids, fresh, present)
+    return _report(job, shown, fingerprint, len(kept), reused, skipped, sidecars)
 
 
-def _report(job, table, fingerprint, states, reused, skipped, sidecars) -> StageReport:
+def _report(job, shown, fingerprint, states, reused, skipped, sidecars) -> StageReport:
     settings = job.settings
     report = StageReport(
         job.run,
@@ -205,7 +210,7 @@ def _report(job, table, fingerprint, states, reused, skipped, sidecars) -> Stage
             "skipped": {str(s.version): s.reason for s in skipped},
             IGNORED_SIDECARS: dict(sidecars.ignored),
         },
-        markdown={"preview": markdown_preview(table.head(PREVIEW), PREVIEW)},
+        markdown={"preview": shown},
         reused=reused,
     )
     if sidecars.rejects:

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -47,6 +50,9 @@ from .part_files import (
 )
 from .part_writer import PartWriter
 
+VIEWS = "views"  # the table's mark: rendered first rows, by the keys of their checkpoints
+VIEW_CHARS = 1 << 16  # a rendered view longer than this is not kept in the index
+
 
 class RunTable:
     """One run's table of one asset: load it, write or drop checkpoints, then ``save()``."""
@@ -68,7 +74,7 @@ class RunTable:
 
     def _load(self) -> None:
         try:
-            cached = json.loads((self.folder / TABLE_INDEX).read_bytes())
+            cached = _decode_index((self.folder / TABLE_INDEX).read_bytes())
         except (OSError, ValueError):
             cached = {}
         self.marks = dict(cached.get("marks") or {})
@@ -166,6 +172,31 @@ class RunTable:
             count += tables[-1].num_rows
         return self._concat(tables, columns).slice(0, rows)
 
+    def view(
+        self, label: str, columns: list[str], rows: int, render: Callable[[pa.Table], str]
+    ) -> str:
+        """``render`` of the first ``rows`` rows, kept in the marks while the checkpoints that
+        hold them stay: a grown run's preview reads nothing (its first part may hold 512
+        checkpoints, a footer that grows with the run). Call it before :meth:`save`."""
+        shown, count = [label, *columns, str(rows)], 0
+        for name in self.names():
+            if count >= rows:
+                break
+            part = self.parts[name]
+            shown.append(f"{name}:{part.key}")
+            count += part.info.get("rows", 1)
+        key = hashlib.blake2b("\0".join(shown).encode(), digest_size=16).hexdigest()
+        views = self.marks.get(VIEWS)
+        cached = views.get(label) if isinstance(views, dict) else None
+        if isinstance(cached, list) and len(cached) == 2 and cached[0] == key:
+            return cached[1]
+        text = render(self.head(columns, rows))
+        views = {k: v for k, v in (views or {}).items() if k != label}
+        if len(text) <= VIEW_CHARS:  # a huge first prompt is read again, never indexed
+            views[label] = [key, text]
+        self.mark(**{VIEWS: views})
+        return text
+
     def _concat(self, tables: list[pa.Table], columns: list[str] | None) -> pa.Table:
         wanted = (
             self.schema if columns is None else pa.schema([self.schema.field(c) for c in columns])
@@ -247,9 +278,8 @@ class RunTable:
             for name, rows in self._files.items()
             if name in listing
         }
-        body = json.dumps({"marks": self.marks, "files": files}, sort_keys=True)
         if self.parts or files or self.marks:
-            write_bytes_atomic(self.folder / TABLE_INDEX, body.encode("utf-8"))
+            write_bytes_atomic(self.folder / TABLE_INDEX, _encode_index(self.marks, files))
         self._dirty = False
 
     def _prune(self, file: str, groups: set[int]) -> None:
@@ -308,3 +338,22 @@ class RunTable:
         for file in sources:
             (self.folder / file).unlink(missing_ok=True)
             self._files.pop(file, None)
+
+
+def _encode_index(marks: dict[str, Any], files: dict[str, Any]) -> bytes:
+    """The index as JSON (msgspec: its size grows with the run, it is written at each build)."""
+    index = {"marks": marks, "files": files}
+    try:
+        return msgspec.json.encode(index, order="sorted")
+    except (msgspec.EncodeError, UnicodeEncodeError, TypeError, ValueError):  # e.g. a NaN
+        return json.dumps(index, sort_keys=True).encode("utf-8")
+
+
+def _decode_index(data: bytes) -> dict[str, Any]:
+    try:
+        index = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        index = json.loads(data)
+    if not isinstance(index, dict):
+        raise ValueError("not an index")
+    return index

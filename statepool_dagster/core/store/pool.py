@@ -42,16 +42,19 @@ def update_state_pool(
     writes: Mapping[str, str | BytesLike],
     keep: set[str],
     written: dict[str, str] | None = None,
+    present: set[str] | None = None,
 ) -> None:
     """Write each ``writes`` file on its own (atomically), drop the files not kept.
 
     Files of ``keep`` are left as they are: a new checkpoint writes one file, never the
     folder. ``written``: digests of the files already written one by one this build.
     Through fsspec each file is one put, then the folder's manifest is rewritten.
+    ``present``: the state ids that have a file now, if the caller knows (else listed).
     """
     folder = layout.state_pool(run)
     _make_folder(folder)  # a run without states still has its (empty) folder
-    present = state_pool_names(layout, run)
+    if present is None:
+        present = state_pool_names(layout, run)
     for sid, text in writes.items():
         write_bytes_atomic(folder / f"{sid}.json", _utf8(text))
     if not is_local(folder):
