@@ -269,9 +269,8 @@ def fingerprint_run(run_path: AnyPath) -> Fingerprint:
             stamps[rel_name] = f"{st.st_size}:{st.st_mtime_ns}"
             newest = max(newest, st.st_mtime)
             count += 1
-    for row in sorted(rows):
-        h.update(row.encode("utf-8", "surrogateescape"))
-        h.update(b"\n")
+    if rows:  # each row and a newline, hashed in one update
+        h.update(("\n".join(sorted(rows)) + "\n").encode("utf-8", "surrogateescape"))
     return Fingerprint(h.hexdigest(), newest, count, stamps)
 
 

@@ -60,8 +60,24 @@ class RunJob:
         """The run's files as the job's first stage found them, before it read any."""
         return fingerprint_run(self.run_dir)
 
+    @cached_property
+    def _tables(self) -> dict[str, RunTable]:
+        return {}
+
     def table(self, asset: str) -> RunTable:
-        return RunTable(self.layout.table(asset, self.run), SCHEMAS[asset])
+        """The run's table of ``asset``; the one a stage of this job saved, while unchanged."""
+        table = self._tables.get(asset)
+        if table is None or not table.unchanged():
+            table = self._tables[asset] = RunTable(
+                self.layout.table(asset, self.run), SCHEMAS[asset]
+            )
+        return table
+
+    def __getstate__(self) -> dict[str, Any]:  # to a worker: what it was made from, no cache
+        return {"settings": self.settings, "run": self.run}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
 
 def preview(table: RunTable, columns: list[str], rows: int = 10) -> str:

@@ -5,6 +5,7 @@ cache of the parts this process wrote last. ``parts.RunTable`` is what uses them
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -53,12 +54,13 @@ def writer_options(schema: pa.Schema) -> dict[str, Any]:
     )
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def part_name(version: int) -> str:
     """The checkpoint (or batch) name of ``version`` (int64); names sort in version order."""
     return f"v{version:019d}" if version >= 0 else f"n{version + 2**63:019d}"
 
 
-@dataclass
+@dataclass(slots=True)
 class Part:
     """Where a checkpoint's rows are stored, what they were built from, small facts."""
 

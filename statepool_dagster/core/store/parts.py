@@ -23,6 +23,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +69,7 @@ class RunTable:
         self._writer: PartWriter | None = None
         self._held: tuple[str, pa.Table] | None = None
         self._dirty = False
+        self._index_stamp = _stamp(folder / TABLE_INDEX)  # before reading: never newer
         self._load()
 
     # ------------------------------------------------------------------ reading
@@ -271,6 +273,7 @@ class RunTable:
         self.close()
         sweep(self.folder)
         if not self._dirty and (self.folder / TABLE_INDEX).exists():
+            self._index_stamp = _stamp(self.folder / TABLE_INDEX)
             return
         listing = list_parts(self.folder)
         files = {
@@ -281,6 +284,16 @@ class RunTable:
         if self.parts or files or self.marks:
             write_bytes_atomic(self.folder / TABLE_INDEX, _encode_index(self.marks, files))
         self._dirty = False
+        self._index_stamp = _stamp(self.folder / TABLE_INDEX)
+
+    def unchanged(self) -> bool:
+        """Whether the folder still holds what this table says: nothing pending, the index as
+        this table last read or wrote it (a local store; the run's lock keeps writers out)."""
+        if self._dirty or self._held is not None or self._writer is not None or self._stale:
+            return False
+        return self._index_stamp is not None and _stamp(self.folder / TABLE_INDEX) == (
+            self._index_stamp
+        )
 
     def _prune(self, file: str, groups: set[int]) -> None:
         """Drop ``groups`` of ``file``: its current row groups move to a new part, then it goes.
@@ -357,3 +370,14 @@ def _decode_index(data: bytes) -> dict[str, Any]:
     if not isinstance(index, dict):
         raise ValueError("not an index")
     return index
+
+
+def _stamp(path: AnyPath) -> tuple[int, int, int] | None:
+    """A local file's size, mtime and inode (``None``: absent, or not on a local disk)."""
+    if not is_local(path):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 
 from ..locations import AnyPath, is_local
@@ -15,6 +16,13 @@ from .layout import StoreLayout
 
 def state_pool_names(layout: StoreLayout, run: str) -> set[str]:
     """The state ids that have a file in ``state_pool/<run>/``."""
+    folder = layout.state_pool(run)
+    if is_local(folder):
+        try:
+            names = os.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            names = []
+        return {n[: -len(".json")] for n in names if n.endswith(".json") and n[0] != "."}
     return {
         p.name[: -len(".json")]
         for p in _entries(layout.state_pool(run))
