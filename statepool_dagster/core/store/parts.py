@@ -21,21 +21,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
-import json
-import os
 from collections.abc import Callable
 from typing import Any
 
-import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..locations import AnyPath, is_local
 from ..names import TABLE_INDEX
 from .atomic import write_bytes_atomic
+from .compaction import Compaction
 from .part_files import (
-    MERGE,
     NEXT_PART,
     OPEN_PARTS,
     PART_ROWS,
@@ -45,17 +41,13 @@ from .part_files import (
     file_order,
     footer_rows,
     list_parts,
-    mergeable,
     sweep,
-    tier,
 )
 from .part_writer import PartWriter
-
-VIEWS = "views"  # the table's mark: rendered first rows, by the keys of their checkpoints
-VIEW_CHARS = 1 << 16  # a rendered view longer than this is not kept in the index
+from .table_index import cached_view, decode_index, encode_index, index_stamp
 
 
-class RunTable:
+class RunTable(Compaction):
     """One run's table of one asset: load it, write or drop checkpoints, then ``save()``."""
 
     def __init__(self, folder: AnyPath, schema: pa.Schema):
@@ -69,14 +61,14 @@ class RunTable:
         self._writer: PartWriter | None = None
         self._held: tuple[str, pa.Table] | None = None
         self._dirty = False
-        self._index_stamp = _stamp(folder / TABLE_INDEX)  # before reading: never newer
+        self._index_stamp = index_stamp(folder / TABLE_INDEX)  # before reading: never newer
         self._load()
 
     # ------------------------------------------------------------------ reading
 
     def _load(self) -> None:
         try:
-            cached = _decode_index((self.folder / TABLE_INDEX).read_bytes())
+            cached = decode_index((self.folder / TABLE_INDEX).read_bytes())
         except (OSError, ValueError):
             cached = {}
         self.marks = dict(cached.get("marks") or {})
@@ -177,27 +169,8 @@ class RunTable:
     def view(
         self, label: str, columns: list[str], rows: int, render: Callable[[pa.Table], str]
     ) -> str:
-        """``render`` of the first ``rows`` rows, kept in the marks while the checkpoints that
-        hold them stay: a grown run's preview reads nothing (its first part may hold 512
-        checkpoints, a footer that grows with the run). Call it before :meth:`save`."""
-        shown, count = [label, *columns, str(rows)], 0
-        for name in self.names():
-            if count >= rows:
-                break
-            part = self.parts[name]
-            shown.append(f"{name}:{part.key}")
-            count += part.info.get("rows", 1)
-        key = hashlib.blake2b("\0".join(shown).encode(), digest_size=16).hexdigest()
-        views = self.marks.get(VIEWS)
-        cached = views.get(label) if isinstance(views, dict) else None
-        if isinstance(cached, list) and len(cached) == 2 and cached[0] == key:
-            return cached[1]
-        text = render(self.head(columns, rows))
-        views = {k: v for k, v in (views or {}).items() if k != label}
-        if len(text) <= VIEW_CHARS:  # a huge first prompt is read again, never indexed
-            views[label] = [key, text]
-        self.mark(**{VIEWS: views})
-        return text
+        """See :func:`table_index.cached_view`."""
+        return cached_view(self, label, columns, rows, render)
 
     def _concat(self, tables: list[pa.Table], columns: list[str] | None) -> pa.Table:
         wanted = (
@@ -273,7 +246,7 @@ class RunTable:
         self.close()
         sweep(self.folder)
         if not self._dirty and (self.folder / TABLE_INDEX).exists():
-            self._index_stamp = _stamp(self.folder / TABLE_INDEX)
+            self._index_stamp = index_stamp(self.folder / TABLE_INDEX)
             return
         listing = list_parts(self.folder)
         files = {
@@ -282,102 +255,15 @@ class RunTable:
             if name in listing
         }
         if self.parts or files or self.marks:
-            write_bytes_atomic(self.folder / TABLE_INDEX, _encode_index(self.marks, files))
+            write_bytes_atomic(self.folder / TABLE_INDEX, encode_index(self.marks, files))
         self._dirty = False
-        self._index_stamp = _stamp(self.folder / TABLE_INDEX)
+        self._index_stamp = index_stamp(self.folder / TABLE_INDEX)
 
     def unchanged(self) -> bool:
         """Whether the folder still holds what this table says: nothing pending, the index as
         this table last read or wrote it (a local store; the run's lock keeps writers out)."""
         if self._dirty or self._held is not None or self._writer is not None or self._stale:
             return False
-        return self._index_stamp is not None and _stamp(self.folder / TABLE_INDEX) == (
+        return self._index_stamp is not None and index_stamp(self.folder / TABLE_INDEX) == (
             self._index_stamp
         )
-
-    def _prune(self, file: str, groups: set[int]) -> None:
-        """Drop ``groups`` of ``file``: its current row groups move to a new part, then it goes.
-
-        Never rewritten in place, so a reader holding its group numbers never gets other
-        rows; the copy goes one row group at a time; a kill between the two leaves both,
-        and the newer wins when the table is next loaded.
-        """
-        self._move({file: groups})
-
-    def _compact(self) -> None:
-        """Merge small parts of a size, :data:`MERGE` at a time, into one (tiered, as an LSM tree).
-
-        A run grown one checkpoint at a time adds a part per growth; merged this way it
-        keeps at most ``MERGE - 1`` parts per size tier (tiers grow by ``MERGE``×), and each
-        row is copied once per tier, never the run at each growth. Tiers are merged while
-        the result stays within :data:`PART_ROWS` (parts of 1–7 rows into 8–63, those into
-        64–511), so such a run keeps about n / 64 files. The part holding the newest
-        checkpoint is left alone: the next growth replaces it.
-        """
-        newest = max(self.parts, default=None)
-        while True:
-            tiers: dict[int, list[str]] = {}
-            for file, rows in self._files.items():
-                if rows and mergeable(len(rows)) and all(row[0] != newest for row in rows):
-                    tiers.setdefault(tier(len(rows)), []).append(file)
-            full = [files for files in tiers.values() if len(files) >= MERGE]
-            if not full:
-                return
-            self._move({file: set() for file in sorted(full[0], key=file_order)[:MERGE]})
-
-    def _move(self, sources: dict[str, set[int]]) -> None:
-        """The current row groups of ``sources`` (less each one's dropped groups) go to one new
-        part, in order; then the sources are removed."""
-        moved = False
-        for file, groups in sorted(sources.items(), key=lambda item: file_order(item[0])):
-            rows = self._files.get(file, [])
-            if -1 in groups:
-                continue
-            source = None
-            for g, row in enumerate(rows):
-                part = self.parts.get(row[0])
-                if g in groups or part is None or (part.file, part.group) != (file, g):
-                    continue  # dropped, or stored again elsewhere
-                writer = self._writer if moved else self._start_writer()
-                moved = True
-                source = source or self._file(file)
-                size = source.metadata.row_group(g).num_rows
-                group = writer.append(source.read_row_group(g), row, size)
-                part.file, part.group = writer.file, group
-        if moved:
-            self._finish_writer()
-        self.close()
-        self._dirty = True
-        for file in sources:
-            (self.folder / file).unlink(missing_ok=True)
-            self._files.pop(file, None)
-
-
-def _encode_index(marks: dict[str, Any], files: dict[str, Any]) -> bytes:
-    """The index as JSON (msgspec: its size grows with the run, it is written at each build)."""
-    index = {"marks": marks, "files": files}
-    try:
-        return msgspec.json.encode(index, order="sorted")
-    except (msgspec.EncodeError, UnicodeEncodeError, TypeError, ValueError):  # e.g. a NaN
-        return json.dumps(index, sort_keys=True).encode("utf-8")
-
-
-def _decode_index(data: bytes) -> dict[str, Any]:
-    try:
-        index = msgspec.json.decode(data)
-    except msgspec.DecodeError:
-        index = json.loads(data)
-    if not isinstance(index, dict):
-        raise ValueError("not an index")
-    return index
-
-
-def _stamp(path: AnyPath) -> tuple[int, int, int] | None:
-    """A local file's size, mtime and inode (``None``: absent, or not on a local disk)."""
-    if not is_local(path):
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_size, st.st_mtime_ns, st.st_ino)
