@@ -21,7 +21,7 @@ from ..states.models import CheckpointState
 from ..store.arrow_memory import release_arrow_memory, utf8_views
 from ..store.parts import RunTable
 from ..store.pool import update_rejects
-from ..store.rows import PromptRow, prompts_table
+from ..store.rows import PromptRow
 from .job import RENDER_VERSION, RunJob, StageReport, digest, reject_lines
 
 COLUMNS = ["state_id", "version", "library_version", "reference_ops", "input_key"]
@@ -111,7 +111,7 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
             state_key=row["input_key"],
         )
         info = {"chars": len(prompt), "rows": 1, "render": render_key}
-        table.write(name, prompts_table([record]), key, info)
+        table.write_row(name, record, key, info)
         kept.add(name)
     for name in set(table.parts) - kept:
         table.drop(name)

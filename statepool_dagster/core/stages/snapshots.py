@@ -10,7 +10,7 @@ from ..runs.notes import run_notes
 from ..runs.snapshots import list_snapshots, read_snapshot
 from ..store.part_files import part_name
 from ..store.pool import update_rejects
-from ..store.rows import snapshot_row, snapshots_table
+from ..store.rows import snapshot_row
 from .job import TABLE_FORMAT, RunJob, StageReport, digest, preview, reject_lines
 
 PREVIEW = ["version", "file", "declared_version", "n_cards"]
@@ -65,7 +65,7 @@ def build_snapshots(job: RunJob) -> StageReport:
             info["note"] = (
                 f"{display}: version is not a 64-bit integer ({kind}); its column is empty"
             )
-        table.write(name, snapshots_table([row]), key if stamp else digest(key, row.library), info)
+        table.write_row(name, row, key if stamp else digest(key, row.library), info)
         kept.add(name)
     for name in set(table.parts) - kept:
         table.drop(name)

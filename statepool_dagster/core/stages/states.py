@@ -30,7 +30,7 @@ from ..store.pool import (
     update_state_pool,
     write_state_file,
 )
-from ..store.rows import StateRow, states_table
+from ..store.rows import StateRow
 from .job import (
     STATE_VERSION,
     TABLE_FORMAT,
@@ -173,7 +173,7 @@ def build_states(job: RunJob) -> StageReport:
         )
         info = {"state_id": sid, "rows": 1, "text": digest_pieces([(data,)])}
         same_text = part is not None and part.info.get("text") == info["text"]
-        table.write(name, states_table([row]), key, info)
+        table.write_row(name, row, key, info)
         if not (same_text and sid in on_disk):  # e.g. only the reference ops moved on
             write_state_file(job.layout, job.run, sid, data)
             fresh[sid] = file_digest(data)

@@ -83,11 +83,12 @@ class RecentParts:
         self._tables: OrderedDict[tuple[str, str, str], tuple[pa.Table, int]] = OrderedDict()
         self._size = 0
 
-    def put(self, where: tuple[str, str, str], table: pa.Table) -> None:
+    def put(self, where: tuple[str, str, str], table: pa.Table, cost: int | None = None) -> None:
+        """Keep ``table`` (costing ``cost``: a slice's share of its table, else its own)."""
         old = self._tables.pop(where, None)
         if old is not None:
             self._size -= old[1]
-        cost = _cost(table)
+        cost = table_cost(table) if cost is None else cost
         if cost > self.budget:
             return
         self._tables[where] = (table, cost)
@@ -109,7 +110,7 @@ RECENT = RecentParts()
 BUFFER_OVERHEAD = 768
 
 
-def _cost(table: pa.Table) -> int:
+def table_cost(table: pa.Table) -> int:
     """What a cached table holds: its buffers, plus the objects around each of them."""
     types = table.schema.types
     buffers = sum(c.num_chunks * t.num_buffers for c, t in zip(table.columns, types, strict=True))

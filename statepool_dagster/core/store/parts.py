@@ -44,6 +44,7 @@ from .part_files import (
     sweep,
 )
 from .part_writer import PartWriter
+from .row_batch import LARGE, RowBatch, row_bytes
 from .table_index import cached_view, decode_index, encode_index, index_stamp
 
 
@@ -60,6 +61,7 @@ class RunTable(Compaction):
         self._open: dict[str, pq.ParquetFile] = {}
         self._writer: PartWriter | None = None
         self._held: tuple[str, pa.Table] | None = None
+        self._rows = RowBatch(schema)
         self._dirty = False
         self._index_stamp = index_stamp(folder / TABLE_INDEX)  # before reading: never newer
         self._load()
@@ -116,6 +118,8 @@ class RunTable(Compaction):
 
     def read_part(self, name: str, columns: list[str] | None = None) -> pa.Table:
         """One checkpoint's rows."""
+        if name in self._rows.names:
+            self._take_rows()
         if self._held is not None and self._held[0] == name:
             table = self._held[1]
             return table.select(columns) if columns else table
@@ -134,6 +138,7 @@ class RunTable(Compaction):
         Each part file is read in one call (its current row groups); a table built over
         several builds is then put back in checkpoint order.
         """
+        self._take_rows()
         if self._held is not None or self._writer is not None:  # mid-build: one by one
             return self._concat([self.read_part(n, columns) for n in self.names()], columns)
         groups: dict[str, list[tuple[str, int]]] = {}
@@ -182,15 +187,33 @@ class RunTable(Compaction):
 
     # ------------------------------------------------------------------ writing
 
-    def write(self, name: str, table: pa.Table, key: str, info: dict[str, Any]) -> None:
+    def write(
+        self, name: str, table: pa.Table, key: str, info: dict[str, Any], cost: int | None = None
+    ) -> None:
         """Store one checkpoint's rows (replacing its old ones at ``save``)."""
         self._forget(name)
         if self._held is not None:
             self._append(*self._held)
         self._held = (name, table)
         self.parts[name] = Part(key, info)
-        RECENT.put((str(self.folder), name, key), table)
+        RECENT.put((str(self.folder), name, key), table, cost)
         self._dirty = True
+
+    def write_row(self, name: str, row: tuple, key: str, info: dict[str, Any]) -> None:
+        """:meth:`write` of a checkpoint of one row (a named row of the table's columns),
+        turned into Arrow with the next ones (a row of large text alone, as it is)."""
+        self._forget(name)
+        self.parts[name] = Part(key, info)
+        self._dirty = True
+        size = row_bytes(row)
+        if size >= LARGE:
+            self._take_rows()
+        if self._rows.add(name, row, key, info, size) or size >= LARGE:
+            self._take_rows()
+
+    def _take_rows(self) -> None:
+        for taken in self._rows.take():
+            self.write(*taken)
 
     def drop(self, name: str) -> None:
         self._forget(name)
@@ -199,6 +222,7 @@ class RunTable(Compaction):
 
     def _forget(self, name: str) -> None:
         """The stored rows of ``name`` are no longer current."""
+        self._rows.discard(name)
         if self._held is not None and self._held[0] == name:
             self._held = None
         part = self.parts.get(name)
@@ -234,6 +258,7 @@ class RunTable(Compaction):
 
     def save(self) -> None:
         """Write out the held checkpoint (a part of its own), prune old parts, then the index."""
+        self._take_rows()
         if self._held is not None:
             self._finish_writer()
             self._append(*self._held)
@@ -262,7 +287,7 @@ class RunTable(Compaction):
     def unchanged(self) -> bool:
         """Whether the folder still holds what this table says: nothing pending, the index as
         this table last read or wrote it (a local store; the run's lock keeps writers out)."""
-        if self._dirty or self._held is not None or self._writer is not None or self._stale:
+        if self._dirty or self._held or self._writer or self._stale or self._rows.rows:
             return False
         return self._index_stamp is not None and index_stamp(self.folder / TABLE_INDEX) == (
             self._index_stamp

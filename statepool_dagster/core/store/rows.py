@@ -97,7 +97,7 @@ def snapshot_row(snapshot: Snapshot, stamp: str = "") -> SnapshotRow:
     )
 
 
-def _table(schema: pa.Schema, rows: list) -> pa.Table:
+def rows_table(schema: pa.Schema, rows: list) -> pa.Table:
     """An Arrow table from rows in ``schema``'s column order.
 
     ``rows`` is emptied, and each column's Python values are let go once converted: a
@@ -128,16 +128,4 @@ def _array(values: tuple, type: pa.DataType) -> pa.Array:
 
 
 def episodes_table(rows: list[EpisodeRow]) -> pa.Table:
-    return _table(SCHEMAS[EPISODES], rows)
-
-
-def snapshots_table(rows: list[SnapshotRow]) -> pa.Table:
-    return _table(SCHEMAS[SNAPSHOTS], rows)
-
-
-def states_table(rows: list[StateRow]) -> pa.Table:
-    return _table(SCHEMAS[STATES], rows)
-
-
-def prompts_table(rows: list[PromptRow]) -> pa.Table:
-    return _table(SCHEMAS[PROMPTS], rows)
+    return rows_table(SCHEMAS[EPISODES], rows)
