@@ -28,7 +28,7 @@ from ..runs.episodes import EpisodesRead, parse_episodes
 from ..runs.files import open_run_file
 from ..runs.notes import present, run_notes
 from ..store.arrow_memory import release_arrow_memory, utf8_views
-from ..store.part_files import part_name
+from ..store.part_files import part_name, table_cost
 from ..store.parts import RunTable
 from ..store.pool import read_rejects, update_rejects
 from ..store.rows import EpisodeRow, episode_row, episodes_table
@@ -117,7 +117,7 @@ def _chunks(f: BinaryIO) -> Iterator[tuple[bytes | bytearray, bool]]:
         yield held.pop(), False
 
 
-def _write_batch(table: RunTable, version: int, batch: pa.Table) -> bool:
+def _write_batch(table: RunTable, version: int, batch: pa.Table, cost: int | None) -> bool:
     """Store one batch's part unless the stored one holds the same lines; True if written."""
     lines = batch["line"].to_pylist()
     records = utf8_views(batch["record"])
@@ -137,7 +137,7 @@ def _write_batch(table: RunTable, version: int, batch: pa.Table) -> bool:
         "correct": sum(flags),
     }
     del records
-    table.write(name, batch, key, info)
+    table.write(name, batch, key, info, cost)
     return True
 
 
@@ -170,21 +170,40 @@ class _Batches:
         if len(rows) >= ROWS_IN_PYTHON:  # as Python objects a row takes ~3× its bytes
             self.converted.setdefault(version, []).append(episodes_table(rows))
 
-    def _pop(self, version: int) -> pa.Table:
-        pieces = [*self.converted.pop(version, []), episodes_table(self.pending.pop(version))]
-        return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
+    def _pop(self, versions: list[int]) -> Iterator[tuple[int, pa.Table, int | None]]:
+        """Each version's rows as a table, with what it costs in memory (``None``: its own).
+
+        The pending rows of all ``versions`` become Arrow in one conversion, then slices.
+        """
+        rows: list[EpisodeRow] = []
+        spans = []
+        for version in versions:
+            pending = self.pending.pop(version)
+            spans.append((version, len(rows), len(pending)))
+            rows += pending
+        if not spans:
+            return
+        fresh = episodes_table(rows)
+        total = fresh.num_rows
+        cost = table_cost(fresh)
+        for version, start, count in spans:
+            pieces = [*self.converted.pop(version, []), fresh.slice(start, count)]
+            if len(pieces) > 1:
+                yield version, pa.concat_tables(pieces), None
+            else:
+                yield version, pieces[0], cost * count // max(total, 1)
 
     def end_chunk(self) -> None:
         """Write the batches this chunk had no line of: the file has moved past them."""
-        for version in [v for v in self.pending if v not in self.in_chunk]:
-            self._store(version, self._pop(version))
+        for batch in self._pop([v for v in self.pending if v not in self.in_chunk]):
+            self._store(*batch)
         self.in_chunk.clear()
 
     def flush(self) -> None:
-        for version in list(self.pending):
-            self._store(version, self._pop(version))
+        for batch in self._pop(list(self.pending)):
+            self._store(*batch)
 
-    def _store(self, version: int, fresh: pa.Table) -> None:
+    def _store(self, version: int, fresh: pa.Table, cost: int | None = None) -> None:
         name = part_name(version)
         parts = [fresh]
         if name in self.table.parts and (version in self.done or self.keep_lines is not None):
@@ -195,10 +214,11 @@ class _Batches:
                 if not pc.all(stay).as_py():  # a filter copies every column, kept rows too
                     old = old.filter(stay)
             parts.insert(0, old)
-        batch = pa.concat_tables(parts)
+            cost = None
+        batch = pa.concat_tables(parts) if len(parts) > 1 else fresh
         self.done.add(version)
         if batch.num_rows:
-            if _write_batch(self.table, version, batch):
+            if _write_batch(self.table, version, batch, cost):
                 self.written.add(version)
         else:
             self.table.drop(name)
