@@ -6,11 +6,9 @@ The runs root is a local folder (``os.scandir``, ``stat``) or any fsspec URL
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,83 +55,6 @@ def looks_like_run(path: AnyPath) -> bool:
     if is_local(path):
         return os.path.lexists(episodes) or (path / SNAPSHOTS_DIR).is_dir()
     return episodes.is_file() or (path / SNAPSHOTS_DIR).is_dir()
-
-
-class RefusedFile(OSError):
-    """A file in a run that is never opened for reading; ``strerror`` says why.
-
-    An ``OSError``, so every reader's "unreadable" path turns it into a reject.
-    """
-
-
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-)
-
-
-def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
-def _inside(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
-def open_run_file(path: AnyPath, run_dir: AnyPath) -> int:
-    """A read-only descriptor of ``path``, a regular file in ``run_dir``, or :class:`RefusedFile`.
-
-    The one gate every reader of a run's files goes through. Never blocks and never
-    follows a link out of the run: the path is resolved first (a loop is refused), a
-    target outside the run folder is refused without being opened, and the file is
-    opened non-blocking without following a last-moment link, then checked with
-    ``fstat`` (a FIFO, socket, device or directory is refused). The run folder itself
-    may be a symlink: "inside" is judged against where it resolves.
-    """
-    try:
-        real = os.path.realpath(path, strict=True)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise RefusedFile(errno.ELOOP, "a symlink loop (not followed)") from None
-        raise
-    if not _inside(real, os.path.realpath(run_dir)):
-        raise RefusedFile(errno.EXDEV, "a link to a file outside the run folder (not followed)")
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(real, flags)
-    except OSError as exc:
-        if exc.errno in (errno.ENXIO, errno.ELOOP):  # a socket; a link swapped in meanwhile
-            raise RefusedFile(exc.errno, f"{_kind(os.lstat(real).st_mode)} (not read)") from None
-        raise
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise RefusedFile(errno.EINVAL, f"{_kind(mode)} (not read)")
-    return fd
-
-
-def read_run_file(path: AnyPath, run_dir: AnyPath) -> bytes:
-    """All bytes of a run file through :func:`open_run_file` (an fsspec file is read as is)."""
-    if not is_local(path):
-        return path.read_bytes()
-    with os.fdopen(open_run_file(path, run_dir), "rb") as f:
-        return f.read()
-
-
-def run_file_problem(path: AnyPath, run_dir: AnyPath) -> str | None:
-    """Why :func:`open_run_file` would refuse ``path`` (``None``: a readable regular file)."""
-    if not is_local(path):
-        return None
-    try:
-        os.close(open_run_file(path, run_dir))
-    except RefusedFile as exc:
-        return exc.strerror
-    except OSError as exc:
-        return f"unreadable: {exc.strerror or exc}"
-    return None
 
 
 def _listing(folder: AnyPath) -> list[dict[str, Any]]:

@@ -25,8 +25,8 @@ from ..locations import is_local
 from ..names import EPISODES, EPISODES_FILE
 from ..rejects import UNSTORABLE, Reject, storable
 from ..runs.episodes import EpisodesRead, parse_episodes
-from ..runs.files import open_run_file
 from ..runs.notes import present, run_notes
+from ..runs.opening import open_run_file
 from ..store.arrow_memory import release_arrow_memory, utf8_views
 from ..store.part_files import part_name, table_cost
 from ..store.parts import RunTable

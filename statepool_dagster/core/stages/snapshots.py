@@ -7,6 +7,7 @@ from ..names import IGNORED_FILES, SNAPSHOTS, SNAPSHOTS_DIR
 from ..rejects import UNSTORABLE, Reject, storable
 from ..runs.files import file_stamp
 from ..runs.notes import run_notes
+from ..runs.opening import FolderGate
 from ..runs.snapshots import list_snapshots, read_snapshot
 from ..store.part_files import part_name
 from ..store.pool import update_rejects
@@ -20,6 +21,7 @@ def build_snapshots(job: RunJob) -> StageReport:
     """``skill_snapshots``: one row per snapshot, numeric order, embeddings stripped."""
     fingerprint = job.fingerprint.digest  # before reading: never newer than the data
     stamps = job.fingerprint.stamps
+    gate = FolderGate(job.run_dir)
     listing = list_snapshots(job.run_dir / SNAPSHOTS_DIR)
     table = job.table(SNAPSHOTS)
     rejects: list[Reject] = []
@@ -41,7 +43,7 @@ def build_snapshots(job: RunJob) -> StageReport:
             kept.add(name)
             reused += 1
             continue
-        read = read_snapshot(snapshot_file, display, strict=job.settings.strict)
+        read = read_snapshot(snapshot_file, display, strict=job.settings.strict, gate=gate)
         if isinstance(read, Reject):
             rejects.append(read)
             continue

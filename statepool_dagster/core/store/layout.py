@@ -26,6 +26,7 @@ class StoreLayout:
         self.root = as_path(root)
         self.local = is_local(self.root)
         self._checked: dict[tuple[str, ...], AnyPath] = {}
+        self._locks: dict[str, tuple[Path, str]] = {}  # run -> its lock file, resolved
 
     def _inside(self, *parts: str) -> AnyPath:
         if self.local:
@@ -90,8 +91,11 @@ class StoreLayout:
         """
         import fcntl
 
-        path = self._lock_file(run)
-        key = str(path.resolve())
+        held = self._locks.get(run)
+        if held is None:
+            path = self._lock_file(run)
+            held = self._locks[run] = (path, str(path.resolve()))
+        path, key = held
         if key in _HELD:
             _HELD[key] += 1
             try:
