@@ -28,7 +28,7 @@ from ..runs.episodes import EpisodesRead, parse_episodes
 from ..runs.notes import present, run_notes
 from ..runs.opening import open_run_file
 from ..store.arrow_memory import release_arrow_memory, utf8_views
-from ..store.part_files import part_name, table_cost
+from ..store.part_files import part_name
 from ..store.parts import RunTable
 from ..store.pool import read_rejects, update_rejects
 from ..store.rows import EpisodeRow, episode_row, episodes_table
@@ -117,7 +117,7 @@ def _chunks(f: BinaryIO) -> Iterator[tuple[bytes | bytearray, bool]]:
         yield held.pop(), False
 
 
-def _write_batch(table: RunTable, version: int, batch: pa.Table, cost: int | None) -> bool:
+def _write_batch(table: RunTable, version: int, batch: pa.Table, data: int | None) -> bool:
     """Store one batch's part unless the stored one holds the same lines; True if written."""
     lines = batch["line"].to_pylist()
     records = utf8_views(batch["record"])
@@ -137,7 +137,7 @@ def _write_batch(table: RunTable, version: int, batch: pa.Table, cost: int | Non
         "correct": sum(flags),
     }
     del records
-    table.write(name, batch, key, info, cost)
+    table.write(name, batch, key, info, data)
     return True
 
 
@@ -171,7 +171,7 @@ class _Batches:
             self.converted.setdefault(version, []).append(episodes_table(rows))
 
     def _pop(self, versions: list[int]) -> Iterator[tuple[int, pa.Table, int | None]]:
-        """Each version's rows as a table, with what it costs in memory (``None``: its own).
+        """Each version's rows as a table, with its share of their buffers (``None``: its own).
 
         The pending rows of all ``versions`` become Arrow in one conversion, then slices.
         """
@@ -185,13 +185,13 @@ class _Batches:
             return
         fresh = episodes_table(rows)
         total = fresh.num_rows
-        cost = table_cost(fresh)
+        data = fresh.get_total_buffer_size()
         for version, start, count in spans:
             pieces = [*self.converted.pop(version, []), fresh.slice(start, count)]
             if len(pieces) > 1:
                 yield version, pa.concat_tables(pieces), None
             else:
-                yield version, pieces[0], cost * count // max(total, 1)
+                yield version, pieces[0], data * count // max(total, 1)
 
     def end_chunk(self) -> None:
         """Write the batches this chunk had no line of: the file has moved past them."""
@@ -203,7 +203,7 @@ class _Batches:
         for batch in self._pop(list(self.pending)):
             self._store(*batch)
 
-    def _store(self, version: int, fresh: pa.Table, cost: int | None = None) -> None:
+    def _store(self, version: int, fresh: pa.Table, data: int | None = None) -> None:
         name = part_name(version)
         parts = [fresh]
         if name in self.table.parts and (version in self.done or self.keep_lines is not None):
@@ -214,11 +214,11 @@ class _Batches:
                 if not pc.all(stay).as_py():  # a filter copies every column, kept rows too
                     old = old.filter(stay)
             parts.insert(0, old)
-            cost = None
+            data = None
         batch = pa.concat_tables(parts) if len(parts) > 1 else fresh
         self.done.add(version)
         if batch.num_rows:
-            if _write_batch(self.table, version, batch, cost):
+            if _write_batch(self.table, version, batch, data):
                 self.written.add(version)
         else:
             self.table.drop(name)

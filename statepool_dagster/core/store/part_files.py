@@ -83,12 +83,12 @@ class RecentParts:
         self._tables: OrderedDict[tuple[str, str, str], tuple[pa.Table, int]] = OrderedDict()
         self._size = 0
 
-    def put(self, where: tuple[str, str, str], table: pa.Table, cost: int | None = None) -> None:
-        """Keep ``table`` (costing ``cost``: a slice's share of its table, else its own)."""
+    def put(self, where: tuple[str, str, str], table: pa.Table, data: int | None = None) -> None:
+        """Keep ``table`` (``data``: a slice's share of its table's buffers)."""
         old = self._tables.pop(where, None)
         if old is not None:
             self._size -= old[1]
-        cost = table_cost(table) if cost is None else cost
+        cost = table_cost(table, data)
         if cost > self.budget:
             return
         self._tables[where] = (table, cost)
@@ -110,12 +110,14 @@ RECENT = RecentParts()
 BUFFER_OVERHEAD = 768
 
 
-def table_cost(table: pa.Table) -> int:
-    """What a cached table holds: its buffers, plus the objects around each of them."""
+def table_cost(table: pa.Table, data: int | None = None) -> int:
+    """What a cached table holds: its buffers (``data``: a slice's share of them), plus the
+    objects around each of them."""
     types = table.schema.types
     buffers = sum(c.num_chunks * t.num_buffers for c, t in zip(table.columns, types, strict=True))
-    # Whole buffers (a slice holds them all), and ~30 times cheaper than ``nbytes``.
-    return table.get_total_buffer_size() + 4096 + BUFFER_OVERHEAD * buffers
+    if data is None:  # whole buffers, and ~30 times cheaper than ``nbytes``
+        data = table.get_total_buffer_size()
+    return data + 4096 + BUFFER_OVERHEAD * buffers
 
 
 MERGE = 8  # parts of a size tier merged into one at a time

@@ -188,7 +188,7 @@ class RunTable(Compaction):
     # ------------------------------------------------------------------ writing
 
     def write(
-        self, name: str, table: pa.Table, key: str, info: dict[str, Any], cost: int | None = None
+        self, name: str, table: pa.Table, key: str, info: dict[str, Any], data: int | None = None
     ) -> None:
         """Store one checkpoint's rows (replacing its old ones at ``save``)."""
         self._forget(name)
@@ -196,7 +196,7 @@ class RunTable(Compaction):
             self._append(*self._held)
         self._held = (name, table)
         self.parts[name] = Part(key, info)
-        RECENT.put((str(self.folder), name, key), table, cost)
+        RECENT.put((str(self.folder), name, key), table, data)
         self._dirty = True
 
     def write_row(self, name: str, row: tuple, key: str, info: dict[str, Any]) -> None:

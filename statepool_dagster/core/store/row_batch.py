@@ -12,7 +12,6 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 
 from .arrow_memory import LARGE
-from .part_files import table_cost
 from .rows import rows_table
 
 ROWS = 32  # checkpoints gathered at most
@@ -28,7 +27,7 @@ class Taken(NamedTuple):
     table: pa.Table
     key: str
     info: dict[str, Any]
-    cost: int  # its share of the batch's memory
+    data: int  # its share of the batch's buffers
 
 
 class RowBatch:
@@ -62,7 +61,7 @@ class RowBatch:
         rows, entries = self.rows, self.entries
         self.rows, self.entries, self.names, self.size = [], [], set(), 0
         table = rows_table(self.schema, rows)  # empties ``rows``
-        share = table_cost(table) // len(entries)
+        share = table.get_total_buffer_size() // len(entries)
         for i, (name, key, info) in enumerate(entries):
             yield Taken(name, table.slice(i, 1), key, info, share)
 
