@@ -181,6 +181,7 @@ class _Batches:
             pending = self.pending.pop(version)
             spans.append((version, len(rows), len(pending)))
             rows += pending
+            pending.clear()  # the rows only in ``rows``: let go as they become Arrow
         if not spans:
             return
         fresh = episodes_table(rows)
