@@ -10,6 +10,7 @@ from typing import Any
 
 from ..config import Settings
 from ..locations import AnyPath, as_path
+from ..names import SNAPSHOTS
 from ..rejects import Reject
 from ..runs.files import READER_VERSION, Fingerprint, fingerprint_run
 from ..runs.names import check_run_name
@@ -68,8 +69,9 @@ class RunJob:
         """The run's table of ``asset``; the one a stage of this job saved, while unchanged."""
         table = self._tables.get(asset)
         if table is None or not table.unchanged():
+            apart = asset != SNAPSHOTS  # a snapshot's part changes only with its file
             table = self._tables[asset] = RunTable(
-                self.layout.table(asset, self.run), SCHEMAS[asset]
+                self.layout.table(asset, self.run), SCHEMAS[asset], apart
             )
         return table
 

@@ -113,8 +113,9 @@ BUFFER_OVERHEAD = 768
 def table_cost(table: pa.Table, data: int | None = None) -> int:
     """What a cached table holds: its buffers (``data``: a slice's share of them), plus the
     objects around each of them."""
-    types = table.schema.types
-    buffers = sum(c.num_chunks * t.num_buffers for c, t in zip(table.columns, types, strict=True))
+    # Three a column (two for numbers: a little over), per chunk of the first.
+    chunks = table.column(0).num_chunks if table.num_columns else 0
+    buffers = 3 * table.num_columns * chunks
     if data is None:  # whole buffers, and ~30 times cheaper than ``nbytes``
         data = table.get_total_buffer_size()
     return data + 4096 + BUFFER_OVERHEAD * buffers

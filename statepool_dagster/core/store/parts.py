@@ -51,9 +51,12 @@ from .table_index import cached_view, decode_index, encode_index, index_stamp
 class RunTable(Compaction):
     """One run's table of one asset: load it, write or drop checkpoints, then ``save()``."""
 
-    def __init__(self, folder: AnyPath, schema: pa.Schema):
+    def __init__(self, folder: AnyPath, schema: pa.Schema, newest_apart: bool = True):
         self.folder = folder
         self.schema = schema
+        # Whether a build's newest checkpoint gets a part of its own: not for a table whose
+        # checkpoints never change once the next one exists (snapshots), one file less.
+        self.newest_apart = newest_apart
         self.parts: dict[str, Part] = {}
         self.marks: dict[str, Any] = {}
         self._files: dict[str, list[list[Any]]] = {}  # part file -> its row groups' entries
@@ -260,7 +263,8 @@ class RunTable(Compaction):
         """Write out the held checkpoint (a part of its own), prune old parts, then the index."""
         self._take_rows()
         if self._held is not None:
-            self._finish_writer()
+            if self.newest_apart:
+                self._finish_writer()
             self._append(*self._held)
             self._held = None
         self._finish_writer()
