@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from ..names import DIR_MANIFEST
 
 def temp_sibling(path: Path) -> Path:
     """A hidden name beside ``path``: readers skip dot files, so it is never seen half-written."""
-    return path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:12]}")
+    return path.with_name(f".{path.name}.tmp-{os.urandom(6).hex()}")
 
 
 def _make_folder(folder: AnyPath) -> None:

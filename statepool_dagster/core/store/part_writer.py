@@ -31,10 +31,13 @@ class PartWriter:
         self.rows: list[list[Any]] = []
         self._final = folder / file
         if is_local(self._final):
-            self._final.parent.mkdir(parents=True, exist_ok=True)
             self._target: Any = temp_sibling(self._final)
             # Buffered: each column chunk of a small row group is not a write call of its own.
-            self._sink = pa.output_stream(str(self._target), buffer_size=BUFFER)
+            try:
+                self._sink = pa.output_stream(str(self._target), buffer_size=BUFFER)
+            except FileNotFoundError:  # the table's first part
+                self._final.parent.mkdir(parents=True, exist_ok=True)
+                self._sink = pa.output_stream(str(self._target), buffer_size=BUFFER)
             sink: Any = self._sink
         else:
             with contextlib.suppress(FileExistsError):
