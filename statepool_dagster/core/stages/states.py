@@ -10,6 +10,7 @@ memory holds a few libraries, never the run.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections import OrderedDict
 from typing import Any
 
@@ -99,7 +100,7 @@ class CheckpointInputs:
         return self._decoded[version]
 
 
-_PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(PlannedState))
+_plan_fields = operator.attrgetter(*(f.name for f in dataclasses.fields(PlannedState)))
 
 
 def state_key(settings_key: str, plan: PlannedState, inputs: CheckpointInputs, sidecars) -> str:
@@ -107,7 +108,7 @@ def state_key(settings_key: str, plan: PlannedState, inputs: CheckpointInputs, s
     k = plan.version
     analysis = sidecars.analyses.get(k)
     # The same text as repr(dataclasses.astuple(plan)), without its deep copy: stored keys hold.
-    fields = tuple(getattr(plan, name) for name in _PLAN_FIELDS)
+    fields = _plan_fields(plan)
     return digest(
         settings_key,
         repr(fields),
