@@ -76,11 +76,17 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
     rendered = 0
     for name in states.names():
         state_part = states.parts[name]
+        part = table.parts.get(name)
+        # The key below is a digest of these: where they match, so does the key (a long
+        # run's prompts are checked without computing one each).
+        made_from = [spec_key, state_part.key, state_part.info.get("text")]
+        if part is not None and part.info.get("from") == made_from:
+            kept.add(name)
+            continue
         # A prompt shows the state, never its reference ops: a new key with the same
         # rendering (e.g. the last state once a next library exists) keeps its text.
         render_key = digest(spec_key, state_part.info.get("text", state_part.key))
         key = digest(render_key, state_part.key)
-        part = table.parts.get(name)
         if part is not None and part.key == key:
             kept.add(name)
             continue
@@ -110,7 +116,7 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
             input_key=key,
             state_key=row["input_key"],
         )
-        info = {"chars": len(prompt), "rows": 1, "render": render_key}
+        info = {"chars": len(prompt), "rows": 1, "render": render_key, "from": made_from}
         table.write_row(name, record, key, info)
         kept.add(name)
     for name in set(table.parts) - kept:
