@@ -16,7 +16,11 @@ from pathlib import Path
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import STATES
 from statepool_dagster.core.runs.files import discover_runs
-from statepool_dagster.core.store.tables import load_arrow
+
+try:
+    from statepool_dagster.core.store.arrow_memory import load_arrow
+except ImportError:  # the tree before core/store/tables.py was split
+    from statepool_dagster.core.store.tables import load_arrow
 
 try:
     from statepool_dagster.core.stages import build_run

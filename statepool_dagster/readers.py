@@ -20,7 +20,7 @@ from .core.runs.files import natural_key
 from .core.states.models import CheckpointState
 from .core.store.layout import StoreLayout
 from .core.store.reading import read_run_table
-from .core.store.tables import PROMPT_COLUMNS
+from .core.store.schemas import PROMPT_COLUMNS
 
 if TYPE_CHECKING:  # imported where a DataFrame is made: most callers never pay for pandas
     import pandas as pd

@@ -89,8 +89,8 @@ def _keep_rejects(settings: Settings, session: str, writer: str, rejects: list) 
     from ..core.locations import as_path
     from ..core.names import SESSION_REJECTS
     from ..core.store.atomic import write_bytes_atomic
-    from ..core.store.tables import rejects_jsonl
+    from ..core.store.pool import reject_line
 
-    lines = rejects_jsonl(rejects, "ingest")
+    lines = [reject_line(r, "ingest") for r in rejects]
     path = as_path(settings.store_dir) / SESSION_REJECTS / session / f".ingest-{writer}.jsonl"
     write_bytes_atomic(path, ("\n".join(lines) + "\n").encode("utf-8"))

@@ -51,13 +51,8 @@ from ..core.names import (
     STORE,
 )
 from ..core.stages import STAGES, RunJob, StageReport, run_stage
-from ..core.store.tables import (
-    EPISODE_COLUMNS,
-    PROMPT_COLUMNS,
-    SNAPSHOT_COLUMNS,
-    STATE_COLUMNS,
-    load_arrow,
-)
+from ..core.store.arrow_memory import load_arrow
+from ..core.store.schemas import EPISODE_COLUMNS, PROMPT_COLUMNS, SNAPSHOT_COLUMNS, STATE_COLUMNS
 from .checks import CHECK_SPECS, CheckResult, check_evaluations, run_checks
 from .partitions import runs_partitions
 from .resources import StatepoolSettings

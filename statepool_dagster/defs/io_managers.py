@@ -18,7 +18,7 @@ from ..core.runs.names import check_run_name
 from ..core.store.atomic import read_parquet, write_parquet_atomic
 from ..core.store.layout import StoreLayout
 from ..core.store.reading import read_table
-from ..core.store.tables import SCHEMAS
+from ..core.store.schemas import SCHEMAS
 from ..readers import to_frame
 from .resources import StatepoolSettings
 

@@ -32,7 +32,7 @@ from ..core.names import GROUP, ROW_COUNT, SESSION_PROMPTS, SESSION_STATES, SESS
 from ..core.sessions.build import SessionBuild, build_session
 from ..core.sessions.layout import check_session_name
 from ..core.sessions.store import SessionFolders
-from ..core.store.tables import markdown_preview
+from ..core.store.preview import markdown_preview
 from .resources import StatepoolSettings
 
 sessions_partitions = DynamicPartitionsDefinition(name=SESSIONS_PARTITIONS)

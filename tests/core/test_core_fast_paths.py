@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from statepool_dagster.core.runs.embeddings import blank_embeddings
 from statepool_dagster.core.runs.snapshots import _parse_exact, parse_library
 from statepool_dagster.core.states.models import CheckpointState, dumps, state_bytes
-from statepool_dagster.core.store.tables import markdown_preview
+from statepool_dagster.core.store.preview import markdown_preview
 
 text = st.text(max_size=30)
 scalar = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), text)

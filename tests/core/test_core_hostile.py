@@ -27,9 +27,9 @@ from statepool_dagster.core.prompts.render import build_curator_prompt
 from statepool_dagster.core.rejects import Reject
 from statepool_dagster.core.runs.embeddings import blank_embeddings
 from statepool_dagster.core.runs.episodes import parse_episodes
-from statepool_dagster.core.runs.files import RefusedFile, open_run_file, read_run_file
 from statepool_dagster.core.runs.json_read import DEPTH_LIMIT, INT_DIGITS_LIMIT, loads
 from statepool_dagster.core.runs.notes import run_notes
+from statepool_dagster.core.runs.opening import RefusedFile, open_run_file, read_run_file
 from statepool_dagster.core.runs.sidecars import read_sidecars
 from statepool_dagster.core.runs.snapshots import (
     FAST_PATH_BYTES,
@@ -41,13 +41,8 @@ from statepool_dagster.core.runs.snapshots import (
 )
 from statepool_dagster.core.stages.collect import read_run
 from statepool_dagster.core.states.models import CheckpointState
-from statepool_dagster.core.store.tables import (
-    PREVIEW_CELL_CHARS,
-    episode_row,
-    episodes_table,
-    markdown_preview,
-    snapshot_row,
-)
+from statepool_dagster.core.store.preview import PREVIEW_CELL_CHARS, markdown_preview
+from statepool_dagster.core.store.rows import episode_row, episodes_table, snapshot_row
 
 
 @contextmanager
@@ -258,7 +253,8 @@ def test_out_of_range_declared_version_keeps_the_library_and_empties_the_column(
     path.write_bytes(b'{"version": 100000000000000000000000, "cards": []}')
     snapshot = read_snapshot(SnapshotFile(1, path), "r/snapshots/skills_v1.json")
     row = snapshot_row(snapshot)
-    assert row[2] is None and row[4] == '{"version": 100000000000000000000000, "cards": []}'
+    assert row.declared_version is None
+    assert row.library == '{"version": 100000000000000000000000, "cards": []}'
 
 
 # --------------------------------------------------------------------------- depth limit
@@ -499,7 +495,8 @@ def test_invalid_embedding_arrays_are_rejected_as_the_original_refuses_them(arra
 MEMORY_PROBE = """
 import resource, sys
 from statepool_dagster.core.runs.episodes import parse_episodes
-from statepool_dagster.core.store.tables import episode_row, episodes_table, markdown_preview
+from statepool_dagster.core.store.preview import markdown_preview
+from statepool_dagster.core.store.rows import episode_row, episodes_table
 size = int(sys.argv[1])
 peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 base = peak()

@@ -18,7 +18,7 @@ from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.part_files import MERGE, PART_ROWS, part_name
 from statepool_dagster.core.store.parts import RunTable
 from statepool_dagster.core.store.reading import read_run_table
-from statepool_dagster.core.store.tables import SCHEMAS
+from statepool_dagster.core.store.schemas import SCHEMAS
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 
 from helpers import store_pool

@@ -15,8 +15,8 @@ from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES
 from statepool_dagster.core.report import run_numbers
 from statepool_dagster.core.stages import STAGES, RunJob, build_run
+from statepool_dagster.core.store.arrow_memory import load_arrow
 from statepool_dagster.core.store.layout import StoreLayout
-from statepool_dagster.core.store.tables import load_arrow
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 
 

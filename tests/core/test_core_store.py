@@ -19,6 +19,8 @@ from statepool_dagster.core.store.pool import (
     update_state_pool,
     write_state_file,
 )
+from statepool_dagster.core.store.rows import ROWS
+from statepool_dagster.core.store.schemas import SCHEMAS
 
 ESCAPING = ["..", "../other", "a/b", "/etc", ".", "", "..\\x", "run/../../x", "ok\x00"]
 
@@ -140,3 +142,8 @@ def test_a_rejects_file_with_a_raw_line_separator_inside_a_record_still_reads(tm
     assert [r.raw for r in read_rejects(layout, "r")] == ["a\u2028b\x85c"]
     update_rejects(layout, "r", "snapshots", [])
     assert [r.raw for r in read_rejects(layout, "r", "episodes")] == ["a\u2028b\x85c"]
+
+
+@pytest.mark.parametrize("asset", sorted(ROWS))
+def test_each_named_row_has_its_tables_columns_in_order(asset):
+    assert ROWS[asset]._fields == tuple(SCHEMAS[asset].names)

@@ -24,7 +24,7 @@ from ..store.batches import CheckpointBatches
 from ..store.layout import StoreLayout
 from ..store.part_files import READ_ATTEMPTS
 from ..store.parts import RunTable
-from ..store.tables import SCHEMAS
+from ..store.schemas import SCHEMAS
 from .lengths import LengthFilter
 from .rows import NOT_RECORDED, ExportOptions, ExportRow, ExportSet, split_of, state_digest
 

@@ -16,6 +16,8 @@ from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from ..rejects import storable
+
 PLACEHOLDERS = (
     "tool_specs",
     "version",
@@ -47,6 +49,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def surrogate_problem(text: str) -> str | None:
     """Why ``text`` cannot be stored as UTF-8 (a lone surrogate), else ``None``."""
+    if storable(text):  # the fast test; the search only says where
+        return None
     found = _SURROGATE.search(text)
     if found is None:
         return None

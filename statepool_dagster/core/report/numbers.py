@@ -22,7 +22,7 @@ from ..store.layout import StoreLayout
 from ..store.parts import RunTable
 from ..store.pool import read_rejects
 from ..store.reading import read_run_table
-from ..store.tables import SCHEMAS
+from ..store.schemas import SCHEMAS
 
 OP_KINDS = {"add_card": "add", "update_card": "update", "delete_card": "delete"}
 REJECT_SOURCES = ("episodes", "snapshots", "sidecars")

@@ -17,8 +17,8 @@ from typing import Any
 from ..errors import BadRecordError
 from ..locations import AnyPath, is_local
 from ..rejects import Reject, escape_bytes
-from .files import open_run_file
 from .json_read import INT64_MAX, INT64_MIN, loads
+from .opening import open_run_file
 
 _JSON_WS = b" \t\r\n"
 _LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")  # one line and its universal end

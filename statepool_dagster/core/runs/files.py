@@ -6,11 +6,9 @@ The runs root is a local folder (``os.scandir``, ``stat``) or any fsspec URL
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,83 +55,6 @@ def looks_like_run(path: AnyPath) -> bool:
     if is_local(path):
         return os.path.lexists(episodes) or (path / SNAPSHOTS_DIR).is_dir()
     return episodes.is_file() or (path / SNAPSHOTS_DIR).is_dir()
-
-
-class RefusedFile(OSError):
-    """A file in a run that is never opened for reading; ``strerror`` says why.
-
-    An ``OSError``, so every reader's "unreadable" path turns it into a reject.
-    """
-
-
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-)
-
-
-def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
-def _inside(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
-def open_run_file(path: AnyPath, run_dir: AnyPath) -> int:
-    """A read-only descriptor of ``path``, a regular file in ``run_dir``, or :class:`RefusedFile`.
-
-    The one gate every reader of a run's files goes through. Never blocks and never
-    follows a link out of the run: the path is resolved first (a loop is refused), a
-    target outside the run folder is refused without being opened, and the file is
-    opened non-blocking without following a last-moment link, then checked with
-    ``fstat`` (a FIFO, socket, device or directory is refused). The run folder itself
-    may be a symlink: "inside" is judged against where it resolves.
-    """
-    try:
-        real = os.path.realpath(path, strict=True)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise RefusedFile(errno.ELOOP, "a symlink loop (not followed)") from None
-        raise
-    if not _inside(real, os.path.realpath(run_dir)):
-        raise RefusedFile(errno.EXDEV, "a link to a file outside the run folder (not followed)")
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(real, flags)
-    except OSError as exc:
-        if exc.errno in (errno.ENXIO, errno.ELOOP):  # a socket; a link swapped in meanwhile
-            raise RefusedFile(exc.errno, f"{_kind(os.lstat(real).st_mode)} (not read)") from None
-        raise
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise RefusedFile(errno.EINVAL, f"{_kind(mode)} (not read)")
-    return fd
-
-
-def read_run_file(path: AnyPath, run_dir: AnyPath) -> bytes:
-    """All bytes of a run file through :func:`open_run_file` (an fsspec file is read as is)."""
-    if not is_local(path):
-        return path.read_bytes()
-    with os.fdopen(open_run_file(path, run_dir), "rb") as f:
-        return f.read()
-
-
-def run_file_problem(path: AnyPath, run_dir: AnyPath) -> str | None:
-    """Why :func:`open_run_file` would refuse ``path`` (``None``: a readable regular file)."""
-    if not is_local(path):
-        return None
-    try:
-        os.close(open_run_file(path, run_dir))
-    except RefusedFile as exc:
-        return exc.strerror
-    except OSError as exc:
-        return f"unreadable: {exc.strerror or exc}"
-    return None
 
 
 def _listing(folder: AnyPath) -> list[dict[str, Any]]:
@@ -221,11 +142,15 @@ READER_VERSION = "2"
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """A digest of a run's file names, sizes and mtimes, and the newest mtime seen."""
+    """A digest of a run's file names, sizes and mtimes, and the newest mtime seen.
+
+    ``stamps``: each file's :func:`file_stamp` as it was seen, by its path in the run.
+    """
 
     digest: str
     newest_mtime: float
     files: int
+    stamps: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
 
 def fingerprint_run(run_path: AnyPath) -> Fingerprint:
@@ -239,6 +164,7 @@ def fingerprint_run(run_path: AnyPath) -> Fingerprint:
     stack: list[tuple[str, str]] = [("", str(run_path))]
     depth_of = {"": 0}
     rows: list[str] = []
+    stamps: dict[str, str] = {}
     while stack:
         rel, path = stack.pop()
         try:
@@ -261,12 +187,12 @@ def fingerprint_run(run_path: AnyPath) -> Fingerprint:
                 rows.append(f"{rel_name}!vanished")
                 continue
             rows.append(f"{rel_name}\0{st.st_size}\0{st.st_mtime_ns}")
+            stamps[rel_name] = f"{st.st_size}:{st.st_mtime_ns}"
             newest = max(newest, st.st_mtime)
             count += 1
-    for row in sorted(rows):
-        h.update(row.encode("utf-8", "surrogateescape"))
-        h.update(b"\n")
-    return Fingerprint(h.hexdigest(), newest, count)
+    if rows:  # each row and a newline, hashed in one update
+        h.update(("\n".join(sorted(rows)) + "\n").encode("utf-8", "surrogateescape"))
+    return Fingerprint(h.hexdigest(), newest, count, stamps)
 
 
 def _fingerprint_fsspec(run_path: AnyPath) -> Fingerprint:
@@ -274,6 +200,7 @@ def _fingerprint_fsspec(run_path: AnyPath) -> Fingerprint:
     count = 0
     stack: list[tuple[str, AnyPath]] = [("", run_path)]
     rows: list[str] = []
+    stamps: dict[str, str] = {}
     while stack:
         rel, folder = stack.pop()
         try:
@@ -292,6 +219,7 @@ def _fingerprint_fsspec(run_path: AnyPath) -> Fingerprint:
                 continue
             size, mtime, tag = info_stamp(info)
             rows.append(f"{rel_name}\0{size}\0{int(mtime * 1e9)}\0{tag}")
+            stamps[rel_name] = f"{size}:{int(mtime * 1e9)}:{tag}"
             newest = max(newest, mtime)
             count += 1
     h = hashlib.blake2b(digest_size=10)
@@ -299,7 +227,7 @@ def _fingerprint_fsspec(run_path: AnyPath) -> Fingerprint:
     for row in sorted(rows):
         h.update(row.encode("utf-8", "surrogateescape"))
         h.update(b"\n")
-    return Fingerprint(h.hexdigest(), newest, count)
+    return Fingerprint(h.hexdigest(), newest, count, stamps)
 
 
 def file_stamp(path: AnyPath) -> str:

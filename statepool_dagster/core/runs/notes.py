@@ -6,7 +6,7 @@ import os
 
 from ..locations import AnyPath, is_local
 from ..names import EPISODES_FILE, SNAPSHOTS_DIR
-from .files import run_file_problem
+from .opening import run_file_problem
 
 
 def present(path: AnyPath) -> bool:

@@ -21,8 +21,8 @@ from typing import Any
 from ..errors import BadRecordError
 from ..locations import AnyPath
 from ..rejects import RAW_LIMIT, UNSTORABLE, Reject, escape_bytes, storable
-from .files import read_run_file
 from .json_read import loads
+from .opening import read_run_file
 
 ANALYSES_DIR = "analyses"
 RECEIPTS_DIR = "receipts"

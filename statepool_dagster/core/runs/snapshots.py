@@ -13,14 +13,15 @@ from ..errors import BadRecordError
 from ..locations import AnyPath, is_local
 from ..rejects import RAW_LIMIT, Reject, escape_bytes
 from .embeddings import KEY, blank_embeddings
-from .files import read_run_file, run_file_problem
 from .json_read import INT64_MAX, check_depth, has_long_digit_run, is_utf8, python_loads
+from .opening import FolderGate, read_run_file, run_file_problem
 
 EMBEDDING_KEY = "_trigger_emb"
 SNAPSHOT_NAME = re.compile(r"skills_v([0-9]+)\.json")  # ASCII digits only
 SNAPSHOT_TEMPLATE = "skills_v<ASCII digits>.json"
-# Below this size the exact reader is as fast: blanking pays off on long embedding arrays.
-FAST_PATH_BYTES = 512 * 1024
+# Below this size the exact reader is as fast: blanking pays off on embedding arrays (measured:
+# a 39 KB library of 30 cards × 64-d, 150 µs blanked against 280 µs exact).
+FAST_PATH_BYTES = 16 * 1024
 # ``cards`` values the original iterates as no card at all: it keeps such a library as is.
 NO_CARDS = ([], {}, "")
 
@@ -219,10 +220,18 @@ def _validate(library: dict[str, Any]) -> None:
             raise ValueError(f"not a skill library: cards.{i}: not an object")
 
 
-def read_snapshot(snapshot: SnapshotFile, display: str, strict: bool = False) -> Snapshot | Reject:
-    """Read one snapshot file; a bad one becomes a :class:`Reject` (or raises with ``strict``)."""
+def read_snapshot(
+    snapshot: SnapshotFile, display: str, strict: bool = False, gate: FolderGate | None = None
+) -> Snapshot | Reject:
+    """Read one snapshot file; a bad one becomes a :class:`Reject` (or raises with ``strict``).
+
+    ``gate``: the run's, when a stage reads many snapshots (each folder resolved once).
+    """
     try:
-        data = read_run_file(snapshot.path, snapshot.path.parent.parent)
+        if gate is None:
+            data = read_run_file(snapshot.path, snapshot.path.parent.parent)
+        else:
+            data = gate.read(snapshot.path)
     except OSError as exc:
         reject = Reject(
             file=display, line=None, error=f"unreadable: {exc.strerror or exc}", raw=None

@@ -31,7 +31,7 @@ from ..prompts.template import surrogate_problem
 from ..rejects import Reject
 from ..segments.reader import DEFAULT_MAX_LINE, Segment
 from ..store.atomic import write_bytes_atomic
-from ..store.tables import rejects_jsonl
+from ..store.pool import reject_line
 from .layout import check_session_name
 from .read import SessionState, read_segment
 
@@ -192,7 +192,7 @@ def build_segment(
                 )
     states.finish()
     prompts.finish()
-    lines = rejects_jsonl(report.rejects, SESSION_STATES)
+    lines = [reject_line(r, SESSION_STATES) for r in report.rejects]
     if lines:
         write_bytes_atomic(folders.rejects / f"{stem}.jsonl", ("\n".join(lines) + "\n").encode())
     else:

@@ -5,17 +5,20 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ..config import Settings
 from ..locations import AnyPath, as_path
+from ..names import SNAPSHOTS
 from ..rejects import Reject
-from ..runs.files import READER_VERSION
+from ..runs.files import READER_VERSION, Fingerprint, fingerprint_run
 from ..runs.names import check_run_name
 from ..states.models import BytesLike
 from ..store.layout import StoreLayout
 from ..store.parts import RunTable
-from ..store.tables import SCHEMAS
+from ..store.preview import markdown_preview
+from ..store.schemas import SCHEMAS
 
 # Bump when what a stage writes for the same inputs changes: its parts are rebuilt.
 # 3: per-checkpoint parts; 4: checkpoint names sort as int64 versions. With the readers' rules.
@@ -45,21 +48,52 @@ class RunJob:
     settings: Settings
     run: str
 
-    @property
+    @cached_property
     def layout(self) -> StoreLayout:
         return StoreLayout(self.settings.store_dir)
 
-    @property
+    @cached_property
     def run_dir(self) -> AnyPath:
         return as_path(self.settings.runs_dir) / check_run_name(self.run)
 
+    @cached_property
+    def fingerprint(self) -> Fingerprint:
+        """The run's files as the job's first stage found them, before it read any."""
+        return fingerprint_run(self.run_dir)
+
+    @cached_property
+    def _tables(self) -> dict[str, RunTable]:
+        return {}
+
     def table(self, asset: str) -> RunTable:
-        return RunTable(self.layout.table(asset, self.run), SCHEMAS[asset])
+        """The run's table of ``asset``; the one a stage of this job saved, while unchanged."""
+        table = self._tables.get(asset)
+        if table is None or not table.unchanged():
+            apart = asset != SNAPSHOTS  # a snapshot's part changes only with its file
+            table = self._tables[asset] = RunTable(
+                self.layout.table(asset, self.run), SCHEMAS[asset], apart
+            )
+        return table
+
+    def __getstate__(self) -> dict[str, Any]:  # to a worker: what it was made from, no cache
+        return {"settings": self.settings, "run": self.run}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+
+def preview(table: RunTable, columns: list[str], rows: int = 10) -> str:
+    """The table's first rows as Markdown (kept while they stay; call before ``save``)."""
+    return table.view("preview", columns, rows, lambda head: markdown_preview(head, columns))
 
 
 def digest(*parts: str) -> str:
-    """A short, stable digest of text parts (keys of the parts a stage can reuse)."""
-    return digest_pieces((part.encode("utf-8", "surrogatepass"),) for part in parts)
+    """A short, stable digest of text parts (keys of the parts a stage can reuse).
+
+    The same value as ``digest_pieces`` of each part's UTF-8, in one update.
+    """
+    text = "\0".join(parts) + "\0" if parts else ""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def digest_pieces(parts: Iterable[Sequence[BytesLike]]) -> str:

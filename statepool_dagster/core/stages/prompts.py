@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from ..errors import PromptInputError
 from ..names import PROMPTS, SNAPSHOTS_DIR, STATES
 from ..prompts.render import build_curator_prompt
@@ -16,9 +18,10 @@ from ..prompts.spec import PromptSpec
 from ..prompts.template import surrogate_problem
 from ..rejects import Reject
 from ..states.models import CheckpointState
+from ..store.arrow_memory import release_arrow_memory, utf8_views
 from ..store.parts import RunTable
 from ..store.pool import update_rejects
-from ..store.tables import prompts_table, rejects_jsonl, release_arrow_memory, utf8_views
+from ..store.rows import PromptRow
 from .job import RENDER_VERSION, RunJob, StageReport, digest, reject_lines
 
 COLUMNS = ["state_id", "version", "library_version", "reference_ops", "input_key"]
@@ -57,6 +60,11 @@ def _read_state(states: RunTable, name: str) -> CheckpointState:
     return state
 
 
+def _first_prompt(head: pa.Table) -> str:
+    first = head["prompt"].to_pylist()
+    return f"```\n{first[0]}\n```" if first else "_no prompts_"
+
+
 def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
     """``curator_prompts``: one prompt per state; a state that cannot be rendered is a reject."""
     spec = spec or job.settings.prompt_spec()
@@ -68,11 +76,17 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
     rendered = 0
     for name in states.names():
         state_part = states.parts[name]
+        part = table.parts.get(name)
+        # The key below is a digest of these: where they match, so does the key (a long
+        # run's prompts are checked without computing one each).
+        made_from = [spec_key, state_part.key, state_part.info.get("text")]
+        if part is not None and part.info.get("from") == made_from:
+            kept.add(name)
+            continue
         # A prompt shows the state, never its reference ops: a new key with the same
         # rendering (e.g. the last state once a next library exists) keeps its text.
         render_key = digest(spec_key, state_part.info.get("text", state_part.key))
         key = digest(render_key, state_part.key)
-        part = table.parts.get(name)
         if part is not None and part.key == key:
             kept.add(name)
             continue
@@ -92,25 +106,26 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
                 table.drop(name)
                 continue
             rendered += 1
-        record = (
-            row["state_id"],
-            job.run,
-            row["version"],
-            prompt,
-            row["reference_ops"],
-            key,
-            row["input_key"],
+        record = PromptRow(
+            state_id=row["state_id"],
+            run=job.run,
+            version=row["version"],
+            prompt=prompt,
+            prompt_chars=len(prompt),
+            reference_ops=row["reference_ops"],
+            input_key=key,
+            state_key=row["input_key"],
         )
-        info = {"chars": len(prompt), "rows": 1, "render": render_key}
-        table.write(name, prompts_table([record]), key, info)
+        info = {"chars": len(prompt), "rows": 1, "render": render_key, "from": made_from}
+        table.write_row(name, record, key, info)
         kept.add(name)
     for name in set(table.parts) - kept:
         table.drop(name)
     table.mark(fingerprint=fingerprint)
+    first = table.view("first_prompt", ["prompt"], 1, _first_prompt)
     table.save()
-    update_rejects(job.layout, job.run, "prompts", rejects_jsonl(rejects, "prompts"))
+    update_rejects(job.layout, job.run, "prompts", rejects)
     lengths = [table.parts[name].info["chars"] for name in table.names()]
-    first = table.head(["prompt"], 1)["prompt"].to_pylist()
     report = StageReport(
         job.run,
         fingerprint,
@@ -123,7 +138,7 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
             "prompt_chars_median": float(statistics.median(lengths)) if lengths else 0.0,
             "prompt_chars_max": max(lengths, default=0),
         },
-        markdown={"first_prompt": f"```\n{first[0]}\n```" if first else "_no prompts_"},
+        markdown={"first_prompt": first},
         reused=len(lengths) - rendered,
     )
     if rejects:

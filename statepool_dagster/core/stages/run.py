@@ -13,8 +13,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 from ..config import Settings
 from ..names import EPISODES, PROMPTS, RUN_ASSETS, SNAPSHOTS, STATES
+from ..store.arrow_memory import load_arrow, release_arrow_memory
 from ..store.atomic import libc_function
-from ..store.tables import load_arrow, release_arrow_memory
 from .episodes import build_episodes
 from .job import RunJob, StageReport
 from .prompts import build_prompts

@@ -5,20 +5,23 @@ from __future__ import annotations
 from ..errors import BadRecordError
 from ..names import IGNORED_FILES, SNAPSHOTS, SNAPSHOTS_DIR
 from ..rejects import UNSTORABLE, Reject, storable
-from ..runs.files import file_stamp, fingerprint_run
+from ..runs.files import file_stamp
 from ..runs.notes import run_notes
+from ..runs.opening import FolderGate
 from ..runs.snapshots import list_snapshots, read_snapshot
 from ..store.part_files import part_name
 from ..store.pool import update_rejects
-from ..store.tables import markdown_preview, rejects_jsonl, snapshot_row, snapshots_table
-from .job import TABLE_FORMAT, RunJob, StageReport, digest, reject_lines
+from ..store.rows import snapshot_row
+from .job import TABLE_FORMAT, RunJob, StageReport, digest, preview, reject_lines
 
 PREVIEW = ["version", "file", "declared_version", "n_cards"]
 
 
 def build_snapshots(job: RunJob) -> StageReport:
     """``skill_snapshots``: one row per snapshot, numeric order, embeddings stripped."""
-    fingerprint = fingerprint_run(job.run_dir).digest
+    fingerprint = job.fingerprint.digest  # before reading: never newer than the data
+    stamps = job.fingerprint.stamps
+    gate = FolderGate(job.run_dir)
     listing = list_snapshots(job.run_dir / SNAPSHOTS_DIR)
     table = job.table(SNAPSHOTS)
     rejects: list[Reject] = []
@@ -27,51 +30,54 @@ def build_snapshots(job: RunJob) -> StageReport:
     for snapshot_file in listing.snapshots:
         display = f"{job.run}/{SNAPSHOTS_DIR}/{snapshot_file.path.name}"
         name = part_name(snapshot_file.version)
-        try:
-            stamp = file_stamp(snapshot_file.path)
-        except OSError:
-            stamp = ""
+        # As the fingerprint saw it (a file changed since is read again next time).
+        stamp = stamps.get(f"{SNAPSHOTS_DIR}/{snapshot_file.path.name}")
+        if stamp is None:
+            try:
+                stamp = file_stamp(snapshot_file.path)
+            except OSError:
+                stamp = ""
         key = digest(TABLE_FORMAT, display, stamp)
         part = table.parts.get(name)
         if stamp and part is not None and part.key == key:
             kept.add(name)
             reused += 1
             continue
-        read = read_snapshot(snapshot_file, display, strict=job.settings.strict)
+        read = read_snapshot(snapshot_file, display, strict=job.settings.strict, gate=gate)
         if isinstance(read, Reject):
             rejects.append(read)
             continue
         row = snapshot_row(read, stamp if stamp else "")
-        if not storable(row[4]):
+        if not storable(row.library):
             reject = Reject(file=display, line=None, error=UNSTORABLE, raw=None)
             if job.settings.strict:
                 raise BadRecordError(reject.describe()) from None
             rejects.append(reject)
             continue
         info = {
-            "version": row[0],
-            "file": row[1],
-            "declared": row[2],
-            "n_cards": row[3],
-            "library": digest(row[4]),  # what states are keyed by
+            "version": row.version,
+            "file": row.file,
+            "declared": row.declared_version,
+            "n_cards": row.n_cards,
+            "library": digest(row.library),  # what states are keyed by
             "rows": 1,
         }
-        if read.declared_version is not None and row[2] is None:
+        if read.declared_version is not None and row.declared_version is None:
             kind = type(read.declared_version).__name__
             info["note"] = (
                 f"{display}: version is not a 64-bit integer ({kind}); its column is empty"
             )
-        table.write(name, snapshots_table([row]), key if stamp else digest(key, row[4]), info)
+        table.write_row(name, row, key if stamp else digest(key, row.library), info)
         kept.add(name)
     for name in set(table.parts) - kept:
         table.drop(name)
     table.mark(fingerprint=fingerprint)
+    markdown = {"preview": preview(table, PREVIEW)}
     table.save()
-    update_rejects(job.layout, job.run, "snapshots", rejects_jsonl(rejects, "snapshots"))
+    update_rejects(job.layout, job.run, "snapshots", rejects)
     infos = [table.parts[name].info for name in table.names()]
     # declared versions kept in the library that the column cannot hold, reused parts too
     notes = [i["note"] for i in infos if "note" in i]
-    markdown = {"preview": markdown_preview(table.head(PREVIEW), PREVIEW)}
     if rejects:
         markdown["reject_details"] = reject_lines(rejects)
     return StageReport(

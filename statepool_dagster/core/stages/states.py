@@ -10,6 +10,7 @@ memory holds a few libraries, never the run.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections import OrderedDict
 from typing import Any
 
@@ -20,6 +21,7 @@ from ..runs.sidecars import read_sidecars
 from ..states.join import PlannedState, join_checkpoint, plan_states
 from ..states.models import decode_stored
 from ..states.reference_ops import ops_json
+from ..store.arrow_memory import release_arrow_memory, utf8_views
 from ..store.part_files import part_name
 from ..store.parts import RunTable
 from ..store.pool import (
@@ -29,13 +31,7 @@ from ..store.pool import (
     update_state_pool,
     write_state_file,
 )
-from ..store.tables import (
-    markdown_preview,
-    rejects_jsonl,
-    release_arrow_memory,
-    states_table,
-    utf8_views,
-)
+from ..store.rows import StateRow
 from .job import (
     STATE_VERSION,
     TABLE_FORMAT,
@@ -44,6 +40,7 @@ from .job import (
     combined,
     digest,
     digest_pieces,
+    preview,
     reject_lines,
 )
 
@@ -103,12 +100,15 @@ class CheckpointInputs:
         return self._decoded[version]
 
 
+_plan_fields = operator.attrgetter(*(f.name for f in dataclasses.fields(PlannedState)))
+
+
 def state_key(settings_key: str, plan: PlannedState, inputs: CheckpointInputs, sidecars) -> str:
     """Digest of every input of one state, by the digests its upstream parts record."""
     k = plan.version
     analysis = sidecars.analyses.get(k)
     # The same text as repr(dataclasses.astuple(plan)), without its deep copy: stored keys hold.
-    fields = tuple(getattr(plan, f.name) for f in dataclasses.fields(plan))
+    fields = _plan_fields(plan)
     return digest(
         settings_key,
         repr(fields),
@@ -129,7 +129,7 @@ def build_states(job: RunJob) -> StageReport:
         episodes.marks.get("fingerprint", ""), snapshots.marks.get("fingerprint", "")
     )
     sidecars = read_sidecars(job.run_dir, job.run, strict=settings.strict)
-    update_rejects(job.layout, job.run, "sidecars", rejects_jsonl(sidecars.rejects, "sidecars"))
+    update_rejects(job.layout, job.run, "sidecars", sidecars.rejects)
     inputs = CheckpointInputs(snapshots, episodes)
     planned, skipped = plan_states(
         inputs.library_versions(),
@@ -160,21 +160,21 @@ def build_states(job: RunJob) -> StageReport:
         )
         sid, data = joined.state_id, joined.data
         release_arrow_memory(len(data))  # the batch it was joined from is gone
-        row = (
-            sid,
-            job.run,
-            plan.version,
-            plan.library_version,
-            plan.batch_version,
-            inputs.n_cards(plan.library_version),
-            joined.n_episodes,
-            data,  # taken into Arrow as it is: a state is held once, however large
-            ops_json(joined.reference_ops),
-            key,
+        row = StateRow(
+            state_id=sid,
+            run=job.run,
+            version=plan.version,
+            library_version=plan.library_version,
+            batch_version=plan.batch_version,
+            n_cards=inputs.n_cards(plan.library_version),
+            n_episodes=joined.n_episodes,
+            state=data,
+            reference_ops=ops_json(joined.reference_ops),
+            input_key=key,
         )
         info = {"state_id": sid, "rows": 1, "text": digest_pieces([(data,)])}
         same_text = part is not None and part.info.get("text") == info["text"]
-        table.write(name, states_table([row]), key, info)
+        table.write_row(name, row, key, info)
         if not (same_text and sid in on_disk):  # e.g. only the reference ops moved on
             write_state_file(job.layout, job.run, sid, data)
             fresh[sid] = file_digest(data)
@@ -183,13 +183,15 @@ def build_states(job: RunJob) -> StageReport:
     for name in set(table.parts) - kept:
         table.drop(name)
     table.mark(fingerprint=fingerprint)
+    shown = preview(table, PREVIEW)
     table.save()
     state_ids = {table.parts[name].info["state_id"] for name in kept}
-    update_state_pool(job.layout, job.run, writes, state_ids, fresh)
-    return _report(job, table, fingerprint, len(kept), reused, skipped, sidecars)
+    present = on_disk | fresh.keys()  # we hold the run's lock: nobody else wrote meanwhile
+    update_state_pool(job.layout, job.run, writes, state_ids, fresh, present)
+    return _report(job, shown, fingerprint, len(kept), reused, skipped, sidecars)
 
 
-def _report(job, table, fingerprint, states, reused, skipped, sidecars) -> StageReport:
+def _report(job, shown, fingerprint, states, reused, skipped, sidecars) -> StageReport:
     settings = job.settings
     report = StageReport(
         job.run,
@@ -209,7 +211,7 @@ def _report(job, table, fingerprint, states, reused, skipped, sidecars) -> Stage
             "skipped": {str(s.version): s.reason for s in skipped},
             IGNORED_SIDECARS: dict(sidecars.ignored),
         },
-        markdown={"preview": markdown_preview(table.head(PREVIEW), PREVIEW)},
+        markdown={"preview": shown},
         reused=reused,
     )
     if sidecars.rejects:

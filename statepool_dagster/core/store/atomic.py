@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from ..names import DIR_MANIFEST
 
 def temp_sibling(path: Path) -> Path:
     """A hidden name beside ``path``: readers skip dot files, so it is never seen half-written."""
-    return path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:12]}")
+    return path.with_name(f".{path.name}.tmp-{os.urandom(6).hex()}")
 
 
 def _make_folder(folder: AnyPath) -> None:
@@ -55,14 +54,22 @@ def write_bytes_atomic(path: AnyPath, data: bytes) -> None:
         _make_folder(path.parent)
         _put(path, data)
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(path)
     try:
-        with open(tmp, "wb") as f:
+        try:
+            fd = os.open(tmp, _NEW_FILE, 0o666)
+        except FileNotFoundError:  # the folder's first file
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(tmp, _NEW_FILE, 0o666)
+        with open(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
-    finally:
+    except BaseException:
         tmp.unlink(missing_ok=True)
+        raise
+
+
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
 
 
 def parquet_bytes(table: pa.Table) -> bytes:

@@ -18,26 +18,38 @@ from ..runs.names import check_run_name
 class StoreLayout:
     """Where each kind of file lives under the store root; run names are checked first.
 
-    The root is a local folder or an fsspec URL (see ``core/locations.py``).
+    The root is a local folder or an fsspec URL (see ``core/locations.py``). A layout is
+    meant for one build or one read: the local paths it checked are remembered.
     """
 
     def __init__(self, root: str | os.PathLike[str]):
         self.root = as_path(root)
         self.local = is_local(self.root)
+        self._checked: dict[tuple[str, ...], AnyPath] = {}
+        self._locks: dict[str, tuple[Path, str]] = {}  # run -> its lock file, resolved
 
     def _inside(self, *parts: str) -> AnyPath:
-        path = self.root.joinpath(*parts)
         if self.local:
-            root = self.root.resolve()
-            if not path.resolve().is_relative_to(root):
-                raise ValueError(f"path {path} would leave the store root {root}")
+            path = self._checked.get(parts)
+            if path is None:
+                path = self._checked[parts] = self._inside_local(parts)
             return path
+        path = self.root.joinpath(*parts)
         base = self.root.path.rstrip("/")
         joined = posixpath.normpath(posixpath.join(base, *parts))
         if any(p in ("", ".", "..") or "/" in p or "\\" in p for p in parts) or not (
             joined.startswith(base + "/")
         ):
             raise ValueError(f"path {path} would leave the store root {self.root}")
+        return path
+
+    def _inside_local(self, parts: tuple[str, ...]) -> AnyPath:
+        path = self.root.joinpath(*parts)
+        root = self._checked.get(())
+        if root is None:
+            root = self._checked[()] = self.root.resolve()
+        if not path.resolve().is_relative_to(root):
+            raise ValueError(f"path {path} would leave the store root {root}")
         return path
 
     def table(self, asset: str, run: str) -> AnyPath:
@@ -79,8 +91,11 @@ class StoreLayout:
         """
         import fcntl
 
-        path = self._lock_file(run)
-        key = str(path.resolve())
+        held = self._locks.get(run)
+        if held is None:
+            path = self._lock_file(run)
+            held = self._locks[run] = (path, str(path.resolve()))
+        path, key = held
         if key in _HELD:
             _HELD[key] += 1
             try:

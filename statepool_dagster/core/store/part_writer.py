@@ -14,6 +14,8 @@ from ..locations import AnyPath, is_local
 from .atomic import temp_sibling
 from .part_files import ROWS_META, writer_options
 
+BUFFER = 256 << 10  # bytes gathered before a write to a local part (larger ones go straight)
+
 
 class PartWriter:
     """Writes ``folder/file``; nobody sees it before :meth:`close`.
@@ -29,9 +31,14 @@ class PartWriter:
         self.rows: list[list[Any]] = []
         self._final = folder / file
         if is_local(self._final):
-            self._final.parent.mkdir(parents=True, exist_ok=True)
             self._target: Any = temp_sibling(self._final)
-            sink: Any = str(self._target)
+            # Buffered: each column chunk of a small row group is not a write call of its own.
+            try:
+                self._sink = pa.output_stream(str(self._target), buffer_size=BUFFER)
+            except FileNotFoundError:  # the table's first part
+                self._final.parent.mkdir(parents=True, exist_ok=True)
+                self._sink = pa.output_stream(str(self._target), buffer_size=BUFFER)
+            sink: Any = self._sink
         else:
             with contextlib.suppress(FileExistsError):
                 self._final.parent.mkdir(parents=True, exist_ok=True)
@@ -57,6 +64,7 @@ class PartWriter:
         self._writer.add_key_value_metadata({ROWS_META.decode(): json.dumps(self.rows)})
         self._writer.close()
         if is_local(self._final):
+            self._sink.close()
             os.replace(self._target, self._final)
         else:
             self._target.close()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -30,8 +30,8 @@ import pyarrow.parquet as pq
 from ..locations import AnyPath, is_local
 from ..names import TABLE_INDEX
 from .atomic import write_bytes_atomic
+from .compaction import Compaction
 from .part_files import (
-    MERGE,
     NEXT_PART,
     OPEN_PARTS,
     PART_ROWS,
@@ -41,19 +41,22 @@ from .part_files import (
     file_order,
     footer_rows,
     list_parts,
-    mergeable,
     sweep,
-    tier,
 )
 from .part_writer import PartWriter
+from .row_batch import LARGE, RowBatch, row_bytes
+from .table_index import cached_view, decode_index, encode_index, index_stamp
 
 
-class RunTable:
+class RunTable(Compaction):
     """One run's table of one asset: load it, write or drop checkpoints, then ``save()``."""
 
-    def __init__(self, folder: AnyPath, schema: pa.Schema):
+    def __init__(self, folder: AnyPath, schema: pa.Schema, newest_apart: bool = True):
         self.folder = folder
         self.schema = schema
+        # Whether a build's newest checkpoint gets a part of its own: not for a table whose
+        # checkpoints never change once the next one exists (snapshots), one file less.
+        self.newest_apart = newest_apart
         self.parts: dict[str, Part] = {}
         self.marks: dict[str, Any] = {}
         self._files: dict[str, list[list[Any]]] = {}  # part file -> its row groups' entries
@@ -61,14 +64,16 @@ class RunTable:
         self._open: dict[str, pq.ParquetFile] = {}
         self._writer: PartWriter | None = None
         self._held: tuple[str, pa.Table] | None = None
+        self._rows = RowBatch(schema)
         self._dirty = False
+        self._index_stamp = index_stamp(folder / TABLE_INDEX)  # before reading: never newer
         self._load()
 
     # ------------------------------------------------------------------ reading
 
     def _load(self) -> None:
         try:
-            cached = json.loads((self.folder / TABLE_INDEX).read_bytes())
+            cached = decode_index((self.folder / TABLE_INDEX).read_bytes())
         except (OSError, ValueError):
             cached = {}
         self.marks = dict(cached.get("marks") or {})
@@ -116,6 +121,8 @@ class RunTable:
 
     def read_part(self, name: str, columns: list[str] | None = None) -> pa.Table:
         """One checkpoint's rows."""
+        if name in self._rows.names:
+            self._take_rows()
         if self._held is not None and self._held[0] == name:
             table = self._held[1]
             return table.select(columns) if columns else table
@@ -134,6 +141,7 @@ class RunTable:
         Each part file is read in one call (its current row groups); a table built over
         several builds is then put back in checkpoint order.
         """
+        self._take_rows()
         if self._held is not None or self._writer is not None:  # mid-build: one by one
             return self._concat([self.read_part(n, columns) for n in self.names()], columns)
         groups: dict[str, list[tuple[str, int]]] = {}
@@ -166,6 +174,12 @@ class RunTable:
             count += tables[-1].num_rows
         return self._concat(tables, columns).slice(0, rows)
 
+    def view(
+        self, label: str, columns: list[str], rows: int, render: Callable[[pa.Table], str]
+    ) -> str:
+        """See :func:`table_index.cached_view`."""
+        return cached_view(self, label, columns, rows, render)
+
     def _concat(self, tables: list[pa.Table], columns: list[str] | None) -> pa.Table:
         wanted = (
             self.schema if columns is None else pa.schema([self.schema.field(c) for c in columns])
@@ -176,15 +190,33 @@ class RunTable:
 
     # ------------------------------------------------------------------ writing
 
-    def write(self, name: str, table: pa.Table, key: str, info: dict[str, Any]) -> None:
+    def write(
+        self, name: str, table: pa.Table, key: str, info: dict[str, Any], data: int | None = None
+    ) -> None:
         """Store one checkpoint's rows (replacing its old ones at ``save``)."""
         self._forget(name)
         if self._held is not None:
             self._append(*self._held)
         self._held = (name, table)
         self.parts[name] = Part(key, info)
-        RECENT.put((str(self.folder), name, key), table)
+        RECENT.put((str(self.folder), name, key), table, data)
         self._dirty = True
+
+    def write_row(self, name: str, row: tuple, key: str, info: dict[str, Any]) -> None:
+        """:meth:`write` of a checkpoint of one row (a named row of the table's columns),
+        turned into Arrow with the next ones (a row of large text alone, as it is)."""
+        self._forget(name)
+        self.parts[name] = Part(key, info)
+        self._dirty = True
+        size = row_bytes(row)
+        if size >= LARGE:
+            self._take_rows()
+        if self._rows.add(name, row, key, info, size) or size >= LARGE:
+            self._take_rows()
+
+    def _take_rows(self) -> None:
+        for taken in self._rows.take():
+            self.write(*taken)
 
     def drop(self, name: str) -> None:
         self._forget(name)
@@ -193,6 +225,7 @@ class RunTable:
 
     def _forget(self, name: str) -> None:
         """The stored rows of ``name`` are no longer current."""
+        self._rows.discard(name)
         if self._held is not None and self._held[0] == name:
             self._held = None
         part = self.parts.get(name)
@@ -228,8 +261,10 @@ class RunTable:
 
     def save(self) -> None:
         """Write out the held checkpoint (a part of its own), prune old parts, then the index."""
+        self._take_rows()
         if self._held is not None:
-            self._finish_writer()
+            if self.newest_apart:
+                self._finish_writer()
             self._append(*self._held)
             self._held = None
         self._finish_writer()
@@ -240,6 +275,7 @@ class RunTable:
         self.close()
         sweep(self.folder)
         if not self._dirty and (self.folder / TABLE_INDEX).exists():
+            self._index_stamp = index_stamp(self.folder / TABLE_INDEX)
             return
         listing = list_parts(self.folder)
         files = {
@@ -247,64 +283,16 @@ class RunTable:
             for name, rows in self._files.items()
             if name in listing
         }
-        body = json.dumps({"marks": self.marks, "files": files}, sort_keys=True)
         if self.parts or files or self.marks:
-            write_bytes_atomic(self.folder / TABLE_INDEX, body.encode("utf-8"))
+            write_bytes_atomic(self.folder / TABLE_INDEX, encode_index(self.marks, files))
         self._dirty = False
+        self._index_stamp = index_stamp(self.folder / TABLE_INDEX)
 
-    def _prune(self, file: str, groups: set[int]) -> None:
-        """Drop ``groups`` of ``file``: its current row groups move to a new part, then it goes.
-
-        Never rewritten in place, so a reader holding its group numbers never gets other
-        rows; the copy goes one row group at a time; a kill between the two leaves both,
-        and the newer wins when the table is next loaded.
-        """
-        self._move({file: groups})
-
-    def _compact(self) -> None:
-        """Merge small parts of a size, :data:`MERGE` at a time, into one (tiered, as an LSM tree).
-
-        A run grown one checkpoint at a time adds a part per growth; merged this way it
-        keeps at most ``MERGE - 1`` parts per size tier (tiers grow by ``MERGE``×), and each
-        row is copied once per tier, never the run at each growth. Tiers are merged while
-        the result stays within :data:`PART_ROWS` (parts of 1–7 rows into 8–63, those into
-        64–511), so such a run keeps about n / 64 files. The part holding the newest
-        checkpoint is left alone: the next growth replaces it.
-        """
-        newest = max(self.parts, default=None)
-        while True:
-            tiers: dict[int, list[str]] = {}
-            for file, rows in self._files.items():
-                if rows and mergeable(len(rows)) and all(row[0] != newest for row in rows):
-                    tiers.setdefault(tier(len(rows)), []).append(file)
-            full = [files for files in tiers.values() if len(files) >= MERGE]
-            if not full:
-                return
-            self._move({file: set() for file in sorted(full[0], key=file_order)[:MERGE]})
-
-    def _move(self, sources: dict[str, set[int]]) -> None:
-        """The current row groups of ``sources`` (less each one's dropped groups) go to one new
-        part, in order; then the sources are removed."""
-        moved = False
-        for file, groups in sorted(sources.items(), key=lambda item: file_order(item[0])):
-            rows = self._files.get(file, [])
-            if -1 in groups:
-                continue
-            source = None
-            for g, row in enumerate(rows):
-                part = self.parts.get(row[0])
-                if g in groups or part is None or (part.file, part.group) != (file, g):
-                    continue  # dropped, or stored again elsewhere
-                writer = self._writer if moved else self._start_writer()
-                moved = True
-                source = source or self._file(file)
-                size = source.metadata.row_group(g).num_rows
-                group = writer.append(source.read_row_group(g), row, size)
-                part.file, part.group = writer.file, group
-        if moved:
-            self._finish_writer()
-        self.close()
-        self._dirty = True
-        for file in sources:
-            (self.folder / file).unlink(missing_ok=True)
-            self._files.pop(file, None)
+    def unchanged(self) -> bool:
+        """Whether the folder still holds what this table says: nothing pending, the index as
+        this table last read or wrote it (a local store; the run's lock keeps writers out)."""
+        if self._dirty or self._held or self._writer or self._stale or self._rows.rows:
+            return False
+        return self._index_stamp is not None and index_stamp(self.folder / TABLE_INDEX) == (
+            self._index_stamp
+        )

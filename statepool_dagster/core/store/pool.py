@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Mapping
 
 from ..locations import AnyPath, is_local
 from ..names import DIR_MANIFEST
@@ -15,6 +16,13 @@ from .layout import StoreLayout
 
 def state_pool_names(layout: StoreLayout, run: str) -> set[str]:
     """The state ids that have a file in ``state_pool/<run>/``."""
+    folder = layout.state_pool(run)
+    if is_local(folder):
+        try:
+            names = os.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            names = []
+        return {n[: -len(".json")] for n in names if n.endswith(".json") and n[0] != "."}
     return {
         p.name[: -len(".json")]
         for p in _entries(layout.state_pool(run))
@@ -42,16 +50,19 @@ def update_state_pool(
     writes: Mapping[str, str | BytesLike],
     keep: set[str],
     written: dict[str, str] | None = None,
+    present: set[str] | None = None,
 ) -> None:
     """Write each ``writes`` file on its own (atomically), drop the files not kept.
 
     Files of ``keep`` are left as they are: a new checkpoint writes one file, never the
     folder. ``written``: digests of the files already written one by one this build.
     Through fsspec each file is one put, then the folder's manifest is rewritten.
+    ``present``: the state ids that have a file now, if the caller knows (else listed).
     """
     folder = layout.state_pool(run)
     _make_folder(folder)  # a run without states still has its (empty) folder
-    present = state_pool_names(layout, run)
+    if present is None:
+        present = state_pool_names(layout, run)
     for sid, text in writes.items():
         write_bytes_atomic(folder / f"{sid}.json", _utf8(text))
     if not is_local(folder):
@@ -92,11 +103,23 @@ def read_rejects(layout: StoreLayout, run: str, source: str | None = None) -> li
     return rejects
 
 
-def update_rejects(layout: StoreLayout, run: str, source: str, lines: list[str]) -> None:
-    """Replace one source's rejects (``episodes`` or ``snapshots``) in ``rejects/<run>.jsonl``.
+# What ``str.splitlines`` also ends a line at and ``json.dumps`` leaves raw in a string.
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def reject_line(reject: Reject, source: str) -> str:
+    """One JSON line; a rejected line's own ``\u2028`` or ``\x85`` stays escaped, so a reader
+    splitting with ``splitlines`` (not only at ``\n``, as ours do) sees one reject per line."""
+    record = {**reject.model_dump(), "source": source}
+    return json.dumps(record, ensure_ascii=False).translate(_LINE_BREAKS)
+
+
+def update_rejects(layout: StoreLayout, run: str, source: str, rejects: Iterable[Reject]) -> None:
+    """Replace one source's rejects (e.g. ``episodes``) in ``rejects/<run>.jsonl``.
 
     The file is removed once no source has any rejects left.
     """
+    lines = [reject_line(r, source) for r in rejects]
     path = layout.rejects(run)
     with layout.lock(run):
         kept: list[str] = []

@@ -36,6 +36,6 @@ def read_run_table(
     layout: StoreLayout, asset: str, run: str, columns: list[str] | None = None
 ) -> pa.Table:
     """One run's table of ``asset`` from the store, as one Arrow table (empty if never built)."""
-    from .tables import SCHEMAS
+    from .schemas import SCHEMAS
 
     return read_table(layout.table(asset, run), SCHEMAS[asset], columns)

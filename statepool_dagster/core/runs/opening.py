@@ -1,0 +1,133 @@
+"""The one gate every reader of a run's files goes through: never a FIFO, never a link out.
+
+:class:`FolderGate` opens many files of one run, resolving each folder once.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from ..locations import AnyPath, is_local
+
+
+class RefusedFile(OSError):
+    """A file in a run that is never opened for reading; ``strerror`` says why.
+
+    An ``OSError``, so every reader's "unreadable" path turns it into a reject.
+    """
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def open_run_file(path: AnyPath, run_dir: AnyPath) -> int:
+    """A read-only descriptor of ``path``, a regular file in ``run_dir``, or :class:`RefusedFile`.
+
+    The one gate every reader of a run's files goes through. Never blocks and never
+    follows a link out of the run: the path is resolved first (a loop is refused), a
+    target outside the run folder is refused without being opened, and the file is
+    opened non-blocking without following a last-moment link, then checked with
+    ``fstat`` (a FIFO, socket, device or directory is refused). The run folder itself
+    may be a symlink: "inside" is judged against where it resolves.
+    """
+    try:
+        real = os.path.realpath(path, strict=True)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RefusedFile(errno.ELOOP, "a symlink loop (not followed)") from None
+        raise
+    if not _inside(real, os.path.realpath(run_dir)):
+        raise RefusedFile(errno.EXDEV, "a link to a file outside the run folder (not followed)")
+    return _open_regular(real)
+
+
+def _open_regular(real: str) -> int:
+    """``real`` (a resolved path) opened non-blocking, without following a last-moment link;
+    a FIFO, socket, device or directory refused."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(real, flags)
+    except OSError as exc:
+        if exc.errno in (errno.ENXIO, errno.ELOOP):  # a socket; a link swapped in meanwhile
+            raise RefusedFile(exc.errno, f"{_kind(os.lstat(real).st_mode)} (not read)") from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise RefusedFile(errno.EINVAL, f"{_kind(mode)} (not read)")
+    return fd
+
+
+def read_run_file(path: AnyPath, run_dir: AnyPath) -> bytes:
+    """All bytes of a run file through :func:`open_run_file` (an fsspec file is read as is)."""
+    if not is_local(path):
+        return path.read_bytes()
+    with os.fdopen(open_run_file(path, run_dir), "rb") as f:
+        return f.read()
+
+
+def run_file_problem(path: AnyPath, run_dir: AnyPath) -> str | None:
+    """Why :func:`open_run_file` would refuse ``path`` (``None``: a readable regular file)."""
+    if not is_local(path):
+        return None
+    try:
+        os.close(open_run_file(path, run_dir))
+    except RefusedFile as exc:
+        return exc.strerror
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    return None
+
+
+class FolderGate:
+    """:func:`open_run_file` for the files of one run read by one stage: each folder's real
+    path is resolved once (a file that is itself a link goes through the whole gate)."""
+
+    def __init__(self, run_dir: AnyPath) -> None:
+        self.run_dir = run_dir
+        self._real: dict[str, str] = {}
+        self._run: str | None = None  # where the run folder resolves (it may be a link)
+
+    def _real_folder(self, folder: str) -> str:
+        real = self._real.get(folder)
+        if real is None:
+            real = self._real[folder] = os.path.realpath(folder, strict=True)
+        return real
+
+    def open(self, path: AnyPath) -> int:
+        text = os.fspath(path)
+        try:
+            if stat.S_ISLNK(os.lstat(text).st_mode):
+                return open_run_file(path, self.run_dir)
+            folder, name = os.path.split(text)
+            real = os.path.join(self._real_folder(folder), name)
+            if self._run is None:
+                self._run = os.path.realpath(self.run_dir)
+        except OSError:  # the whole gate says why
+            return open_run_file(path, self.run_dir)
+        if not _inside(real, self._run):
+            raise RefusedFile(errno.EXDEV, "a link to a file outside the run folder (not followed)")
+        return _open_regular(real)
+
+    def read(self, path: AnyPath) -> bytes:
+        """All bytes of a run file (an fsspec file is read as is)."""
+        if not is_local(path):
+            return path.read_bytes()
+        with os.fdopen(self.open(path), "rb") as f:
+            return f.read()

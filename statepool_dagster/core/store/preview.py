@@ -1,0 +1,49 @@
+"""A table's first rows as Markdown, each cell cut short (asset metadata in the UI)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+PREVIEW_CELL_CHARS = 200  # a preview cell's text at most: the event log never gets a whole field
+
+
+def _cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    if len(text) > 2 * PREVIEW_CELL_CHARS:  # not a string column (those are cut in Arrow)
+        text = f"{text[:PREVIEW_CELL_CHARS]}… (+{len(text) - PREVIEW_CELL_CHARS} chars)"
+    for line_break in ("\r\n", "\r", "\n"):
+        text = text.replace(line_break, " ")
+    return text.replace("|", "\\|")
+
+
+def _cut_strings(table: pa.Table) -> pa.Table:
+    """String columns cut in Arrow, so a huge cell never becomes a whole Python string."""
+    import pyarrow.compute as pc
+
+    limit = PREVIEW_CELL_CHARS
+    for i, f in enumerate(table.schema):
+        if pa.types.is_string(f.type) or pa.types.is_large_string(f.type):
+            column = table.column(i)
+            sizes = pc.utf8_length(column).to_pylist()
+            cuts = pc.utf8_slice_codeunits(column, 0, limit).to_pylist()
+            cells = [
+                cut if size is None or size <= limit else f"{cut}… (+{size - limit} chars)"
+                for cut, size in zip(cuts, sizes, strict=True)
+            ]
+            table = table.set_column(i, f.name, pa.array(cells, pa.large_string()))
+    return table
+
+
+def markdown_preview(table: pa.Table, columns: list[str], rows: int = 10) -> str:
+    """The first ``rows`` rows of ``columns`` as a Markdown table.
+
+    Each cell is cut to :data:`PREVIEW_CELL_CHARS` characters.
+    """
+    if not table.num_rows:
+        return "_no rows_"
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in _cut_strings(table.select(columns).slice(0, rows)).to_pylist():
+        lines.append("| " + " | ".join(_cell(row[c]) for c in columns) + " |")
+    return "\n".join(lines)

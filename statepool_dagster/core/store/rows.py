@@ -1,0 +1,131 @@
+"""Each asset's row, named, and the Arrow table a list of them becomes.
+
+A row is a ``NamedTuple`` whose fields are its table's columns, in order: read by
+name, yet as cheap to build and to turn into columns as a plain tuple.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pyarrow as pa
+
+from ..names import EPISODES, PROMPTS, SNAPSHOTS, STATES
+from ..runs.episodes import EpisodeLine
+from ..runs.snapshots import Snapshot
+from ..states.models import dumps
+from .arrow_memory import LARGE
+from .cells import flag_cell, float_cell, int64_cell, text_cell
+from .schemas import SCHEMAS
+
+
+class EpisodeRow(NamedTuple):
+    line: int
+    version: int
+    id: str | None
+    task: str | None
+    video: str | None
+    realtime: float | None
+    question: str | None
+    gt: str | None
+    response: str | None
+    correct: bool | None
+    record: str
+
+
+class SnapshotRow(NamedTuple):
+    version: int
+    file: str
+    declared_version: int | None
+    n_cards: int
+    library: str
+    file_stamp: str
+
+
+class StateRow(NamedTuple):
+    state_id: str
+    run: str
+    version: int
+    library_version: int
+    batch_version: int
+    n_cards: int
+    n_episodes: int
+    state: bytes  # UTF-8, taken into Arrow as it is: a state is held once, however large
+    reference_ops: str | None
+    input_key: str
+
+
+class PromptRow(NamedTuple):
+    state_id: str
+    run: str
+    version: int
+    prompt: str
+    prompt_chars: int
+    reference_ops: str | None
+    input_key: str
+    state_key: str
+
+
+ROWS = {EPISODES: EpisodeRow, SNAPSHOTS: SnapshotRow, STATES: StateRow, PROMPTS: PromptRow}
+
+
+def episode_row(e: EpisodeLine) -> EpisodeRow:
+    r = e.record
+    return EpisodeRow(
+        e.line,
+        e.version,
+        text_cell(r.get("id")),
+        text_cell(r.get("task")),
+        text_cell(r.get("video")),
+        float_cell(r.get("realtime")),
+        text_cell(r.get("question")),
+        text_cell(r.get("gt")),
+        text_cell(r.get("response")),
+        flag_cell(r.get("correct")),
+        dumps(r),
+    )
+
+
+def snapshot_row(snapshot: Snapshot, stamp: str = "") -> SnapshotRow:
+    return SnapshotRow(
+        snapshot.version,
+        snapshot.file,
+        int64_cell(snapshot.declared_version),
+        len(snapshot.library.get("cards", [])),
+        dumps(snapshot.library),
+        stamp,
+    )
+
+
+def rows_table(schema: pa.Schema, rows: list) -> pa.Table:
+    """An Arrow table from rows in ``schema``'s column order.
+
+    ``rows`` is emptied, and each column's Python values are let go once converted: a
+    huge cell is never held in Python and in Arrow for longer than its own column takes.
+    """
+    values: list = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
+    rows.clear()
+    if len(values) != len(schema):
+        raise ValueError(f"rows of {len(values)} values for {len(schema)} columns")
+    arrays = []
+    for i, f in enumerate(schema):
+        arrays.append(_array(values[i], f.type))
+        values[i] = None
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _array(values: tuple, type: pa.DataType) -> pa.Array:
+    """A column's array (text may be given as UTF-8 ``bytes``).
+
+    One large text is taken in place, not copied; smaller ones are copied into Arrow's
+    memory like any other value (the recent-parts cache then holds Arrow's, as always).
+    """
+    one = values[0] if len(values) == 1 else None
+    if isinstance(one, bytes) and len(one) >= LARGE and type == pa.large_string():
+        offsets = pa.array([0, len(one)], pa.int64()).buffers()[1]
+        return pa.Array.from_buffers(type, 1, [None, offsets, pa.py_buffer(one)])
+    return pa.array(values, type=type)
+
+
+def episodes_table(rows: list[EpisodeRow]) -> pa.Table:
+    return rows_table(SCHEMAS[EPISODES], rows)
