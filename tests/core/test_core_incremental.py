@@ -123,6 +123,25 @@ def test_episode_edited_before_the_end_is_read_again_from_the_start(run, tmp_pat
     assert_same_as_fresh(run.parent, store, tmp_path)
 
 
+def test_a_same_length_edit_deep_inside_a_grown_file_is_seen(tmp_path):
+    """One byte changed far from the file's ends, the file then grown by a checkpoint: the
+    bytes before the mark are compared whole, never by a sample of them."""
+    spec = SampleSpec(n_runs=1, n_checkpoints=6, n_cards=4, emb_dim=4, episodes_per_batch=300)
+    run = generate_run(tmp_path / "runs" / RUN, spec, 0)
+    store = tmp_path / "store"
+    build(run.parent, store)
+    path = run / "episodes.jsonl"
+    data = bytearray(path.read_bytes())
+    assert len(data) > 1 << 19  # well past what a head, a tail and a few spots would cover
+    for fraction in (7, 11, 13, 17):  # a handful of places between any evenly spaced spots
+        at = data.index(b'"response": "', len(data) * fraction // 40) + len(b'"response": "')
+        data[at] = ord("Z") if data[at] != ord("Z") else ord("Y")
+    path.write_bytes(bytes(data))
+    append_checkpoint(run, spec, 0)
+    build(run.parent, store)
+    assert_same_as_fresh(run.parent, store, tmp_path)
+
+
 def test_bad_lines_before_the_mark_stay_rejected_after_an_append(run, tmp_path):
     store = tmp_path / "store"
     path = run / "episodes.jsonl"
