@@ -87,10 +87,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def _keep_rejects(settings: Settings, session: str, writer: str, rejects: list) -> None:
     from ..core.locations import as_path
-    from ..core.names import SESSION_REJECTS
+    from ..core.names import SESSION_REJECTS, RejectSource
     from ..core.store.atomic import write_bytes_atomic
     from ..core.store.pool import reject_line
 
-    lines = [reject_line(r, "ingest") for r in rejects]
+    lines = [reject_line(r, RejectSource.INGEST) for r in rejects]
     path = as_path(settings.store_dir) / SESSION_REJECTS / session / f".ingest-{writer}.jsonl"
     write_bytes_atomic(path, ("\n".join(lines) + "\n").encode("utf-8"))

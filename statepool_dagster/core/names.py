@@ -62,6 +62,27 @@ IGNORED_METADATA = ((SNAPSHOTS, IGNORED_FILES), (STATES, IGNORED_SIDECARS))
 EXPORT_FORMATS = ("verl", "trl", "pool")
 
 
+class RejectSource(str, Enum):
+    """What a reject was set aside by: its ``source`` in ``rejects/<run>.jsonl`` and
+    ``session_rejects/``."""
+
+    EPISODES = "episodes"
+    SNAPSHOTS = "snapshots"
+    SIDECARS = "sidecars"
+    PROMPTS = "prompts"
+    SESSION_STATES = "session_states"
+    INGEST = "ingest"
+
+
+# The sources of a run's rejects file, in the data's order (the report lists them so).
+RUN_REJECT_SOURCES = (
+    RejectSource.EPISODES,
+    RejectSource.SNAPSHOTS,
+    RejectSource.SIDECARS,
+    RejectSource.PROMPTS,
+)
+
+
 class RunStatus(str, Enum):
     """Where a run stands against its last materialization (``statepool status``)."""
 

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from ..export.collect import tally_export
 from ..export.rows import FORMATS, MANIFEST, ExportOptions, ExportSet
 from ..locations import AnyPath, as_path
-from ..names import EPISODES, PROMPTS, SNAPSHOTS, SNAPSHOTS_DIR, STATES
+from ..names import EPISODES, PROMPTS, RUN_REJECT_SOURCES, SNAPSHOTS, SNAPSHOTS_DIR, STATES
 from ..runs.files import natural_key
 from ..runs.names import run_name_problem
 from ..runs.snapshots import list_snapshots
@@ -25,7 +25,6 @@ from ..store.reading import read_run_table
 from ..store.schemas import SCHEMAS
 
 OP_KINDS = {"add_card": "add", "update_card": "update", "delete_card": "delete"}
-REJECT_SOURCES = ("episodes", "snapshots", "sidecars")
 
 
 @dataclass
@@ -166,8 +165,10 @@ def run_numbers(layout: StoreLayout, run: str, runs_root: AnyPath | None) -> Run
             if kind:
                 kinds[kind] += 1
         numbers.ops[row["version"]] = kinds
-    for source in REJECT_SOURCES:
-        numbers.rejects += [f"{source}: {r.describe()}" for r in read_rejects(layout, run, source)]
+    for source in RUN_REJECT_SOURCES:
+        numbers.rejects += [
+            f"{source.value}: {r.describe()}" for r in read_rejects(layout, run, source)
+        ]
     if runs_root is not None:
         snapshots = runs_root / run / SNAPSHOTS_DIR
         numbers.ignored = {

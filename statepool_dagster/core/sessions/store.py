@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from ..errors import PromptInputError
 from ..locations import AnyPath, as_path, is_local
-from ..names import SESSION_PROMPTS, SESSION_REJECTS, SESSION_STATES
+from ..names import SESSION_PROMPTS, SESSION_REJECTS, SESSION_STATES, RejectSource
 from ..prompts.render import build_curator_prompt
 from ..prompts.spec import PromptSpec
 from ..prompts.template import surrogate_problem
@@ -192,7 +192,7 @@ def build_segment(
                 )
     states.finish()
     prompts.finish()
-    lines = [reject_line(r, SESSION_STATES) for r in report.rejects]
+    lines = [reject_line(r, RejectSource.SESSION_STATES) for r in report.rejects]
     if lines:
         write_bytes_atomic(folders.rejects / f"{stem}.jsonl", ("\n".join(lines) + "\n").encode())
     else:

@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 from ..errors import BadRecordError
 from ..locations import is_local
-from ..names import EPISODES, EPISODES_FILE
+from ..names import EPISODES, EPISODES_FILE, RejectSource
 from ..rejects import UNSTORABLE, Reject, storable
 from ..runs.episodes import EpisodesRead, parse_episodes
 from ..runs.notes import present, run_notes
@@ -155,7 +155,7 @@ def build_episodes(job: RunJob) -> StageReport:
             f.seek(0)
         rejects: list[Reject] = []
         if grown:
-            old = read_rejects(job.layout, job.run, "episodes")
+            old = read_rejects(job.layout, job.run, RejectSource.EPISODES)
             rejects = [r for r in old if (r.line or 0) <= seen["lines"]]
             grown = _stored_lines(table, seen) + len(rejects) + seen["blank"] == seen["lines"]
             if not grown:  # parts lost or edited by hand: read the file again from the start
@@ -185,7 +185,7 @@ def build_episodes(job: RunJob) -> StageReport:
             batches.finish()
         digest_hex = "" if f is None else digest.hexdigest()
     rejects += [unreadable] if unreadable else []
-    update_rejects(job.layout, job.run, "episodes", rejects)
+    update_rejects(job.layout, job.run, RejectSource.EPISODES, rejects)
     mark = {
         "bytes": marked,
         "lines": lines,

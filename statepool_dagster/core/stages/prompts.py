@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import PromptInputError
-from ..names import PROMPTS, SNAPSHOTS_DIR, STATES
+from ..names import PROMPTS, SNAPSHOTS_DIR, STATES, RejectSource
 from ..prompts.render import build_curator_prompt
 from ..prompts.spec import PromptSpec
 from ..prompts.template import surrogate_problem
@@ -124,7 +124,7 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
     table.mark(fingerprint=fingerprint)
     first = table.view("first_prompt", ["prompt"], 1, _first_prompt)
     table.save()
-    update_rejects(job.layout, job.run, "prompts", rejects)
+    update_rejects(job.layout, job.run, RejectSource.PROMPTS, rejects)
     lengths = [table.parts[name].info["chars"] for name in table.names()]
     report = StageReport(
         job.run,

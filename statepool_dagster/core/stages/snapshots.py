@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import BadRecordError
-from ..names import IGNORED_FILES, SNAPSHOTS, SNAPSHOTS_DIR
+from ..names import IGNORED_FILES, SNAPSHOTS, SNAPSHOTS_DIR, RejectSource
 from ..rejects import UNSTORABLE, Reject, storable
 from ..runs.files import file_stamp
 from ..runs.notes import run_notes
@@ -74,7 +74,7 @@ def build_snapshots(job: RunJob) -> StageReport:
     table.mark(fingerprint=fingerprint)
     markdown = {"preview": preview(table, PREVIEW)}
     table.save()
-    update_rejects(job.layout, job.run, "snapshots", rejects)
+    update_rejects(job.layout, job.run, RejectSource.SNAPSHOTS, rejects)
     infos = [table.parts[name].info for name in table.names()]
     # declared versions kept in the library that the column cannot hold, reused parts too
     notes = [i["note"] for i in infos if "note" in i]

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from ..names import EPISODES, IGNORED_SIDECARS, SNAPSHOTS, STATES
+from ..names import EPISODES, IGNORED_SIDECARS, SNAPSHOTS, STATES, RejectSource
 from ..runs.sidecars import read_sidecars
 from ..states.join import PlannedState, join_checkpoint, plan_states
 from ..states.models import decode_stored
@@ -129,7 +129,7 @@ def build_states(job: RunJob) -> StageReport:
         episodes.marks.get("fingerprint", ""), snapshots.marks.get("fingerprint", "")
     )
     sidecars = read_sidecars(job.run_dir, job.run, strict=settings.strict)
-    update_rejects(job.layout, job.run, "sidecars", sidecars.rejects)
+    update_rejects(job.layout, job.run, RejectSource.SIDECARS, sidecars.rejects)
     inputs = CheckpointInputs(snapshots, episodes)
     planned, skipped = plan_states(
         inputs.library_versions(),
