@@ -28,7 +28,7 @@ from dagster._core.storage.tags import (
 )
 
 from ..core.names import JOB
-from ..core.runs.changes import RunStatus
+from ..core.runs.changes import RunChange
 from ..defs.fingerprints import recorded_fingerprints
 from ..defs.tags import SYNC_PID
 from .interrupts import raise_if_signalled
@@ -38,7 +38,7 @@ BUSY_WAIT_SECONDS = 600.0  # then build anyway: the store locks still keep write
 _UNDER_WAY = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 
 
-def built_elsewhere(instance: DagsterInstance, targets: Iterable[RunStatus]) -> set[str]:
+def built_elsewhere(instance: DagsterInstance, targets: Iterable[RunChange]) -> set[str]:
     """The runs whose last materialization was built from the files ``targets`` planned for."""
     recorded = recorded_fingerprints(instance)
     return {t.run.name for t in targets if recorded.get(t.run.name) == t.fingerprint.digest}

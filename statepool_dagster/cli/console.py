@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..core.names import Change
+
 DEFAULT_HOME = ".dagster_home"
 
 
@@ -116,7 +118,7 @@ class Reporter:
 def summary_table(summary) -> str:
     counts = summary.counts()
     lines = ["", f"{'runs seen':<16}{counts['seen']:>8}"]
-    for key in ("new", "changed", "unchanged", "settling", "invalid", "failed"):
+    for key in (*(change.value for change in Change), "invalid", "failed"):
         lines.append(f"{key:<16}{counts[key]:>8}")
     lines.append(f"{'states written':<16}{counts['states_written']:>8}")
     rejected = [o for o in summary.outcomes if o.rejects]

@@ -15,8 +15,16 @@ from dagster._core.storage.tags import (
     PARTITION_NAME_TAG,
 )
 
-from ..core.names import FINAL_ASSET, IGNORED_METADATA, JOB, REJECT_COUNTS, STATE_COUNT, STATES
-from ..core.runs.changes import RunStatus, SyncPlan, plan_sync
+from ..core.names import (
+    FINAL_ASSET,
+    IGNORED_METADATA,
+    JOB,
+    REJECT_COUNTS,
+    STATE_COUNT,
+    STATES,
+    Change,
+)
+from ..core.runs.changes import RunChange, SyncPlan, plan_sync
 from ..core.runs.files import discover_runs
 from ..core.store.layout import StoreLayout
 from ..defs.fingerprints import recorded_fingerprints
@@ -61,10 +69,7 @@ class SyncSummary:
         plan = self.plan
         return {
             "seen": len(plan.runs),
-            "new": len(plan.with_status("new")),
-            "changed": len(plan.with_status("changed")),
-            "unchanged": len(plan.with_status("unchanged")),
-            "settling": len(plan.with_status("settling")),
+            **{change.value: len(plan.with_status(change)) for change in Change},
             "invalid": len(plan.invalid),
             "failed": len(self.failed),
             "states_written": self.states_written,
@@ -121,7 +126,7 @@ def _first_error(result) -> str:
     return "run failed"
 
 
-def _execute(instance: DagsterInstance, targets: list[RunStatus], log_level: str):
+def _execute(instance: DagsterInstance, targets: list[RunChange], log_level: str):
     """One Dagster run over ``targets`` (consecutive partitions), with the job's executor."""
     from ..definitions import defs
 
@@ -170,7 +175,7 @@ def in_process() -> bool:
 
 
 def materialize_runs(
-    instance: DagsterInstance, targets: list[RunStatus], log_level: str = "WARNING"
+    instance: DagsterInstance, targets: list[RunChange], log_level: str = "WARNING"
 ) -> list[RunOutcome]:
     """Materialize consecutive partitions in one run; the runs it could not build, each alone.
 
@@ -219,10 +224,10 @@ def materialize_runs(
     return outcomes
 
 
-def batches(targets: list[RunStatus], order: list[str], size: int = BATCH_SIZE):
+def batches(targets: list[RunChange], order: list[str], size: int = BATCH_SIZE):
     """Split ``targets`` into runs of consecutive partitions (in the instance's key order)."""
     position = {key: i for i, key in enumerate(order)}
-    batch: list[RunStatus] = []
+    batch: list[RunChange] = []
     for target in sorted(targets, key=lambda t: position[t.run.name]):
         if batch and (
             len(batch) >= size or position[target.run.name] != position[batch[-1].run.name] + 1

@@ -62,6 +62,15 @@ IGNORED_METADATA = ((SNAPSHOTS, IGNORED_FILES), (STATES, IGNORED_SIDECARS))
 EXPORT_FORMATS = ("verl", "trl", "pool")
 
 
+class Change(str, Enum):
+    """What a run folder's files did since its last materialization (sync and the sensor)."""
+
+    NEW = "new"
+    CHANGED = "changed"
+    UNCHANGED = "unchanged"
+    SETTLING = "settling"  # its newest file is younger than the settle time: not yet
+
+
 class RejectSource(str, Enum):
     """What a reject was set aside by: its ``source`` in ``rejects/<run>.jsonl`` and
     ``session_rejects/``."""

@@ -5,16 +5,17 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
+from ..names import Change
 from .files import Discovery, Fingerprint, RunDir, fingerprint_run
 
 
 @dataclass(frozen=True)
-class RunStatus:
+class RunChange:
     """One discovered run and what to do about it."""
 
     run: RunDir
     fingerprint: Fingerprint
-    status: str  # "new" | "changed" | "unchanged" | "settling"
+    status: Change
 
 
 @dataclass
@@ -22,20 +23,20 @@ class SyncPlan:
     """Partitions to add, runs to request, and everything else counted."""
 
     new_keys: list[str] = field(default_factory=list)
-    runs: list[RunStatus] = field(default_factory=list)
+    runs: list[RunChange] = field(default_factory=list)
     invalid: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
-    def with_status(self, *statuses: str) -> list[RunStatus]:
+    def with_status(self, *statuses: Change) -> list[RunChange]:
         return [r for r in self.runs if r.status in statuses]
 
     @property
-    def to_materialize(self) -> list[RunStatus]:
-        return self.with_status("new", "changed")
+    def to_materialize(self) -> list[RunChange]:
+        return self.with_status(Change.NEW, Change.CHANGED)
 
     def describe(self) -> str:
         """One line, e.g. ``2 new runs, 1 changed, 37 unchanged, 1 invalid name: `x y```."""
-        counts = {s: len(self.with_status(s)) for s in ("new", "changed", "unchanged", "settling")}
+        counts = {s.value: len(self.with_status(s)) for s in Change}
         parts = [
             f"{counts['new']} new run{'s' if counts['new'] != 1 else ''}",
             f"{counts['changed']} changed",
@@ -71,10 +72,10 @@ def plan_sync(
         if run.name not in known:
             plan.new_keys.append(run.name)
         if recorded.get(run.name) == fp.digest:
-            status = "unchanged"
+            status = Change.UNCHANGED
         elif settle_seconds and now - fp.newest_mtime < settle_seconds:
-            status = "settling"
+            status = Change.SETTLING
         else:
-            status = "new" if run.name not in recorded else "changed"
-        plan.runs.append(RunStatus(run, fp, status))
+            status = Change.NEW if run.name not in recorded else Change.CHANGED
+        plan.runs.append(RunChange(run, fp, status))
     return plan
