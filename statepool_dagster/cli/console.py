@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +39,29 @@ def ensure_dagster_home() -> Path:
     return path
 
 
+SETUP_LOCK = ".statepool-setup.lock"
+
+
+@contextlib.contextmanager
+def _setup_lock(home: Path) -> Iterator[None]:
+    """Held while the instance is opened: Dagster sets up a new SQLite home in several
+    statements, and two commands doing it at once fail ("table ... already exists")."""
+    with open(home / SETUP_LOCK, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def dagster_instance():
     """The instance of ``DAGSTER_HOME``; a SQLite event log a kill left half made is finished."""
     from dagster import DagsterInstance
 
-    ensure_dagster_home()
-    instance = DagsterInstance.get()
-    finish_sqlite_setup(instance)
+    home = ensure_dagster_home()
+    with _setup_lock(home):
+        instance = DagsterInstance.get()
+        finish_sqlite_setup(instance)
     return instance
 
 
