@@ -67,18 +67,61 @@ def test_dg_check_defs_passes(tmp_path):
     assert "All definitions loaded successfully" in done.stdout + done.stderr
 
 
-def test_dg_list_defs_lists_the_assets_checks_job_and_sensors(tmp_path):
+def test_dg_list_defs_lists_the_assets_checks_jobs_and_sensors(tmp_path):
     listed = json.loads(dg(tmp_path, "list", "defs", "--json").stdout)
-    assert {a["asset_key"] for a in listed["assets"]} == ASSETS | {"training_dataset"}
-    assert {c["key"].split(":")[1] for c in listed["asset_checks"]} == {
-        "snapshot_versions_match",
-        "no_rejects",
-        "snapshots_paired",
-        "states_exist",
-        "every_state_has_prompt",
+    assert {a["asset_key"] for a in listed["assets"]} == ASSETS | {
+        "training_dataset",
+        "session_states",
+        "session_prompts",
+        "state_stats",
     }
-    assert [j["name"] for j in listed["jobs"]] == ["statepool_job"]
-    assert {s["name"] for s in listed["sensors"]} == {"runs_sensor", "training_dataset_automation"}
+    assert {c["key"] for c in listed["asset_checks"]} == {
+        "skill_snapshots:snapshot_versions_match",
+        "checkpoint_states:no_rejects",
+        "checkpoint_states:snapshots_paired",
+        "checkpoint_states:states_exist",
+        "curator_prompts:every_state_has_prompt",
+        "session_states:no_rejects",
+        "session_prompts:every_state_has_prompt",
+    }
+    assert {j["name"] for j in listed["jobs"]} == {
+        "statepool_job",
+        "statepool_sessions_job",
+        "state_stats_job",
+    }
+    assert {s["name"] for s in listed["sensors"]} == {
+        "runs_sensor",
+        "sessions_sensor",
+        "feedback_sensor",
+        "training_dataset_automation",
+    }
+
+
+@pytest.mark.slow
+def test_dg_launch_materializes_one_run_partition_by_asset_selection(tmp_path):
+    """``dg launch --assets ... --partition``: Dagster's own selection parser (which a
+    shared venv with the trainer extra's antlr4 4.9 would break) on a registered run."""
+    from dagster import DagsterInstance
+
+    from statepool_dagster import load_prompts
+    from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
+
+    env = dg_env(tmp_path)
+    spec = SampleSpec(n_runs=1, n_checkpoints=2, n_cards=3, emb_dim=4)
+    generate_run(tmp_path / "runs" / "run000", spec, 0)
+    with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        instance.add_dynamic_partitions("runs", ["run000"])  # as the sensor or a sync would
+    done = subprocess.run(
+        [str(BIN / "dg"), "launch", "--assets", ",".join(sorted(ASSETS)), "--partition", "run000"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    prompts = load_prompts(tmp_path / "store")
+    assert sorted(prompts["state_id"]) == ["run000_ckpt0", "run000_ckpt1"]
 
 
 def graphql(port: int, query: str) -> dict:
