@@ -13,11 +13,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import StatepoolError
+from ..feedback.select import Selection, SelectionOptions
 from ..locations import AnyPath, absolute, as_path
 from .collect import export_rows
 from .folder import StagedFolder
 from .lengths import LengthFilter
-from .rows import ABILITY, FORMATS, MANIFEST, ExportOptions, ExportRow, ExportSet, Format
+from .rows import (
+    ABILITY,
+    FORMATS,
+    MANIFEST,
+    ExportOptions,
+    ExportRow,
+    ExportSet,
+    Format,
+    SourceOptions,
+)
 
 _MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 
@@ -63,9 +73,45 @@ TRL_SCHEMA = pa.schema(
 )
 
 
-def verl_record(r: ExportRow) -> dict[str, Any]:
+# Where session states are exported, each row also says where it came from; with a
+# weight, each row has its weight. A run-only, unweighted export keeps the schemas above.
+SOURCE_FIELDS = [("source", pa.string()), ("session", pa.string()), ("policy_step", pa.int64())]
+WEIGHT_FIELD = ("weight", pa.float64())
+SESSIONS_INDEX = ".statepool_sessions.jsonl"  # pool format: each session state's session
+
+
+def verl_schema(sources: bool = False, weighted: bool = False) -> pa.Schema:
+    """verl's schema, with the source fields in ``extra_info`` and a ``weight`` column."""
+    if not (sources or weighted):
+        return VERL_SCHEMA
+    fields = list(VERL_SCHEMA)
+    if sources:
+        info = fields[-1]
+        fields[-1] = pa.field(info.name, pa.struct([*info.type, *SOURCE_FIELDS]))
+    if weighted:
+        fields.append(pa.field(*WEIGHT_FIELD))
+    return pa.schema(fields)
+
+
+def trl_schema(sources: bool = False, weighted: bool = False) -> pa.Schema:
+    """TRL's schema, with ``source``, ``session``, ``policy_step`` and ``weight`` columns."""
+    if not (sources or weighted):
+        return TRL_SCHEMA
+    fields = list(TRL_SCHEMA)
+    if sources:
+        fields += [pa.field(*f) for f in SOURCE_FIELDS]
+    if weighted:
+        fields.append(pa.field(*WEIGHT_FIELD))
+    return pa.schema(fields)
+
+
+def _sources(r: ExportRow) -> dict[str, Any]:
+    return {"source": r.source, "session": r.session, "policy_step": r.policy_step}
+
+
+def verl_record(r: ExportRow, sources: bool = False, weighted: bool = False) -> dict[str, Any]:
     """One row in verl's RL dataset layout; varying shapes (state, ops) travel as JSON."""
-    return {
+    record = {
         "data_source": f"statepool/{r.dataset}",
         "prompt": r.messages(),
         "ability": ABILITY,
@@ -82,12 +128,17 @@ def verl_record(r: ExportRow) -> dict[str, Any]:
             "prompt_tokens": r.prompt_tokens,
         },
     }
+    if sources:
+        record["extra_info"].update(_sources(r))
+    if weighted:
+        record["weight"] = r.weight
+    return record
 
 
-def trl_record(r: ExportRow) -> dict[str, Any]:
+def trl_record(r: ExportRow, sources: bool = False, weighted: bool = False) -> dict[str, Any]:
     """A conversational ``prompt`` for GRPOTrainer, plus the columns a reward function reads."""
     state = json.loads(r.state)
-    return {
+    record = {
         "prompt": r.messages(),
         "state_id": r.state_id,
         "run": r.run,
@@ -99,17 +150,29 @@ def trl_record(r: ExportRow) -> dict[str, Any]:
         "state": r.state,
         "prompt_tokens": r.prompt_tokens,
     }
+    if sources:
+        record.update(_sources(r))
+    if weighted:
+        record["weight"] = r.weight
+    return record
 
 
-RECORDS = {"verl": (verl_record, VERL_SCHEMA), "trl": (trl_record, TRL_SCHEMA)}
+RECORDS = {"verl": (verl_record, verl_schema), "trl": (trl_record, trl_schema)}
+
+
+def _flags(rows: list[ExportRow]) -> tuple[bool, bool]:
+    return any(r.session for r in rows), any(r.weight is not None for r in rows)
 
 
 def verl_table(rows: list[ExportRow]) -> pa.Table:
-    return pa.Table.from_pylist([verl_record(r) for r in rows], schema=VERL_SCHEMA)
+    """verl rows; with source fields when a row is a session's, a weight when one has it."""
+    flags = _flags(rows)
+    return pa.Table.from_pylist([verl_record(r, *flags) for r in rows], schema=verl_schema(*flags))
 
 
 def trl_table(rows: list[ExportRow]) -> pa.Table:
-    return pa.Table.from_pylist([trl_record(r) for r in rows], schema=TRL_SCHEMA)
+    flags = _flags(rows)
+    return pa.Table.from_pylist([trl_record(r, *flags) for r in rows], schema=trl_schema(*flags))
 
 
 # Rows are buffered per split up to this many bytes of text, then written as one row group.
@@ -155,25 +218,41 @@ class FormatWriter:
     (an empty Parquet file is one that datasets.load_dataset refuses).
     """
 
-    def __init__(self, fmt: Format, folder: Path):
-        self.fmt, self.folder = fmt, folder
+    def __init__(self, fmt: Format, folder: Path, export: ExportSet):
+        self.fmt, self.folder, self.export = fmt, folder, export
         self.splits: dict[str, _SplitFile] = {}
+        self.sessions_index: Any = None
 
     def add(self, row: ExportRow) -> None:
+        # The export's flags are set before its first row: read them here, not in __init__.
+        flags = (self.export.with_sessions, self.export.weighted)
         if self.fmt == "pool":
             (self.folder / f"{row.state_id}.json").write_bytes(row.state.encode("utf-8"))
+            if row.session is not None:
+                self._index_session(row)
             return
         record, schema = RECORDS[self.fmt]
         split = self.splits.get(row.split)
         if split is None:
             split = self.splits[row.split] = _SplitFile(
-                self.folder / f"{row.split}.parquet", schema
+                self.folder / f"{row.split}.parquet", schema(*flags)
             )
-        split.add(record(row), len(row.state) + len(row.prompt) + len(row.reference_ops))
+        split.add(record(row, *flags), len(row.state) + len(row.prompt) + len(row.reference_ops))
+
+    def _index_session(self, row: ExportRow) -> None:
+        if self.sessions_index is None:
+            path = self.folder / SESSIONS_INDEX
+            self.sessions_index = open(path, "w", encoding="utf-8")  # noqa: SIM115
+        entry = {"state_id": row.state_id, "session": row.session, "policy_step": row.policy_step}
+        if row.weight is not None:
+            entry["weight"] = row.weight
+        self.sessions_index.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
     def finish(self, export: ExportSet) -> None:
         for split in self.splits.values():
             split.close()
+        if self.sessions_index is not None:
+            self.sessions_index.close()
         manifest = {"format": self.fmt, **export.summary()}
         text = json.dumps(manifest, ensure_ascii=False, indent=1)
         (self.folder / MANIFEST).write_bytes(text.encode("utf-8"))
@@ -232,7 +311,7 @@ def _write(
     targets = _targets(outs, force)
     staged = {fmt: StagedFolder(target) for fmt, target in targets.items()}
     try:
-        writers = [FormatWriter(fmt, folder.path) for fmt, folder in staged.items()]
+        writers = [FormatWriter(fmt, folder.path, export) for fmt, folder in staged.items()]
         for row in rows:
             for writer in writers:
                 writer.add(row)
@@ -253,16 +332,20 @@ def stream_export(
     force: bool = False,
     lengths: LengthFilter | None = None,
     check: Callable[[ExportSet], None] | None = None,
+    sources: SourceOptions | None = None,
+    selection: SelectionOptions | None = None,
 ) -> ExportSet:
     """Read the store once and write each ``{format: folder}`` as the rows stream in.
 
     Each folder is swapped in whole once the export is complete and ``check`` (given the
     finished counts and problems) has not raised; otherwise every folder keeps its earlier
     export. A folder is a local one or an fsspec URL, like the store; an earlier export
-    of another format there is replaced only with ``force``.
+    of another format there is replaced only with ``force``. ``sources`` (default: runs
+    and sessions) and ``selection`` (default: none) choose the states.
     """
     export = ExportSet(options or ExportOptions())
-    _write(export_rows(store, export, lengths), export, outs, force, check)
+    chosen = Selection.from_options(selection, store) if selection is not None else None
+    _write(export_rows(store, export, lengths, sources, chosen), export, outs, force, check)
     return export
 
 
