@@ -221,3 +221,24 @@ def test_cli_export_with_sources_staleness_and_selection(pool, tmp_path):
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.startswith("statepool: --sources: ")
+
+
+def test_live_pool_serves_session_states_and_sees_a_new_segment(pool, tmp_path):
+    from statepool_dagster.live.pool import LivePool
+    from statepool_dagster.live.trl import live_rows
+
+    store, sessions = tmp_path / "store", tmp_path / "sessions"
+    shutil.copytree(pool.store, store)
+    shutil.copytree(pool.sessions, sessions)
+    live = LivePool(str(store), refresh_seconds=0.0)
+    live.refresh(force=True)
+    assert sum(r.source == "sessions" for r in live.rows) == 6
+    with StateWriter(sessions, "beta", writer="w") as writer:
+        writer.append(_state(30), policy_step=8)
+    build_session(sessions, store, "beta", pool.settings.prompt_spec())
+    assert live.refresh()  # the session's index changed
+    assert sum(r.source == "sessions" for r in live.rows) == 7
+    rows = live_rows(str(store), refresh_seconds=0.0)
+    served = [next(rows) for _ in range(len(live.rows))]
+    assert {r["source"] for r in served} == {"runs", "sessions"}
+    assert {r["session"] for r in served} == {"", "alpha", "beta"}
