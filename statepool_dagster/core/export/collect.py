@@ -7,6 +7,10 @@ per distinct state, mapped to the id of the state that kept it: about 150 bytes 
 a Python dict (15 MB at 100,000 states), never the states themselves. Runs are read in
 natural order and each run's checkpoints in order, so the earliest run by name keeps a
 duplicate, exactly as when the whole pool was held.
+
+Sessions are read after the runs (``export.sessions``), 16 states at a time. Where the
+store has sessions, the ids of run states and of kept session states are kept too
+(another ~100 bytes a state), so that a run state wins over a session's of its id.
 """
 
 from __future__ import annotations
