@@ -41,6 +41,8 @@ EXPORT_FLAGS = {
     "export_val_fraction": ("--val-fraction", "val_fraction"),
     "export_test_fraction": ("--test-fraction", "test_fraction"),
     "export_seed": ("--seed", "seed"),
+    "export_sources": ("--sources", "sources"),
+    "export_max_staleness": ("--max-staleness", "max_staleness"),
 }
 
 
@@ -64,6 +66,12 @@ def _export_settings(args: argparse.Namespace) -> Settings:
         else:
             name = "--val-fraction + --test-fraction"
         raise StatepoolError(f"{name}: {first['msg'].removeprefix('Value error, ')}") from None
+    try:
+        settings.source_options()
+    except ValidationError as exc:
+        name = "--sources" if args.sources is not None else Settings.env_name("export_sources")
+        message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise StatepoolError(f"{name}: {message}") from None
     return settings
 
 
@@ -73,6 +81,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..core.export.collect import empty_train_problem
     from ..core.export.rows import ExportSet
     from ..core.export.write import ExportRefused, check_target, stream_export
+    from ..core.feedback.select import SelectionOptions
     from ..core.locations import absolute, as_path
     from . import preflight
 
@@ -90,6 +99,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         check_target(args.format, args.out, args.force)
     except StatepoolError as exc:
         raise StatepoolError(f"--out: {exc}") from None
+    try:
+        selection = SelectionOptions.from_args(args)
+    except ValueError as exc:
+        raise StatepoolError(str(exc)) from None
     empty = "empty"
     finished: list[ExportSet] = []
 
@@ -117,6 +130,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             force=args.force,
             lengths=lengths,
             check=check,
+            sources=settings.source_options(),
+            selection=selection,
         )
     except ExportRefused as refused:
         if str(refused) != empty:
@@ -125,7 +140,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             print(problem, file=sys.stderr)
         print(
             f"statepool export: {store_name}: store {settings.store_dir} holds no materialized "
-            "run: nothing to export (`statepool sync` first)",
+            "run or session: nothing to export (`statepool sync` first)",
             file=sys.stderr,
         )
         return 1
@@ -138,7 +153,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         rows = ", ".join(f"{split} {n}" for split, n in summary["rows"].items())
         runs = ", ".join(f"{split} {len(r)}" for split, r in summary["runs"].items())
-        print(f"{args.format} export in {summary['out']}: rows {rows}; runs {runs}")
+        line = f"{args.format} export in {summary['out']}: rows {rows}; runs {runs}"
+        if "sessions" in summary:
+            line += "; sessions " + ", ".join(
+                f"{split} {len(n)}" for split, n in summary["sessions"].items()
+            )
+        print(line)
         if export.duplicates:
             print(f"{len(export.duplicates)} duplicate states left out (see above)")
         if export.prompt_lengths is not None:

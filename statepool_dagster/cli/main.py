@@ -223,6 +223,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave out (and name) states whose prompt is longer (without --tokenizer: "
         "estimated from characters)",
     )
+    p.add_argument(
+        "--sources",
+        default=None,
+        metavar="LIST",
+        help="runs, sessions or runs,sessions (default STATEPOOL_EXPORT_SOURCES: both)",
+    )
+    p.add_argument(
+        "--max-staleness",
+        type=int,
+        default=None,
+        metavar="N",
+        help="keep only session states at most N policy steps behind their session's newest",
+    )
+    from ..core.feedback.select import add_selection_arguments
+
+    add_selection_arguments(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument(
         "--force", action="store_true", help="replace an earlier export of another format"

@@ -22,7 +22,7 @@ from .prompts.spec import PromptLimits, PromptSpec
 from .states.join import Followup, Pairing
 
 if TYPE_CHECKING:
-    from .export.rows import ExportOptions
+    from .export.rows import ExportOptions, SourceOptions
 
 ENV_PREFIX = "STATEPOOL_"
 
@@ -80,6 +80,16 @@ class Settings(BaseModel):
         0.0, ge=0, le=1, description="Share of runs in the exports' test split (0: no test split)."
     )
     export_seed: int = Field(0, description="Seed of the exports' run-level split.")
+    export_sources: str = Field(
+        "runs,sessions",
+        description="What the exports read: `runs`, `sessions` or `runs,sessions`.",
+    )
+    export_max_staleness: int | None = Field(
+        None,
+        ge=0,
+        description="Exports keep only session states at most this many policy steps behind "
+        "their session's newest (states without a step are then left out). Default: all.",
+    )
     ops_parser: str | None = Field(
         None,
         description="Parser of curator answers into ops: `module:function`. Default: bundled.",
@@ -200,6 +210,11 @@ class Settings(BaseModel):
             test_fraction=self.export_test_fraction,
             seed=self.export_seed,
         )
+
+    def source_options(self) -> SourceOptions:
+        from .export.rows import SourceOptions
+
+        return SourceOptions.parse(self.export_sources, self.export_max_staleness)
 
     def prompt_spec(self) -> PromptSpec:
         """Load the four prompt inputs this configuration names (fails clearly if one is bad)."""

@@ -17,10 +17,13 @@ from dagster import (
 from ..core.export.collect import empty_train_problem
 from ..core.export.rows import FORMATS, ExportSet
 from ..core.export.write import stream_export
-from ..core.names import GROUP, PROMPTS, ROW_COUNT, STATES
+from ..core.feedback.select import SelectionOptions
+from ..core.names import GROUP, PROMPTS, ROW_COUNT, SESSION_PROMPTS, STATES
 from ..core.report import write_report
 from ..core.store.layout import StoreLayout
 from .resources import StatepoolSettings
+
+STATE_STATS = "state_stats"
 
 # eager() waits until no upstream partition is missing: one failed or never-built run
 # would then hold back the export for every other run, so that clause is dropped.
@@ -32,7 +35,9 @@ EXPORT_CONDITION = (
 
 
 @asset(
-    deps=[STATES, PROMPTS],
+    # Sessions' prompts and the feedback statistics count as changes too: the export is
+    # rebuilt once a session segment is built or state_stats is folded.
+    deps=[STATES, PROMPTS, SESSION_PROMPTS, STATE_STATS],
     group_name=GROUP,
     kinds={"python", "parquet", "json"},
     automation_condition=EXPORT_CONDITION,
@@ -40,14 +45,20 @@ EXPORT_CONDITION = (
 def training_dataset(
     context: AssetExecutionContext, statepool: StatepoolSettings
 ) -> MaterializeResult:
-    """Every run's states, ready for a trainer: exports/verl/, exports/trl/ and exports/pool/.
+    """Every run's and session's states, ready for a trainer: exports/verl/, exports/trl/
+    and exports/pool/.
 
     verl and TRL Parquet per split (train, val, optional test; split by run, never
     dividing one), each row with the rendered prompt, the state and its reference ops;
     pool/ holds one <state_id>.json per state, as the original script writes them.
-    Identical states appear once: the earliest run by name keeps them. The store is read
+    Identical states appear once: the earliest run by name keeps them, and a run state wins
+    over the same state from a session. Sessions are split by session name; with sessions,
+    rows carry source, session and policy_step. STATEPOOL_EXPORT_SOURCES and
+    STATEPOOL_EXPORT_MAX_STALENESS choose the states, STATEPOOL_SELECT_* leave out (and
+    weigh) states by their state_stats, each left-out state named. The store is read
     once, a batch of checkpoints at a time, and the three formats written as it is read.
-    Rebuilt whenever a run's states or prompts change; also writes the pool report,
+    Rebuilt whenever a run's states or prompts, a session's prompts or state_stats change;
+    also writes the pool report,
     report/index.html.
     """
     settings = statepool.settings()
@@ -57,6 +68,8 @@ def training_dataset(
         {fmt: layout.exports() / fmt for fmt in FORMATS},
         settings.export_options(),
         check=_train_not_empty,
+        sources=settings.source_options(),
+        selection=SelectionOptions.from_settings(settings),
     )
     for problem in export.problems:
         context.log.warning(problem)
@@ -67,6 +80,7 @@ def training_dataset(
         ROW_COUNT: export.total,
         **{f"rows_{split}": n for split, n in counts.items()},
         "runs_by_split": MetadataValue.json(summary["runs"]),
+        "sessions_by_split": MetadataValue.json(summary.get("sessions", {})),
         "duplicates_dropped": len(export.duplicates),
         "problems": len(export.problems),
         "problem_details": MetadataValue.md(problems_markdown(export.problems)),
@@ -101,5 +115,9 @@ export_automation_sensor = AutomationConditionSensorDefinition(
     "training_dataset_automation",
     target=AssetSelection.assets(training_dataset),
     default_status=DefaultSensorStatus.RUNNING,
-    description="Rebuilds training_dataset once run partitions changed and none is in progress.",
+    # A sealed segment reaches training_dataset within 90 s: sessions tick (15 s), the
+    # session's build, this tick (15 s), the export's run.
+    minimum_interval_seconds=15,
+    description="Rebuilds training_dataset once run or session partitions (or state_stats) "
+    "changed and none is in progress.",
 )

@@ -42,6 +42,12 @@ class StatepoolSettings(ConfigurableResource):
         None, description="STATEPOOL_EXPORT_TEST_FRACTION (default 0)"
     )
     export_seed: int | None = Field(None, description="STATEPOOL_EXPORT_SEED (default 0)")
+    export_sources: str | None = Field(
+        None, description="STATEPOOL_EXPORT_SOURCES (default runs,sessions)"
+    )
+    export_max_staleness: int | None = Field(
+        None, description="STATEPOOL_EXPORT_MAX_STALENESS (default: keep all)"
+    )
 
     def settings(self, environ: Mapping[str, str] | None = None) -> Settings:
         """The fields set here, the rest from ``environ`` (default: the process environment)."""

@@ -65,7 +65,9 @@ def new_segments(segments: list[Segment], seen: dict[str, list[int]]) -> tuple[l
 
 @sensor(
     job=sessions_job,
-    minimum_interval_seconds=_interval(),
+    # At most 15 s, whatever the runs sensor's interval: a tick only lists segment folders,
+    # and a sealed segment should reach training_dataset within 90 s.
+    minimum_interval_seconds=min(_interval(), 15),
     default_status=DefaultSensorStatus.RUNNING,
     description=(
         "Watches STATEPOOL_SESSIONS_DIR. A new session folder becomes a `sessions` partition; "

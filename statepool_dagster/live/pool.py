@@ -1,5 +1,8 @@
 """The store's states as a trainer would get them now: new states in, left-out states out.
 
+Run and session states alike, collected by the exports' own code (``collect_export``:
+the same dedupe, a run state winning over a session's, and the same selection).
+
 :class:`LivePool` re-reads the store when it changed (a prompts table's index, the
 feedback statistics) and, when given a feedback folder, first folds new feedback
 segments into ``state_stats`` itself, so a trainer sees its own feedback without a
@@ -14,12 +17,14 @@ import time
 from dataclasses import dataclass, field
 
 from ..core.export.collect import collect_export
-from ..core.export.rows import ExportOptions, ExportRow
+from ..core.export.rows import ExportOptions, ExportRow, SourceOptions
 from ..core.feedback.select import Selection, SelectionOptions
 from ..core.feedback.stats_store import TABLE, stats_folder, update_stats
 from ..core.locations import is_local
-from ..core.names import PROMPTS, STATES, TABLE_INDEX
+from ..core.names import PROMPTS, SESSION_STATES, STATES, TABLE_INDEX
 from ..core.segments import list_segments
+from ..core.sessions.reading import stored_sessions
+from ..core.sessions.store import INDEX as SESSION_INDEX
 from ..core.store.layout import StoreLayout
 
 log = logging.getLogger(__name__)
@@ -40,6 +45,7 @@ class LivePool:
     options: SelectionOptions = field(default_factory=SelectionOptions)
     feedback: str | None = None
     refresh_seconds: float = 1.0
+    sources: SourceOptions = field(default_factory=SourceOptions)
     rows: list[ExportRow] = field(default_factory=list)
     weights: list[float | None] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -59,15 +65,15 @@ class LivePool:
         if not force and stamp is not None and stamp == self._stamp:
             return False
         self._stamp = stamp
-        export = collect_export(self.store, ExportOptions(val_fraction=0.0))
         selection = Selection.from_options(self.options, self.store)
-        problems: list[str] = []
-        kept = list(selection.apply(export.rows, lambda r: r.state_id, problems))
-        self.rows = [row for row, _ in kept]
-        self.weights = [weight for _, weight in kept]
-        self.problems = problems
+        export = collect_export(
+            self.store, ExportOptions(val_fraction=0.0), self.sources, selection
+        )
+        self.rows = export.rows
+        self.weights = [row.weight for row in export.rows]
+        self.problems = [p for p in export.problems if p.startswith("state ")]  # selection
         self.refreshes += 1
-        log.info("live pool: %d states served, %d left out", len(self.rows), len(problems))
+        log.info("live pool: %d states served, %d left out", len(self.rows), len(self.problems))
         return True
 
     def _fold(self) -> None:
@@ -88,5 +94,8 @@ class LivePool:
             for run in sorted(layout.runs_with(asset)):
                 folder = layout.root / asset / run
                 parts.append((asset, run, _mtime(folder), _mtime(folder / TABLE_INDEX)))
+        sessions = layout.root / SESSION_STATES
+        for session in stored_sessions(self.store):
+            parts.append(("session", session, _mtime(sessions / session / SESSION_INDEX)))
         parts.append(("stats", _mtime(stats_folder(self.store) / TABLE)))
         return tuple(parts)

@@ -36,6 +36,8 @@ def trl_row(row: ExportRow, weight: float | None, with_weight: bool) -> dict[str
         "followup_qids": [str(q) for q in state.get("followup_qids", [])],
         "gt_map": json.dumps(state.get("gt_map", {}), ensure_ascii=False),
         "state": row.state,
+        "source": row.source,  # runs or sessions
+        "session": row.session or "",  # a string on every row: one inferred type
     }
     if with_weight:
         out["weight"] = 1.0 if weight is None else float(weight)

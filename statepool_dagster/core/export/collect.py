@@ -7,6 +7,10 @@ per distinct state, mapped to the id of the state that kept it: about 150 bytes 
 a Python dict (15 MB at 100,000 states), never the states themselves. Runs are read in
 natural order and each run's checkpoints in order, so the earliest run by name keeps a
 duplicate, exactly as when the whole pool was held.
+
+Sessions are read after the runs (``export.sessions``), 16 states at a time. Where the
+store has sessions, the ids of run states and of kept session states are kept too
+(another ~100 bytes a state), so that a run state wins over a session's of its id.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import os
 import time
 from collections.abc import Iterator
 
+from ..feedback.select import Selection, describe
 from ..names import PROMPTS, STATES
 from ..runs.files import natural_key
 from ..runs.names import run_name_problem
@@ -25,8 +30,20 @@ from ..store.layout import StoreLayout
 from ..store.part_files import READ_ATTEMPTS
 from ..store.parts import RunTable
 from ..store.schemas import SCHEMAS
+from .gate import Gate
 from .lengths import LengthFilter
-from .rows import NOT_RECORDED, ExportOptions, ExportRow, ExportSet, split_of, state_digest
+from .rows import (
+    NOT_RECORDED,
+    RUNS,
+    SESSIONS,
+    ExportOptions,
+    ExportRow,
+    ExportSet,
+    SourceOptions,
+    split_of,
+    state_digest,
+)
+from .sessions import SessionRows, store_sessions
 
 STATE_COLUMNS = ["state_id", "version", "state", "reference_ops"]
 PROMPT_COLUMNS = ["state_id", "prompt", "reference_ops"]
@@ -107,18 +124,35 @@ def export_rows(
     store: str | os.PathLike[str],
     export: ExportSet,
     lengths: LengthFilter | None = None,
+    sources: SourceOptions | None = None,
+    selection: Selection | None = None,
 ) -> Iterator[ExportRow]:
-    """Every state of every run in the store, split by run and de-duplicated, as it is read.
+    """Every state of every run (then every session) in the store, split by run (by session)
+    and de-duplicated, as it is read.
 
     ``export`` counts what was yielded and gathers the problems; they are complete once
-    the iterator is exhausted. ``lengths`` measures each prompt and leaves out the long.
+    the iterator is exhausted. ``lengths`` measures each prompt and leaves out the long;
+    ``sources`` picks runs and/or sessions and how fresh session states must be;
+    ``selection`` leaves out (and weighs) states by their feedback statistics.
     """
+    sources = sources or SourceOptions()
     options = export.options
     layout = StoreLayout(store)
+    sessions = store_sessions(store) if SESSIONS in sources.sources else []
+    export.with_sessions = bool(sessions)
+    if sources.active:
+        export.extra["sources"] = {
+            "sources": list(sources.sources),
+            "max_staleness": sources.max_staleness,
+        }
+    if selection is not None and selection.options.active:
+        export.weighted = selection.options.weight is not None
+        export.extra["selection"] = describe(selection.options)
+    gate = Gate(export, lengths, selection)
     seen: dict[bytes, str] = {}
-    index: dict[str, int] = {}
+    run_ids: set[str] | None = set() if sessions else None  # a run state wins over a session's
     collected_runs: dict[str, list[str]] = {}  # before the length limit
-    for run in _store_runs(layout):
+    for run in _store_runs(layout) if RUNS in sources.sources else ():
         split = split_of(run, options)
         kept = 0
         try:
@@ -127,6 +161,8 @@ def export_rows(
                 if state_row is None:
                     export.problems.append(f"{run}: prompt {sid} has no state (partial write?)")
                     continue
+                if run_ids is not None:
+                    run_ids.add(sid)
                 state = json.loads(state_row["state"])
                 key = state_digest(state)
                 if key in seen:
@@ -137,7 +173,7 @@ def export_rows(
                 export.collected += 1
                 ops = state_row.get("reference_ops") or prompt_row.get("reference_ops")
                 row = ExportRow(
-                    index=index.get(split, 0),
+                    index=gate.index.get(split, 0),
                     split=split,
                     state_id=sid,
                     run=run,
@@ -148,13 +184,9 @@ def export_rows(
                     reference_ops=ops or json.dumps(NOT_RECORDED),
                 )
                 del state
-                if lengths is not None:
-                    row = lengths.measure(row)
-                    if row is None:
-                        continue
-                index[split] = row.index + 1
-                export.add(row)
-                yield row
+                row = gate.admit(row)
+                if row is not None:
+                    yield row
         except _Disagree:
             export.problems.append(
                 f"{run}: its prompts were not rendered from its current states (a rebuild in "
@@ -164,16 +196,25 @@ def export_rows(
         if kept:
             collected_runs.setdefault(split, []).append(run)
     export.problems.extend(_duplicate_problems(export.duplicates))
+    collected_sessions: set[str] = set()
+    if sessions:
+        reader = SessionRows(store, export, gate, seen, run_ids or set(), sources.max_staleness)
+        for session in sessions:
+            if (yield from reader.read(session)):
+                collected_sessions.add(split_of(session, options))
+        export.problems.extend(reader.problems())
     for split in options.splits:
-        if export.collected and split not in collected_runs:
-            export.problems.append(f"no run fell in split {split!r}: it has no file")
-    if lengths is not None:
-        export.problems.extend(lengths.problems)
-        export.prompt_lengths = lengths.summary()
+        if export.collected and split not in collected_runs and split not in collected_sessions:
+            what = "run or session" if export.with_sessions else "run"
+            export.problems.append(f"no {what} fell in split {split!r}: it has no file")
+    gate.finish()
 
 
 def collect_export(
-    store: str | os.PathLike[str], options: ExportOptions | None = None
+    store: str | os.PathLike[str],
+    options: ExportOptions | None = None,
+    sources: SourceOptions | None = None,
+    selection: Selection | None = None,
 ) -> ExportSet:
     """Every state of every run in the store, split by run and de-duplicated, held in memory.
 
@@ -181,14 +222,18 @@ def collect_export(
     stream instead (``export.write.stream_export``).
     """
     export = ExportSet(options or ExportOptions())
-    export.rows = list(export_rows(store, export))
+    export.rows = list(export_rows(store, export, sources=sources, selection=selection))
     return export
 
 
-def tally_export(store: str | os.PathLike[str], options: ExportOptions | None = None) -> ExportSet:
+def tally_export(
+    store: str | os.PathLike[str],
+    options: ExportOptions | None = None,
+    sources: SourceOptions | None = None,
+) -> ExportSet:
     """What an export of the store would hold (counts, splits, problems), keeping no row."""
     export = ExportSet(options or ExportOptions())
-    for _ in export_rows(store, export):
+    for _ in export_rows(store, export, sources=sources):
         pass
     return export
 
@@ -214,7 +259,13 @@ def _duplicate_problems(duplicates: dict[str, str], shown: int = 5) -> list[str]
 
 def empty_train_problem(export: ExportSet) -> str | None:
     """Why ``train`` would be empty although the store has states, or ``None``."""
-    if not export.total or export.runs.get("train"):
+    if not export.total or export.runs.get("train") or export.sessions.get("train"):
         return None
     elsewhere = ", ".join(f"{s} {len(r)}" for s, r in export.runs.items())
+    if export.with_sessions:
+        held = ", ".join(f"{s} {len(n)}" for s, n in export.sessions.items())
+        return (
+            f"no run or session fell in train (runs: {elsewhere}; sessions: {held}): "
+            "lower the val/test fractions"
+        )
     return f"no run fell in train (runs: {elsewhere}): lower the val/test fractions"

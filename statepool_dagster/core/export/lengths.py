@@ -137,7 +137,8 @@ class LengthFilter:
         if self.max_tokens is not None and tokens > self.max_tokens:
             self.over.append(row.state_id)
             self.problems.append(
-                f"{row.run}: state {row.state_id} left out: prompt of {tokens} tokens "
+                f"{row.run or f'session {row.session}'}: state {row.state_id} left out: "
+                f"prompt of {tokens} tokens "
                 f"over --max-prompt-tokens {self.max_tokens} ({self.counter.method})"
             )
             return None

@@ -28,6 +28,12 @@ ABILITY = "skill_curation"
 
 NOT_RECORDED = {"next_version": None, "ops": [], "note": "not recorded: rematerialize the run"}
 
+# A session state has no next library: nothing to take its reference ops from.
+NO_REFERENCE = {"next_version": None, "ops": [], "note": "a session state: no reference ops"}
+
+RUNS, SESSIONS = "runs", "sessions"
+SOURCES = (RUNS, SESSIONS)
+
 
 class ExportOptions(BaseModel):
     """How runs are split; the fractions are shares of runs, not of rows."""
@@ -49,6 +55,32 @@ class ExportOptions(BaseModel):
         """The splits this export writes (val and test only when their fraction is above 0)."""
         wanted = {"train": True, "val": self.val_fraction > 0, "test": self.test_fraction > 0}
         return [s for s in SPLITS if wanted[s]]
+
+
+class SourceOptions(BaseModel):
+    """Which sources an export reads, and how fresh its session states must be."""
+
+    model_config = ConfigDict(frozen=True)
+
+    sources: tuple[str, ...] = SOURCES
+    max_staleness: int | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _known(self) -> SourceOptions:
+        unknown = [s for s in self.sources if s not in SOURCES]
+        if unknown or not self.sources:
+            raise ValueError(f"sources {','.join(self.sources)!r}: a list of runs, sessions")
+        return self
+
+    @staticmethod
+    def parse(text: str | None, max_staleness: int | None = None) -> SourceOptions:
+        """From ``"runs,sessions"`` (``None``: both)."""
+        names = SOURCES if not text else tuple(s.strip() for s in text.split(",") if s.strip())
+        return SourceOptions(sources=names, max_staleness=max_staleness)
+
+    @property
+    def active(self) -> bool:
+        return self.sources != SOURCES or self.max_staleness is not None
 
 
 def split_of(run: str, options: ExportOptions) -> str:
@@ -85,13 +117,17 @@ class ExportRow:
     index: int  # position within its split
     split: str
     state_id: str
-    run: str
-    version: int
+    run: str | None  # None for a session state
+    version: int | None
     dataset: str
     prompt: str
     state: str
     reference_ops: str
     prompt_tokens: int | None = None  # set by export.lengths when a tokenizer counted it
+    source: str = RUNS
+    session: str | None = None
+    policy_step: int | None = None
+    weight: float | None = None  # set when the export weighs states (--weight)
 
     @property
     def ops(self) -> dict[str, Any]:
@@ -120,6 +156,11 @@ class ExportSet:
     duplicates: dict[str, str] = field(default_factory=dict)  # dropped -> kept state_id
     problems: list[str] = field(default_factory=list)
     prompt_lengths: dict[str, Any] | None = None
+    with_sessions: bool = False  # session states were read: rows carry their source
+    weighted: bool = False  # rows carry a weight
+    sessions: dict[str, list[str]] = field(default_factory=dict)  # split -> sessions
+    session_duplicates: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)  # sources, freshness, selection
 
     def split_rows(self, split: str) -> list[ExportRow]:
         return [r for r in self.rows if r.split == split]
@@ -127,6 +168,11 @@ class ExportSet:
     def add(self, row: ExportRow) -> None:
         """Count a row written (its run joins its split's runs on its first row)."""
         self.row_counts[row.split] = self.row_counts.get(row.split, 0) + 1
+        if row.session is not None:
+            names = self.sessions.setdefault(row.split, [])
+            if not names or names[-1] != row.session:
+                names.append(row.session)
+            return
         runs = self.runs.setdefault(row.split, [])
         if not runs or runs[-1] != row.run:
             runs.append(row.run)
@@ -143,10 +189,13 @@ class ExportSet:
         summary = {
             "rows": self.counts(),
             "runs": {s: self.runs.get(s, []) for s in self.options.splits},
-            "duplicates_dropped": len(self.duplicates),
+            "duplicates_dropped": len(self.duplicates) + self.session_duplicates,
             "problems": self.problems,
             "options": self.options.model_dump(),
         }
+        if self.with_sessions:  # absent from a run-only export: its manifest stays as it was
+            summary["sessions"] = {s: self.sessions.get(s, []) for s in self.options.splits}
+        summary.update(self.extra)
         if self.prompt_lengths is not None:
             summary["prompt_lengths"] = self.prompt_lengths
         return summary

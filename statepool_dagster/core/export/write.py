@@ -13,104 +13,32 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import StatepoolError
+from ..feedback.select import Selection, SelectionOptions
 from ..locations import AnyPath, absolute, as_path
 from .collect import export_rows
 from .folder import StagedFolder
 from .lengths import LengthFilter
-from .rows import ABILITY, FORMATS, MANIFEST, ExportOptions, ExportRow, ExportSet, Format
-
-_MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
-
-VERL_SCHEMA = pa.schema(
-    [
-        ("data_source", pa.string()),
-        ("prompt", pa.list_(_MESSAGE)),
-        ("ability", pa.string()),
-        ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
-        (
-            "extra_info",
-            pa.struct(
-                [
-                    ("index", pa.int64()),
-                    ("split", pa.string()),
-                    ("state_id", pa.string()),
-                    ("run", pa.string()),
-                    ("version", pa.int64()),
-                    ("has_reference_ops", pa.bool_()),
-                    ("state", pa.string()),
-                    ("reference_ops", pa.string()),
-                    ("prompt_tokens", pa.int64()),
-                ]
-            ),
-        ),
-    ]
+from .records import (  # noqa: F401  (the names this module has always offered)
+    RECORDS,
+    SESSIONS_INDEX,
+    TRL_SCHEMA,
+    VERL_SCHEMA,
+    trl_record,
+    trl_schema,
+    trl_table,
+    verl_record,
+    verl_schema,
+    verl_table,
 )
-
-
-TRL_SCHEMA = pa.schema(
-    [
-        ("prompt", pa.list_(_MESSAGE)),
-        ("state_id", pa.string()),
-        ("run", pa.string()),
-        ("version", pa.int64()),
-        ("ground_truth", pa.string()),
-        ("reference_ops", pa.string()),
-        ("followup_qids", pa.list_(pa.string())),
-        ("gt_map", pa.string()),
-        ("state", pa.string()),
-        ("prompt_tokens", pa.int64()),
-    ]
+from .rows import (
+    FORMATS,
+    MANIFEST,
+    ExportOptions,
+    ExportRow,
+    ExportSet,
+    Format,
+    SourceOptions,
 )
-
-
-def verl_record(r: ExportRow) -> dict[str, Any]:
-    """One row in verl's RL dataset layout; varying shapes (state, ops) travel as JSON."""
-    return {
-        "data_source": f"statepool/{r.dataset}",
-        "prompt": r.messages(),
-        "ability": ABILITY,
-        "reward_model": {"style": "rule", "ground_truth": r.ground_truth()},
-        "extra_info": {
-            "index": r.index,
-            "split": r.split,
-            "state_id": r.state_id,
-            "run": r.run,
-            "version": r.version,
-            "has_reference_ops": r.ops.get("next_version") is not None,
-            "state": r.state,
-            "reference_ops": r.reference_ops,
-            "prompt_tokens": r.prompt_tokens,
-        },
-    }
-
-
-def trl_record(r: ExportRow) -> dict[str, Any]:
-    """A conversational ``prompt`` for GRPOTrainer, plus the columns a reward function reads."""
-    state = json.loads(r.state)
-    return {
-        "prompt": r.messages(),
-        "state_id": r.state_id,
-        "run": r.run,
-        "version": r.version,
-        "ground_truth": r.ground_truth(),
-        "reference_ops": r.reference_ops,
-        "followup_qids": [str(q) for q in state.get("followup_qids", [])],
-        "gt_map": json.dumps(state.get("gt_map", {}), ensure_ascii=False),
-        "state": r.state,
-        "prompt_tokens": r.prompt_tokens,
-    }
-
-
-RECORDS = {"verl": (verl_record, VERL_SCHEMA), "trl": (trl_record, TRL_SCHEMA)}
-
-
-def verl_table(rows: list[ExportRow]) -> pa.Table:
-    return pa.Table.from_pylist([verl_record(r) for r in rows], schema=VERL_SCHEMA)
-
-
-def trl_table(rows: list[ExportRow]) -> pa.Table:
-    return pa.Table.from_pylist([trl_record(r) for r in rows], schema=TRL_SCHEMA)
-
 
 # Rows are buffered per split up to this many bytes of text, then written as one row group.
 # A split smaller than that is one row group, byte for byte what writing it whole gave.
@@ -155,25 +83,41 @@ class FormatWriter:
     (an empty Parquet file is one that datasets.load_dataset refuses).
     """
 
-    def __init__(self, fmt: Format, folder: Path):
-        self.fmt, self.folder = fmt, folder
+    def __init__(self, fmt: Format, folder: Path, export: ExportSet):
+        self.fmt, self.folder, self.export = fmt, folder, export
         self.splits: dict[str, _SplitFile] = {}
+        self.sessions_index: Any = None
 
     def add(self, row: ExportRow) -> None:
+        # The export's flags are set before its first row: read them here, not in __init__.
+        flags = (self.export.with_sessions, self.export.weighted)
         if self.fmt == "pool":
             (self.folder / f"{row.state_id}.json").write_bytes(row.state.encode("utf-8"))
+            if row.session is not None:
+                self._index_session(row)
             return
         record, schema = RECORDS[self.fmt]
         split = self.splits.get(row.split)
         if split is None:
             split = self.splits[row.split] = _SplitFile(
-                self.folder / f"{row.split}.parquet", schema
+                self.folder / f"{row.split}.parquet", schema(*flags)
             )
-        split.add(record(row), len(row.state) + len(row.prompt) + len(row.reference_ops))
+        split.add(record(row, *flags), len(row.state) + len(row.prompt) + len(row.reference_ops))
+
+    def _index_session(self, row: ExportRow) -> None:
+        if self.sessions_index is None:
+            path = self.folder / SESSIONS_INDEX
+            self.sessions_index = open(path, "w", encoding="utf-8")  # noqa: SIM115
+        entry = {"state_id": row.state_id, "session": row.session, "policy_step": row.policy_step}
+        if row.weight is not None:
+            entry["weight"] = row.weight
+        self.sessions_index.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
     def finish(self, export: ExportSet) -> None:
         for split in self.splits.values():
             split.close()
+        if self.sessions_index is not None:
+            self.sessions_index.close()
         manifest = {"format": self.fmt, **export.summary()}
         text = json.dumps(manifest, ensure_ascii=False, indent=1)
         (self.folder / MANIFEST).write_bytes(text.encode("utf-8"))
@@ -232,7 +176,7 @@ def _write(
     targets = _targets(outs, force)
     staged = {fmt: StagedFolder(target) for fmt, target in targets.items()}
     try:
-        writers = [FormatWriter(fmt, folder.path) for fmt, folder in staged.items()]
+        writers = [FormatWriter(fmt, folder.path, export) for fmt, folder in staged.items()]
         for row in rows:
             for writer in writers:
                 writer.add(row)
@@ -253,16 +197,20 @@ def stream_export(
     force: bool = False,
     lengths: LengthFilter | None = None,
     check: Callable[[ExportSet], None] | None = None,
+    sources: SourceOptions | None = None,
+    selection: SelectionOptions | None = None,
 ) -> ExportSet:
     """Read the store once and write each ``{format: folder}`` as the rows stream in.
 
     Each folder is swapped in whole once the export is complete and ``check`` (given the
     finished counts and problems) has not raised; otherwise every folder keeps its earlier
     export. A folder is a local one or an fsspec URL, like the store; an earlier export
-    of another format there is replaced only with ``force``.
+    of another format there is replaced only with ``force``. ``sources`` (default: runs
+    and sessions) and ``selection`` (default: none) choose the states.
     """
     export = ExportSet(options or ExportOptions())
-    _write(export_rows(store, export, lengths), export, outs, force, check)
+    chosen = Selection.from_options(selection, store) if selection is not None else None
+    _write(export_rows(store, export, lengths, sources, chosen), export, outs, force, check)
     return export
 
 

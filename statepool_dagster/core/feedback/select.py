@@ -74,7 +74,11 @@ class SelectionOptions:
         """From ``STATEPOOL_SELECT_{DROP_ZERO_VARIANCE,DIFFICULTY_BAND,BAND_ON,WEIGHT}``."""
         from ..config import Settings
 
-        settings = Settings.from_env(environ)
+        return SelectionOptions.from_settings(Settings.from_env(environ))
+
+    @staticmethod
+    def from_settings(settings: Any) -> SelectionOptions:
+        """From a :class:`~statepool_dagster.core.config.Settings`' ``select_*`` fields."""
         band = settings.select_difficulty_band
         lo_hi = tuple(float(x) for x in band.replace(",", " ").split()) if band else None
         if lo_hi is not None and len(lo_hi) != 2:

@@ -1,0 +1,194 @@
+"""The export's second source: each session's states paired with their prompts, streamed.
+
+States and prompts are read with ``iter_session_table``, a few at a time. Both tables
+list a session's states in the same order (segments by writer and number, lines in
+order) and a prompt exists for every state whose rendering did not fail, so a merge
+pairs them without holding either table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..runs.files import natural_key
+from ..sessions.build import session_totals
+from ..sessions.reading import iter_session_table, stored_sessions
+from .gate import Gate
+from .rows import NO_REFERENCE, SESSIONS, ExportRow, ExportSet, split_of, state_digest
+
+NO_REFERENCE_JSON = json.dumps(NO_REFERENCE)
+
+BATCH = 16  # states read at a time (a state may be tens of megabytes)
+
+
+@dataclass(frozen=True)
+class SessionItem:
+    """One session state with its prompt (``None`` when its rendering was rejected)."""
+
+    session: str
+    state_id: str
+    state: str
+    prompt: str | None
+    policy_step: int | None
+
+
+def store_sessions(store: str | os.PathLike[str]) -> list[str]:
+    """The sessions with states in the store, in natural order (as runs are read)."""
+    return sorted(stored_sessions(store), key=natural_key)
+
+
+def newest_step(store: str | os.PathLike[str], session: str) -> int | None:
+    """The session's newest policy step, from its index (``None``: no state has one)."""
+    steps = session_totals(store, session).policy_steps
+    return None if steps is None else steps[1]
+
+
+def _rows(store: str | os.PathLike[str], session: str, which: str, columns: list[str]):
+    for batch in iter_session_table(store, session, which, columns, BATCH):
+        yield from batch.to_pylist()
+
+
+def session_items(store: str | os.PathLike[str], session: str) -> Iterator[SessionItem]:
+    """Each state of ``session`` once, with its prompt, as it is read."""
+    prompts = _rows(store, session, "prompts", ["state_id", "prompt"])
+    head = next(prompts, None)
+    passed: set[str] = set()
+    for row in _rows(store, session, "states", ["state_id", "policy_step", "state"]):
+        sid = row["state_id"]
+        passed.add(sid)
+        # A prompt whose state went by already (rendered in a later segment) is skipped.
+        while head is not None and head["state_id"] != sid and head["state_id"] in passed:
+            head = next(prompts, None)
+        prompt = None
+        if head is not None and head["state_id"] == sid:
+            prompt = head["prompt"]
+            head = next(prompts, None)
+        yield SessionItem(session, sid, row["state"], prompt, row["policy_step"])
+
+
+def _listed(ids: list[str], count: int, shown: int = 5) -> str:
+    return ", ".join(ids[:shown]) + (f", … ({count} in all)" if count > shown else "")
+
+
+class _Dropped:
+    """States of one session left out for one reason: a count and the first few ids."""
+
+    def __init__(self) -> None:
+        self.count, self.ids = 0, []
+
+    def add(self, state_id: str) -> None:
+        self.count += 1
+        if len(self.ids) < 5:
+            self.ids.append(state_id)
+
+
+class SessionRows:
+    """Turns each session's states into export rows, after the runs' (a run state wins).
+
+    A session state is left out when a run gave a state of its id (a run-path id) or of
+    its content, when an earlier session (by name) did, and, with ``max_staleness``,
+    when its policy step is more than that behind the session's newest (or unknown).
+    """
+
+    def __init__(
+        self,
+        store: str | os.PathLike[str],
+        export: ExportSet,
+        gate: Gate,
+        seen: dict[bytes, str],
+        run_ids: set[str],
+        max_staleness: int | None,
+    ):
+        self.store, self.export, self.gate = store, export, gate
+        self.seen, self.run_ids = seen, run_ids
+        self.max_staleness = max_staleness
+        self.kept: dict[str, str] = {}  # state id -> the session that kept it
+        self.dropped: dict[tuple[str, str], _Dropped] = {}  # (session, why) -> states
+
+    def _drop(self, session: str, why: str, state_id: str) -> None:
+        self.dropped.setdefault((session, why), _Dropped()).add(state_id)
+
+    def _winner(self, state_id: str) -> str:
+        kept_by = self.kept.get(state_id)
+        return f"session {kept_by}'s" if kept_by else f"{state_id.rsplit('_ckpt', 1)[0]}'s"
+
+    def read(self, session: str) -> Iterator[ExportRow]:
+        """The session's rows; returns whether any state was collected (before the gate)."""
+        export = self.export
+        split = split_of(session, export.options)
+        oldest = None
+        if self.max_staleness is not None:
+            newest = newest_step(self.store, session)
+            oldest = None if newest is None else newest - self.max_staleness
+        collected = False
+        for item in session_items(self.store, session):
+            sid = item.state_id
+            if sid in self.run_ids:
+                self._drop(session, f"identical to {self._winner(sid)} (a run state wins)", sid)
+                continue
+            if sid in self.kept:
+                self._drop(session, f"identical to {self._winner(sid)}", sid)
+                continue
+            state = json.loads(item.state)
+            key = state_digest(state)
+            if key in self.seen:
+                winner = self.seen[key]
+                why = "a run state wins" if winner not in self.kept else "the earliest keeps"
+                self._drop(session, f"identical to {self._winner(winner)} ({why})", sid)
+                continue
+            if self.max_staleness is not None and (
+                item.policy_step is None or oldest is None or item.policy_step < oldest
+            ):
+                why = (
+                    "without a policy step"
+                    if item.policy_step is None
+                    else f"older than policy step {oldest}"
+                )
+                self._drop(session, f"{why} (--max-staleness {self.max_staleness})", sid)
+                continue
+            if item.prompt is None:
+                self._drop(session, "without a prompt (its rendering was rejected)", sid)
+                continue
+            self.seen[key] = sid
+            self.kept[sid] = session
+            collected = True
+            export.collected += 1
+            row = ExportRow(
+                index=self.gate.index.get(split, 0),
+                split=split,
+                state_id=sid,
+                run=None,
+                version=_version(state),
+                dataset=str(state.get("dataset", "")),
+                prompt=item.prompt,
+                state=item.state,
+                reference_ops=NO_REFERENCE_JSON,
+                source=SESSIONS,
+                session=session,
+                policy_step=item.policy_step,
+            )
+            del state
+            row = self.gate.admit(row)
+            if row is not None:
+                yield row
+        return collected
+
+    def problems(self) -> list[str]:
+        """One line per session and reason, naming the first states left out."""
+        lines = []
+        for (session, why), dropped in self.dropped.items():
+            if why.startswith("identical"):
+                self.export.session_duplicates += dropped.count
+            lines.append(
+                f"session {session}: {dropped.count} states {why} left out: "
+                f"{_listed(dropped.ids, dropped.count)}"
+            )
+        return lines
+
+
+def _version(state: dict) -> int | None:
+    version = (state.get("lib_snapshot") or {}).get("version")
+    return version if type(version) is int else None
