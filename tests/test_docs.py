@@ -10,6 +10,8 @@ fences without a language (output, layouts) are never run.
 
 from __future__ import annotations
 
+import html
+import importlib.util
 import os
 import re
 import shutil
@@ -176,6 +178,43 @@ def test_the_command_line_page_lists_every_command_and_flag(site: Path):
             if action.help != "==SUPPRESS==" and action.dest != "help":
                 for flag in action.option_strings:
                     assert f"<code>{flag}</code>" in page, (name, flag)
+
+
+def _hooks():
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", REPO / "tools/mkdocs_hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def tree_paths(tree: str, name_width: int) -> set[str]:
+    """The module paths a generated tree names, read back from its indentation."""
+    found, folders = set(), []
+    for line in tree.splitlines()[2:-1]:  # inside the fence, under the package's own line
+        indent = len(line) - len(line.lstrip(" "))
+        if indent >= name_width - 2:
+            continue  # a wrapped description's next line
+        depth = indent // 2
+        name = line.split()[0]
+        folders = folders[: depth - 1]
+        if name.endswith("/"):
+            folders.append(name.rstrip("/"))
+            found.add("/".join([*folders, "__init__.py"]))
+        else:
+            found.add("/".join([*folders, name]))
+    return found
+
+
+def test_the_layout_page_names_every_module(site: Path):
+    package = REPO / "statepool_dagster"
+    modules = {p.relative_to(package).as_posix() for p in package.rglob("*.py")}
+    hooks = _hooks()
+    tree = hooks.package_layout()
+    assert tree_paths(tree, hooks.NAME_WIDTH) == modules - {"__init__.py"}
+    assert set(hooks.FOLDER_NOTES) <= {m.removesuffix("/__init__.py") for m in modules}
+    page = html.unescape((site / "reference" / "layout" / "index.html").read_text("utf-8"))
+    assert "session_sensors.py" in page and "generated: layout" not in page
+    assert hooks.docstring_line(package / "defs" / "storage.py") in page
 
 
 @pytest.fixture(scope="module")

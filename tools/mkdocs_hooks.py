@@ -5,6 +5,8 @@ Two markers, each alone on a line of a page under docs/:
 - ``<!-- generated: settings -->`` and ``<!-- generated: command-line -->``: the settings
   table, from ``core/config.Settings`` and the ``StatepoolSettings`` resource, and the
   ``statepool`` command's reference, from its own argparse parser. Nothing to keep in step.
+- ``<!-- generated: layout -->``: the package tree, each module with the first line of its
+  docstring, folders in the data's order (:data:`LAYOUT_ORDER`), read from the source files.
 - ``<!-- include: performance/reference.md -->``: that file of docs/, read afresh at every
   build, so the bench may rewrite it at any time. A missing file fails the build; a glob
   (``performance/*-baseline-*.md``) includes every match in name order, or nothing.
@@ -13,7 +15,9 @@ Two markers, each alone on a line of a page under docs/:
 from __future__ import annotations
 
 import argparse
+import ast
 import re
+import textwrap
 from pathlib import Path
 
 MARKER = re.compile(r"^<!--\s*(generated|include):\s*(\S+)\s*-->[ \t]*$", re.M)
@@ -125,4 +129,81 @@ def command_line_reference() -> str:
     return "\n".join(out).rstrip()
 
 
-GENERATORS = {"settings": settings_table, "command-line": command_line_reference}
+PACKAGE = Path(__file__).resolve().parent.parent / "statepool_dagster"
+# Folders first, in this order (the data's order in core/); any other folder after them by
+# name, then the modules by name. A folder's line is its __init__'s docstring.
+LAYOUT_ORDER = {
+    "": ["core", "defs", "cli", "live", "demo"],
+    "core": [
+        "runs",
+        "stages",
+        "states",
+        "prompts",
+        "store",
+        "segments",
+        "sessions",
+        "feedback",
+        "export",
+        "report",
+        "rewards",
+    ],
+}
+# What a folder holds, where its __init__'s docstring only gives its name.
+FOLDER_NOTES = {
+    "core/runs": "Run folders: find, fingerprint and read their files, bad ones set aside.",
+    "core/states": "Checkpoint states: the join of snapshots and episode batches, reference ops.",
+    "core/prompts": "The curator prompt: its inference-side inputs, rendered as inference does.",
+    "core/store": "The store's files: Parquet parts per run table, state files, rejects, locks.",
+    "core/export": "The trainer's exports: rows from runs and sessions, splits, verl/TRL/pool.",
+    "demo": "The sample runs and the simulated rollout of `statepool demo`.",
+}
+NAME_WIDTH = 22  # the description column of the tree
+LINE_WIDTH = 112
+
+
+def docstring_line(path: Path) -> str:
+    """The first line of a module's docstring, "…" where its first paragraph goes on."""
+    doc = (ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "").strip()
+    first, _, rest = doc.partition("\n")
+    line = first.strip().replace("``", "")
+    if path.name == "__init__.py" and line.rstrip(".") in FOLDER_NOTES:  # it only names itself
+        return FOLDER_NOTES[line.rstrip(".")]
+    return line + (" …" if rest and not rest.startswith("\n") else "")
+
+
+def _entries(folder: Path, rel: str) -> list[Path]:
+    order = LAYOUT_ORDER.get(rel, [])
+    subs = [p for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").is_file()]
+    subs.sort(key=lambda p: (order.index(p.name) if p.name in order else len(order), p.name))
+    modules = sorted(p for p in folder.glob("*.py") if p.name != "__init__.py")
+    return [*subs, *modules]
+
+
+def layout_lines(folder: Path = PACKAGE, rel: str = "", depth: int = 1) -> list[str]:
+    """The tree under ``folder``: one line per folder and module, with its docstring line."""
+    lines = []
+    for entry in _entries(folder, rel):
+        name = entry.name + ("/" if entry.is_dir() else "")
+        source = entry / "__init__.py" if entry.is_dir() else entry
+        lead = f"{'  ' * depth}{name}"
+        lead = lead.ljust(NAME_WIDTH) if len(lead) < NAME_WIDTH else lead + "  "
+        wrapped = textwrap.wrap(
+            docstring_line(source), LINE_WIDTH - len(lead), break_on_hyphens=False
+        ) or [""]
+        lines.append((lead + wrapped[0]).rstrip())
+        lines += [" " * len(lead) + more for more in wrapped[1:]]
+        if entry.is_dir():
+            lines += layout_lines(entry, f"{rel}/{entry.name}".strip("/"), depth + 1)
+    return lines
+
+
+def package_layout() -> str:
+    """The package tree as a fenced block (no language: never run)."""
+    return "\n".join(["```", f"{PACKAGE.name}/", *layout_lines(), "```"])
+
+
+GENERATORS = {
+    "settings": settings_table,
+    "command-line": command_line_reference,
+    "layout": package_layout,
+}
