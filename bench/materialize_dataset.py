@@ -2,9 +2,10 @@
 
 python bench/materialize_dataset.py   (DAGSTER_HOME and STATEPOOL_* name the instance and store)
 
-The implicit asset job run in process, as ``statepool demo`` launches it. Not
-``dagster asset materialize --select``: its selection parser needs the ANTLR runtime
-Dagster was generated with, and the trainer extra (hydra) pins an older one.
+The implicit asset job run in process, as ``statepool demo`` launches it, so the figure
+is the materialization's and not a command's start-up. ``dg launch --assets
+training_dataset`` does the same from the shell (in ``.venv``; not in a venv with the
+trainer extra, whose Hydra pins an older ANTLR runtime than Dagster's selection parser needs).
 """
 
 from __future__ import annotations
