@@ -68,7 +68,7 @@ dev: install  ## the Dagster UI and daemon on http://127.0.0.1:3000, sensor live
 	$(BIN)/dg dev --host 127.0.0.1 --port 3000
 
 # The documentation site: docs/ and mkdocs.yml, built into ./site (the reference pages are
-# generated from the code at build time by docs/hooks.py). --strict: a broken link fails.
+# generated from the code at build time by tools/mkdocs_hooks.py). --strict: a broken link fails.
 docs: install  ## build the documentation site into ./site
 	$(BIN)/mkdocs build --strict
 
