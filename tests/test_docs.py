@@ -114,8 +114,18 @@ def test_the_not_run_convention_holds(path: Path):
 
 
 def test_enough_blocks_run():
-    # the quick start's, the readers, the trainer's, export, score, compute_score
-    assert len(RUNNABLE) >= 6
+    # the quick start's, the readers, the trainer's, export, score, compute_score, and the
+    # sessions' and feedback's examples on the demo's store
+    assert len(RUNNABLE) >= 18
+
+
+def test_the_readme_is_a_landing_page_with_a_two_command_quick_start():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 200
+    quick_start = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    [first, *_] = [b for b in page_blocks(REPO / "README.md") if b.code in quick_start]
+    commands = [line for line in first.code.splitlines() if line.strip()]
+    assert [c.split("#")[0].strip() for c in commands] == ["make demo", "make test"]
 
 
 def test_the_readme_links_to_files_that_exist():
