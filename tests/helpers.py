@@ -215,3 +215,17 @@ def assert_files_only(argv: list[str]) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def generated_state(k: int) -> dict:
+    """A small state as the original's ``to_json`` writes it, not from any run: ``gen-<k>``."""
+    return {
+        "state_id": f"gen-{k}",
+        "dataset": "ovo",
+        "lib_snapshot": {"version": k, "cards": []},
+        "episodes": [{"skill_lib_version": k, "question": f"q{k}"}],
+        "analysis": None,
+        "last_receipt": "r",
+        "followup_qids": [],
+        "gt_map": {},
+    }

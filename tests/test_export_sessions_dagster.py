@@ -17,23 +17,10 @@ from statepool_dagster.definitions import defs
 from statepool_dagster.defs.sessions import SESSIONS_JOB
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import cli_env, daemon, latest_metadata, wait_until
+from helpers import cli_env, daemon, generated_state, latest_metadata, wait_until
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=2, n_cards=4, emb_dim=4)
 DATASET = AssetKey("training_dataset")
-
-
-def _state(k: int) -> dict:
-    return {
-        "state_id": f"gen-{k}",
-        "dataset": "ovo",
-        "lib_snapshot": {"version": k, "cards": []},
-        "episodes": [{"skill_lib_version": k, "question": f"q{k}"}],
-        "analysis": None,
-        "last_receipt": "r",
-        "followup_qids": [],
-        "gt_map": {},
-    }
 
 
 def _in_train(prefix: str) -> str:
@@ -52,7 +39,7 @@ def sessions(workspace, monkeypatch) -> Path:
 def _write(root: Path, session: str, ks: range) -> None:
     with StateWriter(root, session, writer="w") as writer:
         for k in ks:
-            writer.append(_state(k), policy_step=k)
+            writer.append(generated_state(k), policy_step=k)
 
 
 def _materialize_session(instance, session: str) -> None:

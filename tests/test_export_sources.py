@@ -24,24 +24,11 @@ from statepool_dagster.core.sessions.build import build_session
 from statepool_dagster.core.stages import build_run
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import STATEPOOL, cli_env
+from helpers import STATEPOOL, cli_env, generated_state
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=2)
 RUN_STATES = {f"run{r:03d}_ckpt{k}" for r in range(2) for k in range(3)}
 OPTIONS = ExportOptions(val_fraction=0.0)
-
-
-def _state(k: int) -> dict:
-    return {
-        "state_id": f"gen-{k}",
-        "dataset": "ovo",
-        "lib_snapshot": {"version": k, "cards": []},
-        "episodes": [{"skill_lib_version": k, "question": f"q{k}"}],
-        "analysis": None,
-        "last_receipt": "r",
-        "followup_qids": [],
-        "gt_map": {},
-    }
 
 
 def _build(root: Path) -> SimpleNamespace:
@@ -60,12 +47,14 @@ def _build(root: Path) -> SimpleNamespace:
         writer.append(same_id, policy_step=1)
         writer.append(same_content, policy_step=1)
         for k in range(1, 5):
-            writer.append(_state(k), policy_step=k)
+            writer.append(generated_state(k), policy_step=k)
     # As `statepool ingest` without --policy-step seals it: a line without a step.
-    (sessions / "alpha" / "segments" / "x-000000.jsonl").write_text(json.dumps(_state(9)) + "\n")
+    (sessions / "alpha" / "segments" / "x-000000.jsonl").write_text(
+        json.dumps(generated_state(9)) + "\n"
+    )
     with StateWriter(sessions, "beta", writer="w") as writer:
-        writer.append(_state(4), policy_step=7)
-        writer.append(_state(20), policy_step=7)
+        writer.append(generated_state(4), policy_step=7)
+        writer.append(generated_state(20), policy_step=7)
     spec = settings.prompt_spec()
     for session in ("alpha", "beta"):
         build_session(sessions, store, session, spec)
@@ -234,7 +223,7 @@ def test_live_pool_serves_session_states_and_sees_a_new_segment(pool, tmp_path):
     live.refresh(force=True)
     assert sum(r.source == "sessions" for r in live.rows) == 6
     with StateWriter(sessions, "beta", writer="w") as writer:
-        writer.append(_state(30), policy_step=8)
+        writer.append(generated_state(30), policy_step=8)
     build_session(sessions, store, "beta", pool.settings.prompt_spec())
     assert live.refresh()  # the session's index changed
     assert sum(r.source == "sessions" for r in live.rows) == 7
