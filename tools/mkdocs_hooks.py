@@ -149,14 +149,6 @@ LAYOUT_ORDER = {
     ],
 }
 # What a folder holds, where its __init__'s docstring only gives its name.
-FOLDER_NOTES = {
-    "core/runs": "Run folders: find, fingerprint and read their files, bad ones set aside.",
-    "core/states": "Checkpoint states: the join of snapshots and episode batches, reference ops.",
-    "core/prompts": "The curator prompt: its inference-side inputs, rendered as inference does.",
-    "core/store": "The store's files: Parquet parts per run table, state files, rejects, locks.",
-    "core/export": "The trainer's exports: rows from runs and sessions, splits, verl/TRL/pool.",
-    "demo": "The sample runs and the simulated rollout of `statepool demo`.",
-}
 NAME_WIDTH = 22  # the description column of the tree
 LINE_WIDTH = 112
 
@@ -166,8 +158,6 @@ def docstring_line(path: Path) -> str:
     doc = (ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "").strip()
     first, _, rest = doc.partition("\n")
     line = first.strip().replace("``", "")
-    if path.name == "__init__.py" and line.rstrip(".") in FOLDER_NOTES:  # it only names itself
-        return FOLDER_NOTES[line.rstrip(".")]
     return line + (" …" if rest and not rest.startswith("\n") else "")
 
 

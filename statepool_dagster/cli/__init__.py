@@ -1,4 +1,4 @@
-"""The command line face: ``statepool sync|demo|status|export|report|score``."""
+"""The command line face: ``statepool sync|demo|status|export|report|score|ingest|feedback``."""
 
 from .main import main
 

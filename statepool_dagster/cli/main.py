@@ -1,4 +1,4 @@
-"""The ``statepool`` command: sync, demo, status, export, report, score, ingest."""
+"""The ``statepool`` command: sync, demo, status, export, report, score, ingest, feedback."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""demo."""
+"""The sample runs and the simulated rollout of `statepool demo`."""

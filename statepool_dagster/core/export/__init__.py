@@ -1,1 +1,1 @@
-"""core/export."""
+"""The trainer's exports: rows from runs and sessions, splits, verl/TRL/pool."""

@@ -1,1 +1,1 @@
-"""core/prompts."""
+"""The curator prompt: its inference-side inputs, rendered as inference does."""

@@ -1,1 +1,1 @@
-"""core/runs."""
+"""Run folders: find, fingerprint and read their files, bad ones set aside."""

@@ -1,1 +1,1 @@
-"""core/states."""
+"""Checkpoint states: the join of snapshots and episode batches, reference ops."""
