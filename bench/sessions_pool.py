@@ -2,7 +2,7 @@
 
 python bench/sessions_pool.py [--states 100000] [--writers 8] [--checkpoints 50]
                               [--out DIR] [--doc docs/performance/sessions.md] [--no-runs]
-                              [--append-kb 100] [--grow-states 200]
+                              [--append-kb 100] [--append-rate 0] [--grow-states 200]
 
 Every figure is a child process timed from outside (``measure.Bench.run``: wall time,
 ``ru_maxrss`` with its children):
@@ -157,7 +157,9 @@ def runs_path(bench: Bench, out: Path, args: argparse.Namespace) -> list[dict]:
 
 def side_benches(bench: Bench, args: argparse.Namespace) -> dict:
     append = bench.program(
-        "append", "sessions_append", "--processes", args.writers, "--state-kb", args.append_kb
+        "append",
+        "sessions_append",
+        *("--processes", args.writers, "--state-kb", args.append_kb, "--rate", args.append_rate),
     )
     grow = bench.program("grow", "sessions_grow", "--states-per-segment", args.grow_states)
     return {"append": last_json(append.stdout), "grow": last_json(grow.stdout)}
@@ -189,7 +191,8 @@ def markdown(result: dict, command: str) -> str:
         lines += [
             "",
             f"Append of a {append['state_bytes'] / 1000:.0f} KB state, {append['processes']} "
-            f"writer processes at once ({append['appends']} appends; target p99 ≤ 5 ms): "
+            f"writer processes at once ({append['appends']} appends, "
+            f"{append['rate_per_writer'] or 'flat out'} per writer and second; target p99 ≤ 5 ms): "
             f"p50 {append['p50_ms']} ms, **p99 {append['p99_ms']} ms**, max {append['max_ms']} "
             f"ms; CPU p99 {append['cpu_p99_ms']} ms (load average {append['load_average']} "
             f"on {append['cores']} cores).",
@@ -216,6 +219,9 @@ def main() -> int:
     parser.add_argument("--no-runs", action="store_true", help="skip the run path")
     parser.add_argument("--no-side", action="store_true", help="skip the append and grow benches")
     parser.add_argument("--append-kb", type=int, default=100)
+    parser.add_argument(
+        "--append-rate", type=float, default=0.0, help="appends/s per writer (0: flat out)"
+    )
     parser.add_argument("--grow-states", type=int, default=200)
     args = parser.parse_args()
     if args.write_only:
