@@ -119,8 +119,13 @@ def sessions_path(bench: Bench, out: Path, args: argparse.Namespace) -> list[dic
     except SystemExit as refused:  # a tree whose export does not read sessions yet
         print(str(refused)[-300:], file=sys.stderr)
         rows.append({"step": "session: `statepool export --format verl`", "states": n,
-                     "refused": str(refused).strip().splitlines()[-1][-160:]})  # fmt: skip
+                     "refused": _why(refused)})  # fmt: skip
     return rows
+
+
+def _why(refused: SystemExit) -> str:
+    """The command's own message, without the bench's prefix."""
+    return str(refused).strip().splitlines()[0].split(" failed: ", 1)[-1][:200]
 
 
 def read_session(store: str) -> int:
