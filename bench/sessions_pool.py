@@ -11,7 +11,7 @@ Every figure is a child process timed from outside (``measure.Bench.run``: wall 
   session with ``StateWriter`` (segments sealed on size and on ``close``);
 - ``statepool sync`` from a fresh instance and store (empty runs folder): the sealed
   segments into ``session_states`` / ``session_prompts``;
-- ``statepool export --format verl``;
+- ``statepool report`` (its sessions section) and ``statepool export --format verl``;
 - the run path on the same number of states: the huge corpus's shape (10 cards × 16-d,
   batches of 8) as ``--states / --checkpoints`` runs of ``--checkpoints`` checkpoints,
   ``statepool sync`` and ``statepool export --format verl``;
@@ -111,6 +111,8 @@ def sessions_path(bench: Bench, out: Path, args: argparse.Namespace) -> list[dic
     if int(measure.stdout.split()[-1]) != n:
         raise SystemExit(f"the session holds {measure.stdout.split()[-1]} states, not {n}")
     rows.append(_row("session: states and prompts read in batches", measure, n))
+    report = bench.run("report", statepool("report"), env)
+    rows.append(_row("session: `statepool report`", report, n))
     export = statepool("export", "--format", "verl", "--out", str(out / "session_export"))
     try:
         rows.append(
