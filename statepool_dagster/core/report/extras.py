@@ -1,7 +1,7 @@
 """The report's sessions and feedback sections, read a batch at a time.
 
 A session's line holds its counts from the session's index and its states per policy
-step, summed into at most ``STEP_BINS`` bins; the feedback plots bin the per-state
+step, summed into at most ``STEP_BINS`` bins of whole steps; the feedback plots bin the per-state
 ``state_stats`` table as it is read, so neither grows with the number of states.
 """
 
@@ -44,11 +44,11 @@ def _binned(counts: Counter[int]) -> list[tuple[int, float]]:
     if len(items) <= STEP_BINS:
         return [(k, float(v)) for k, v in items]
     low, high = items[0][0], items[-1][0]
-    width = (high - low + 1) / STEP_BINS
-    bins = [0] * STEP_BINS
+    width = -(-(high - low + 1) // STEP_BINS)  # whole steps per bin, so bins compare
+    bins = [0] * (-(-(high - low + 1) // width))
     for step, count in items:
-        bins[min(STEP_BINS - 1, int((step - low) / width))] += count
-    return [(low + round(i * width), float(n)) for i, n in enumerate(bins)]
+        bins[(step - low) // width] += count
+    return [(low + i * width, float(n)) for i, n in enumerate(bins)]
 
 
 def session_rows(store: str | os.PathLike[str] | AnyPath) -> list[SessionRow]:
@@ -196,11 +196,11 @@ def zero_share_points(numbers: FeedbackNumbers) -> list[tuple[int, float]]:
     """Share of zero-variance groups per policy step a state was last seen, binned."""
     steps = sorted(numbers.groups)
     if len(steps) > STEP_BINS:
-        low, width = steps[0], (steps[-1] - steps[0] + 1) / STEP_BINS
+        low, width = steps[0], -(-(steps[-1] - steps[0] + 1) // STEP_BINS)
         zero: Counter[int] = Counter()
         groups: Counter[int] = Counter()
         for s in steps:
-            key = low + round(int((s - low) / width) * width)
+            key = low + (s - low) // width * width
             zero[key] += numbers.zero[s]
             groups[key] += numbers.groups[s]
     else:
