@@ -91,6 +91,10 @@ def test_the_sensor_sees_only_new_segments(sessions, instance) -> None:
     assert _materialize(instance, "s1").success
     meta = latest_metadata(instance, SESSION_STATES, "s1")
     assert (meta["segments"], meta["segments_built_now"], meta["dagster/row_count"]) == (3, 1, 7)
+    # what the UI shows per session: states, writers, policy steps, rejects and a preview
+    assert meta["writers"] == ["a", "b"] and meta["rejects"] == 0
+    assert (meta["policy_step_min"], meta["policy_step_max"]) == (0, 11)
+    assert "| a | a-000001.jsonl | 1 | 10 | True |" in meta["preview"]
 
 
 def test_a_late_segment_below_the_cursor_is_requested(sessions, instance) -> None:

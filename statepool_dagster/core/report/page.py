@@ -146,8 +146,13 @@ def _problems(numbers: PoolNumbers) -> str:
     )
 
 
-def render_page(numbers: PoolNumbers, store: str, now: dt.datetime | None = None) -> str:
-    """The overview as one HTML document (inline style and script, no external resource)."""
+def render_page(
+    numbers: PoolNumbers, store: str, now: dt.datetime | None = None, sections: tuple[str, ...] = ()
+) -> str:
+    """The overview as one HTML document (inline style and script, no external resource).
+
+    ``sections`` (sessions, feedback) go after the runs table.
+    """
     now = now or dt.datetime.now(dt.timezone.utc)
     limit = numbers.length_limit
     lengths = svg.histogram(
@@ -186,6 +191,7 @@ def render_page(numbers: PoolNumbers, store: str, now: dt.datetime | None = None
         "<p>Runs with rejected lines, ignored files or export problems first; click a "
         "column to sort, a run for its charts.</p>",
         runs_table(numbers.runs),
+        *sections,
         f"<script>{SCRIPT}</script>",
         "</body></html>",
     ]

@@ -18,6 +18,7 @@ from ..locations import AnyPath
 from ..names import REPORT
 from ..store.atomic import write_bytes_atomic
 from ..store.layout import StoreLayout
+from .extras import feedback_numbers, feedback_section, session_rows, sessions_section
 from .numbers import (
     PoolNumbers,
     RunRow,
@@ -86,6 +87,10 @@ def write_report(
         pages.commit()
     finally:
         pages.discard()
+    sections = (
+        sessions_section(session_rows(layout.root)),
+        feedback_section(feedback_numbers(layout.root)),
+    )
     path = report_path(layout)
-    write_bytes_atomic(path, _encode(render_page(numbers, str(layout.root))))
+    write_bytes_atomic(path, _encode(render_page(numbers, str(layout.root), sections=sections)))
     return path
