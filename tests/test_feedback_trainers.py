@@ -186,3 +186,95 @@ def test_grpo_on_the_live_pool_serves_new_states_and_stops_serving_flat_ones(
     stats = read_stats(copy.store)
     decision = Selection.from_table(SelectionOptions(drop_zero_variance=k), stats).decide(flat)
     assert not decision.keep and "zero reward std" in decision.reason
+
+
+@pytest.mark.slow  # starts a local Ray cluster: TransferQueue's controller and storage are actors
+# verl's own loader for custom samplers warns that it is deprecated (verl's call, not ours).
+@pytest.mark.filterwarnings("ignore:.*load_extern_type' is deprecated:FutureWarning")
+def test_verl_v1_builds_the_live_replay_buffer_and_its_sample_reloads_the_pool(pool, tmp_path):
+    _need("verl", "torch", "transfer_queue", "ray")
+    import ray
+    import torch
+    import transfer_queue as tq
+    from omegaconf import OmegaConf, open_dict
+    from transformers import AutoTokenizer
+    from verl.trainer.ppo.utils import create_rl_dataset
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    from statepool_dagster.live.verl import LiveRLDataset
+    from statepool_dagster.live.verl_v1 import LiveReplayBuffer, LiveReplayBufferAsync
+
+    copy = _copy(pool, tmp_path)
+    feedback = tmp_path / "feedback"
+    k = 2
+    flat = next(iter(load_prompts(copy.store)["state_id"]))
+
+    def flat_group(name: str, step: int) -> None:
+        with SegmentWriter(feedback, name) as writer:  # closed: sealed, the next fold sees it
+            for _ in range(2):
+                writer.append({"state_id": flat, "score": -1.0, "group": name,
+                               "time": 1.0 + step, "source": "verl", "step": step})  # fmt: skip
+
+    flat_group("earlier-run", 0)  # k - 1 flat groups: still served
+    tokenizer = AutoTokenizer.from_pretrained(str(pool.tokenizer), local_files_only=True)
+    placeholder = copy.store / "exports"
+    placeholder.mkdir(exist_ok=True)
+    (placeholder / "unused.parquet").write_bytes(b"")
+    config = _verl_config(placeholder / "unused.parquet", 10**6, tmp_path / "cache")
+    config.data.custom_cls.path = "pkg://statepool_dagster.live.verl"
+    config.data.custom_cls.name = "LiveRLDataset"
+    with open_dict(config.data):
+        config.data.statepool = {
+            "store": str(copy.store), "feedback": str(feedback),
+            "select": {"drop_zero_variance": k},
+        }  # fmt: skip
+    sampler = config.trainer.v1.sampler
+    sampler.custom_sampler.path = "pkg://statepool_dagster.live.verl_v1"
+    dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, None)
+    assert isinstance(dataset, LiveRLDataset)
+    before = set(dataset.state_ids)
+    assert flat in before and len(before) == 6
+
+    # verl's own loader (load_extern_type) and constructor arguments for a custom sampler,
+    # as PPOTrainer.__init__ calls them; refill_fn would draw prompts from the dataloader.
+    def build(name: str, mode: str):
+        sampler.custom_sampler.name = name
+        trainer = SimpleNamespace(config=config, trainer_mode=mode,
+                                  _add_prompts_to_generate=lambda n: None)  # fmt: skip
+        return PPOTrainer._build_replay_buffer(trainer)
+
+    buffers = [build("LiveReplayBuffer", "sync"), build("LiveReplayBufferAsync", "separate_async")]
+    assert [type(b) for b in buffers] == [LiveReplayBuffer, LiveReplayBufferAsync]
+
+    # One step later: its group of the flat state scored the same again, and a run was synced.
+    flat_group("this-run", 1)
+    writer = _add_run_and_sync(copy)
+    assert writer.wait(timeout=300) == 0, writer.stderr.read()
+    assert set(dataset.state_ids) == before  # nothing reloads until the trainer samples
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # controller + 1 unit
+    try:
+        tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
+        served = []
+        for step, buffer in enumerate(buffers, start=1):
+            # a finished GRPO group as verl's agent loop leaves it: prompt uid, trajectory uid_0_0
+            uid = f"u{step}"
+            prompt_tag = {"is_prompt": True, "status": "finished", "global_steps": step}
+            tq.kv_put(key=uid, partition_id="train", tag=prompt_tag)
+            tq.kv_put(
+                key=f"{uid}_0_0", partition_id="train",
+                fields={"rm_scores": torch.tensor([0.5])}, tag={"status": "finished"},
+            )  # fmt: skip
+            batch, metrics = buffer.sample(global_steps=step, partition_id="train", batch_size=1)
+            assert (batch.keys, batch.partition_id, metrics) == ([f"{uid}_0_0"], "train", {})
+            served.append(set(dataset.state_ids))
+    finally:
+        tq.close()
+        ray.shutdown()
+
+    after = served[0]
+    new = {s for s in after if s.startswith(NEW_RUN)}
+    assert new and after == (before - {flat}) | new  # new states in, the flat one out
+    # the prompts verl draws next (the dataloader indexes the dataset) are the new states
+    assert {dataset[i]["extra_info"]["state_id"] for i in range(len(new))} == new
+    assert served[1] == after  # the async buffer reloads too (nothing changed since)

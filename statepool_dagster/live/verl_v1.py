@@ -9,7 +9,7 @@ once per step in the trainer's process: these subclasses of verl's buffers reloa
 - ``name=LiveReplayBuffer`` (``trainer.v1.trainer_mode=sync``) or ``LiveReplayBufferAsync``.
 
 verl passes a custom sampler no DAPO ``filter_groups`` settings: the pool's own
-``drop_zero_variance`` stands in for it. Needs verl's ``transfer_queue`` dependency.
+``drop_zero_variance`` stands in for it. Needs TransferQueue (in the ``trainer`` extra).
 """
 
 from __future__ import annotations
