@@ -1,4 +1,4 @@
-"""The live datasets inside real trainers: verl's dataset factory and TRL's GRPOTrainer.
+"""The live datasets inside real trainers: verl's dataset factory and v1 replay buffer, TRL's GRPO.
 
 The pool grows while they run: a second process adds a run folder and syncs it.
 Needs the ``trainer`` extra (under ``CI=true`` its absence fails the tests).
