@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 from statepool_dagster.core.sessions import StateWriter
 
 SESSION = "bench"
+ALL_TRAIN = ("--val-fraction", "0", "--test-fraction", "0")
 TARGET_MB = 500
 
 
@@ -113,21 +114,12 @@ def sessions_path(bench: Bench, out: Path, args: argparse.Namespace) -> list[dic
     rows.append(_row("session: states and prompts read in batches", measure, n))
     report = bench.run("report", statepool("report"), env)
     rows.append(_row("session: `statepool report`", report, n))
-    export = statepool("export", "--format", "verl", "--out", str(out / "session_export"))
-    try:
-        rows.append(
-            _row("session: `statepool export --format verl`", bench.run("x", export, env), n)
-        )
-    except SystemExit as refused:  # a tree whose export does not read sessions yet
-        print(str(refused)[-300:], file=sys.stderr)
-        rows.append({"step": "session: `statepool export --format verl`", "states": n,
-                     "refused": _why(refused)})  # fmt: skip
+    # One session is one split unit: every state in train (the run path is exported alike).
+    export = statepool(
+        "export", "--format", "verl", "--out", str(out / "session_export"), *ALL_TRAIN
+    )
+    rows.append(_row("session: `statepool export --format verl`", bench.run("x", export, env), n))
     return rows
-
-
-def _why(refused: SystemExit) -> str:
-    """The command's own message, without the bench's prefix."""
-    return str(refused).strip().splitlines()[0].split(" failed: ", 1)[-1][:200]
 
 
 def read_session(store: str) -> int:
@@ -157,7 +149,7 @@ def runs_path(bench: Bench, out: Path, args: argparse.Namespace) -> list[dict]:
     env = _fresh(bench, "runs", runs, sessions)
     label = f"runs ({n_runs} × {args.checkpoints} checkpoints)"
     rows = [_row(f"{label}: `statepool sync`", bench.run("sync", statepool("sync"), env), n)]
-    export = statepool("export", "--format", "verl", "--out", str(out / "runs_export"))
+    export = statepool("export", "--format", "verl", "--out", str(out / "runs_export"), *ALL_TRAIN)
     rows.append(_row(f"{label}: `statepool export --format verl`", bench.run("x", export, env), n))
     return rows
 
@@ -186,9 +178,6 @@ def markdown(result: dict, command: str) -> str:
         "|---|---:|---:|---:|---:|",
     ]
     for row in result["rows"]:
-        if "refused" in row:
-            lines.append(f"| {row['step']} | {row['states']:,} | refused: {row['refused']} | | |")
-            continue
         lines.append(
             f"| {row['step']} | {row['states']:,} | {row['seconds']:.2f} | "
             f"{row['states_per_s']:,.0f} | {row['peak_rss_mb']} |"
