@@ -48,8 +48,8 @@ test: install $(TBIN)/.installed  ## lint, then the whole test suite (the traine
 
 # The inner loop: every test but those marked `slow` (servers, daemons, browsers, trainers,
 # many processes; see [tool.pytest.ini_options] markers). `make test` still runs them all.
-test-fast: install  ## the tests not marked slow, no lint
-	$(BIN)/python -m pytest -m "not slow" -q
+test-fast: install  ## the tests not marked slow (or trainer), on both cores, no lint
+	$(BIN)/python -m pytest -m "not slow and not trainer" -q -n 2
 
 lint: install
 	$(BIN)/ruff check .

@@ -80,6 +80,7 @@ def test_batch_sync_records_every_partition(workspace, tmp_path, backend):
         assert_partition_records(instance, run)
 
 
+@pytest.mark.slow  # the real daemon
 def test_sensor_launched_runs_record_every_partition(workspace, tmp_path, backend):
     env, instance = backend
     env = {**env, "STATEPOOL_SENSOR_INTERVAL": "2", "STATEPOOL_SETTLE_SECONDS": "1"}

@@ -17,6 +17,8 @@ from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 
 from helpers import cli_env, statepool
 
+pytestmark = pytest.mark.slow  # memory measured in subprocesses at several pool sizes
+
 # States of about 24 KB (state and prompt), as in the bench's wide shape.
 SHAPE = dict(n_checkpoints=20, n_cards=30, emb_dim=64, episodes_per_batch=8)
 STATEPOOL = Path(sys.executable).with_name("statepool")

@@ -19,6 +19,8 @@ from statepool_dagster.core.store.arrow_memory import load_arrow
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 
+pytestmark = pytest.mark.slow  # memory measured in subprocesses and at several sizes
+
 
 def _input_bytes(run: Path) -> int:
     return sum(p.stat().st_size for p in run.rglob("*") if p.is_file())
