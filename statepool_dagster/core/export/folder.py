@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from ..locations import AnyPath, is_local
-from ..names import DIR_MANIFEST
-from ..store.atomic import libc_function, temp_sibling
+from ..store.atomic import libc_function, publish_manifest, temp_sibling
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -85,20 +83,4 @@ class StagedFolder:
                     digest.update(chunk)
                     target.write(chunk)
             written[file.name] = digest.hexdigest()
-        manifest = json.dumps({"files": written}, ensure_ascii=False, indent=1, sort_keys=True)
-        with (final / DIR_MANIFEST).open("wb") as f:
-            f.write(manifest.encode("utf-8"))
-        for entry in _entries(final):
-            if entry.name in written or entry.name == DIR_MANIFEST:
-                continue
-            if entry.is_dir():
-                entry.fs.rm(entry.path, recursive=True)
-            else:
-                entry.unlink(missing_ok=True)
-
-
-def _entries(folder: AnyPath) -> list[AnyPath]:
-    try:
-        return list(folder.iterdir())
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+        publish_manifest(final, written)

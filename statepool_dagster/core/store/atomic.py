@@ -173,6 +173,13 @@ def _replace_dir_by_manifest(final: AnyPath, files: Iterable[tuple[str, bytes]])
     for name, data in files:
         _put(final / name, data)
         written[name] = _digest(data)
+    publish_manifest(final, written)
+    return len(written)
+
+
+def publish_manifest(final: AnyPath, written: dict[str, str]) -> None:
+    """Write ``final``'s manifest of ``written`` (name: digest), then remove what it does not
+    name: readers trust the manifest, so it goes in before anything old goes out."""
     manifest = json.dumps({"files": written}, ensure_ascii=False, indent=1, sort_keys=True)
     _put(final / DIR_MANIFEST, manifest.encode("utf-8"))
     for entry in _entries(final):
@@ -182,7 +189,6 @@ def _replace_dir_by_manifest(final: AnyPath, files: Iterable[tuple[str, bytes]])
             entry.fs.rm(entry.path, recursive=True)
         else:
             entry.unlink(missing_ok=True)
-    return len(written)
 
 
 # How long a reader waits for a writer to finish a folder it is rewriting (seconds).
