@@ -20,7 +20,7 @@ from .resources import statepool_settings
 from .tags import SOURCE_FINGERPRINT
 
 
-def _interval() -> int:
+def sensor_interval() -> int:
     """The tick interval: part of the definition, so read when the code location loads.
 
     A bad value in any setting must not stop the code location from loading: the
@@ -34,7 +34,7 @@ def _interval() -> int:
 
 @sensor(
     job=statepool_job,
-    minimum_interval_seconds=_interval(),
+    minimum_interval_seconds=sensor_interval(),
     default_status=DefaultSensorStatus.RUNNING,
     description=(
         "Watches STATEPOOL_RUNS_DIR. A new run folder becomes a `runs` partition; a run whose "

@@ -18,21 +18,12 @@ from dagster import (
     sensor,
 )
 
-from ..core.config import Settings
 from ..core.names import SESSIONS_PARTITIONS
 from ..core.segments.reader import Segment, list_segments
 from ..core.sessions.layout import discover_sessions, segments_dir
 from .resources import statepool_settings
+from .sensors import sensor_interval
 from .sessions import sessions_job, sessions_partitions
-
-
-def _interval() -> int:
-    """The tick interval, read when the code location loads (a bad setting: the default)."""
-    try:
-        return statepool_settings.settings().sensor_interval
-    except ValueError:
-        return Settings.model_fields["sensor_interval"].default
-
 
 SessionCursor = dict[str, dict[str, list[int]]]  # session -> writer -> [highest seq, count]
 
@@ -67,7 +58,7 @@ def new_segments(segments: list[Segment], seen: dict[str, list[int]]) -> tuple[l
     job=sessions_job,
     # At most 15 s, whatever the runs sensor's interval: a tick only lists segment folders,
     # and a sealed segment should reach training_dataset within 90 s.
-    minimum_interval_seconds=min(_interval(), 15),
+    minimum_interval_seconds=min(sensor_interval(), 15),
     default_status=DefaultSensorStatus.RUNNING,
     description=(
         "Watches STATEPOOL_SESSIONS_DIR. A new session folder becomes a `sessions` partition; "
