@@ -10,6 +10,8 @@ TARGETS = {
     "huge": {},
 }
 MEMORY_TARGET_MB = 400
+# Huge: each whole-pool command's time per state, against its time per state on wide.
+PER_STATE_TARGET_X = 1.5
 SENSOR_TARGET_S = 2.0
 
 
@@ -170,3 +172,22 @@ def render_header(results: dict) -> str:
             "```",
         ]
     )
+
+
+def render_per_state(results: dict, wide: dict, source: str) -> str:
+    """Each whole-pool command's time per state here against wide's (the target: ≤ 1.5×)."""
+    here, there = by_name(results), by_name(wide)
+    lines = [
+        f"Time per state against wide (`{source}`, measured {wide['run']['when']}):",
+        "",
+        f"| command | µs per state here | on wide | ratio | ≤ {PER_STATE_TARGET_X}× |",
+        "|---|---:|---:|---:|:---:|",
+    ]
+    for name in WHOLE_POOL:
+        if name not in here or name not in there:
+            continue
+        a = here[name]["seconds"] / results["states"] * 1e6
+        b = there[name]["seconds"] / wide["states"] * 1e6
+        ok = "yes" if a <= PER_STATE_TARGET_X * b else "no"
+        lines.append(f"| {label(name)} | {a:,.0f} | {b:,.0f} | {a / b:.2f}× | {ok} |")
+    return "\n".join(lines)

@@ -7,8 +7,11 @@
     python bench/run_bench.py --size long      # one 480- and one 60-checkpoint run
     python bench/run_bench.py --size wide --code ../other-checkout --postgres postgresql://...
 
-Writes the table as Markdown to docs/performance/<size>.md (the docs include it) and every
-figure to bench/out/<size>/results.json.
+Writes the table as Markdown to docs/performance/<size>.md (the docs include it), every
+figure beside it (docs/performance/<size>.json) and to bench/out/<size>/results.json.
+The huge page compares each whole-pool command's time per state with wide.json's.
+
+    python bench/run_bench.py --render docs/performance/huge.json   # the page again, no measuring
 """
 
 from __future__ import annotations
@@ -79,17 +82,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Markdown table to write (default docs/performance/<size>.md)",
     )
     parser.add_argument(
+        "--render",
+        type=Path,
+        metavar="RESULTS_JSON",
+        default=None,
+        help="write the page again from a results file, measuring nothing",
+    )
+    parser.add_argument(
         "--only-generate", action="store_true", help="generate the corpus, measure nothing"
     )
     return parser.parse_args(argv)
 
 
-def measure_corpus(bench: Bench, args: argparse.Namespace, results: dict) -> list[str] | None:
-    """Generate the corpus, run the measures its size calls for; the Markdown parts."""
+def measure_corpus(bench: Bench, args: argparse.Namespace, results: dict) -> bool:
+    """Generate the corpus and run the measures its size calls for; False if only generated."""
     from detail_suite import run_detail_suite
     from pool_suite import ORIGINAL, run_pool_suite
-    from render import render_pool, render_targets
-    from render_detail import floors, render_detail, render_floors, render_long
+    from render_detail import floors
 
     spec = spec_of(args.size)
     shutil.rmtree(bench.out, ignore_errors=True)
@@ -98,22 +107,51 @@ def measure_corpus(bench: Bench, args: argparse.Namespace, results: dict) -> lis
     mb = generate_corpus(runs, spec)
     results.update(spec=asdict(spec), input_mb=mb, expected_states=expected_states(spec))
     if args.only_generate:
-        return None
+        return False
     pool, env = run_pool_suite(bench, args.size, spec, runs, args.repeat)
     results.update(pool)
-    parts = [render_pool(results), render_targets(results)]
     if args.size in DETAILED:
         results.update(run_detail_suite(bench, args.size, spec, env, args.repeat))
-        parts += [render_detail(results), render_long(results["long_short"])]
         if any(m["name"] == ORIGINAL for m in results["measures"]):
             results["floors"] = floors(results)
-            parts.append(render_floors(results))
-    return parts
+    return True
+
+
+def render_page(results: dict, doc: Path) -> str:
+    """The docs page of one results file; huge's compares with the wide.json beside ``doc``."""
+    from render import render_header, render_per_state, render_pool, render_targets
+    from render_detail import render_detail, render_floors, render_long
+
+    if results["size"] in LONG_ONLY:
+        parts = [render_long(results["long_short"])]
+    else:
+        parts = [render_pool(results), render_targets(results)]
+        if results["size"] == "huge":
+            wide = doc.parent / "wide.json"
+            if wide.is_file():
+                parts.append(render_per_state(results, json.loads(wide.read_text()), wide.name))
+        if "incremental" in results:
+            parts += [render_detail(results), render_long(results["long_short"])]
+            if "floors" in results:
+                parts.append(render_floors(results))
+    return "\n\n".join([render_header(results), *(p for p in parts if p)]) + "\n"
+
+
+def write_page(results: dict, doc: Path) -> None:
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    page = render_page(results, doc)
+    doc.write_text(page)
+    doc.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
+    print(page, end="")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    if args.render is not None:
+        results = json.loads(args.render.read_text())
+        write_page(results, args.doc_file or args.render.with_suffix(".md"))
+        return 0
     bench = Bench(
         out=(args.out / args.size).resolve(), code=args.code.resolve(), postgres=args.postgres
     )
@@ -121,26 +159,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.size in LONG_ONLY:
             from long_runs import long_and_short
-            from render_detail import render_long
 
             bench.out.mkdir(parents=True, exist_ok=True)
             results["long_short"] = long_and_short(bench, args.size, args.repeat)
-            parts: list[str] | None = [render_long(results["long_short"])]
+            measured = True
         else:
-            parts = measure_corpus(bench, args, results)
+            measured = measure_corpus(bench, args, results)
     finally:
         bench.drop_databases()
     (bench.out / "results.json").write_text(json.dumps(results, indent=1))
-    if parts is None:
+    if not measured:
         print(json.dumps({k: results[k] for k in ("spec", "input_mb", "expected_states")}))
         return 0
-    from render import render_header
-
-    page = "\n\n".join([render_header(results), *(p for p in parts if p)]) + "\n"
-    doc = args.doc_file or REPO / "docs" / "performance" / f"{args.size}.md"
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(page)
-    print(page, end="")
+    write_page(results, args.doc_file or REPO / "docs" / "performance" / f"{args.size}.md")
     return 0
 
 
