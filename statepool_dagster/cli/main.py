@@ -11,26 +11,23 @@ from pathlib import Path
 from ..core.config import Settings
 from ..core.names import EXPORT_FORMATS, TRAINING_DATASET
 from . import feedback
-from .console import Reporter, dagster_instance, summary_json, summary_table
+from .console import Reporter, dagster_instance, start_up, summary_json, summary_table
 from .file_commands import cmd_export, cmd_report, cmd_score, pool_report_path, write_pool_report
 from .ingest import add_parser as add_ingest_parser
 
 
 def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
-    import gc
+    with start_up():
+        from ..definitions import defs  # noqa: F401  (loaded before the heap is frozen)
+        from . import preflight
+        from .interrupts import Interrupted, watch_signals
+        from .sync import BATCH_SIZE, sync
 
-    from ..definitions import defs  # noqa: F401  (loaded before the heap is frozen)
-    from . import preflight
-    from .interrupts import Interrupted, watch_signals
-    from .sync import BATCH_SIZE, sync
-
-    settings = Settings.from_env()
-    preflight.runs_folder(settings)
-    preflight.store_folder(settings.store_dir)
-    preflight.prompt_spec(settings)
-    instance = dagster_instance()
-    # Everything loaded so far lives as long as the command: the collector need not walk it.
-    gc.freeze()
+        settings = Settings.from_env()
+        preflight.runs_folder(settings)
+        preflight.store_folder(settings.store_dir)
+        preflight.prompt_spec(settings)
+        instance = dagster_instance()
     reporter = Reporter(args.quiet, args.json)
     try:
         with watch_signals():
@@ -162,14 +159,16 @@ def _materialize_training_dataset(verbose: bool = False) -> str | None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from ..defs.resources import statepool_settings
-    from . import preflight
-    from .status import run_statuses
+    with start_up():
+        from ..defs.resources import statepool_settings
+        from . import preflight
+        from .status import run_statuses
 
-    settings = statepool_settings.settings()
-    preflight.runs_folder(settings)
-    preflight.store_folder(settings.store_dir, must_exist=True)
-    rows = run_statuses(dagster_instance(), settings)
+        settings = statepool_settings.settings()
+        preflight.runs_folder(settings)
+        preflight.store_folder(settings.store_dir, must_exist=True)
+        instance = dagster_instance()
+    rows = run_statuses(instance, settings)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
