@@ -235,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="keep only session states at most N policy steps behind their session's newest",
     )
-    from ..core.feedback.select import add_selection_arguments
+    from ..core.feedback.arguments import add_selection_arguments
 
     add_selection_arguments(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
