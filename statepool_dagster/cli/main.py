@@ -18,7 +18,6 @@ from .ingest import add_parser as add_ingest_parser
 
 def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
     with start_up():
-        from ..definitions import defs  # noqa: F401  (loaded before the heap is frozen)
         from . import preflight
         from .interrupts import Interrupted, watch_signals
         from .sync import BATCH_SIZE, sync
@@ -29,12 +28,19 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
         preflight.prompt_spec(settings)
         instance = dagster_instance()
     reporter = Reporter(args.quiet, args.json)
+
+    def on_plan(plan) -> None:
+        if plan.to_materialize:  # the definitions, only for runs to build (idle: none)
+            with start_up():
+                from ..definitions import defs  # noqa: F401
+        reporter.plan(plan)
+
     try:
         with watch_signals():
             summary = sync(
                 instance,
                 settle_seconds=args.settle or 0.0,
-                on_plan=reporter.plan,
+                on_plan=on_plan,
                 on_outcome=reporter.outcome,
                 log_level="DEBUG" if args.verbose else "ERROR",
                 batch_size=BATCH_SIZE,
