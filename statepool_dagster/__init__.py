@@ -7,16 +7,23 @@ The Dagster definitions are ``statepool_dagster.definitions.defs`` (the code loc
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .core.states.models import CheckpointState
+if TYPE_CHECKING:
+    from .core.states.models import CheckpointState
+    from .readers import load_prompts, load_state_pool
 
 __all__ = ["CheckpointState", "load_prompts", "load_state_pool"]
 
 
 def __getattr__(name: str) -> Any:
+    # Imported on first use: the command line starts without the models (pydantic) or pandas.
     if name in ("load_state_pool", "load_prompts"):
         from . import readers
 
         return getattr(readers, name)
+    if name == "CheckpointState":
+        from .core.states.models import CheckpointState
+
+        return CheckpointState
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,6 +9,7 @@ live watch, wipe.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -27,6 +28,7 @@ from dagster._core.event_api import PartitionKeyFilter
 from dagster._core.events import DagsterEvent, EngineEventData
 from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+from sqlalchemy import text as db_text
 
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.core import names
@@ -224,3 +226,22 @@ def test_base_dir_can_still_be_given(tmp_path):
     with instance_for_test(overrides=config, temp_dir=str(tmp_path / "home")) as instance:
         instance.event_log_storage.store_event(engine_event("r"))
         assert (tmp_path / "elsewhere" / "r.db").exists()
+
+
+def test_a_shard_left_unstamped_is_set_up_and_a_stamped_one_used_as_is(tmp_path):
+    """Only Dagster's schema stamp says a shard is set up; without it Dagster's setup runs."""
+    ours = StatepoolSqliteEventLogStorage(str(tmp_path / "ours"))
+    half = tmp_path / "ours" / "half.db"
+    with contextlib.closing(sqlite3.connect(half)) as db:  # what a kill leaves: no stamp
+        db.execute("CREATE TABLE unrelated (x INTEGER)")
+    with ours.run_connection("half"):
+        pass
+    with contextlib.closing(sqlite3.connect(half)) as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall()
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    assert "event_logs" in tables
+    ours.dispose()
+    again = StatepoolSqliteEventLogStorage(str(tmp_path / "ours"))
+    with again.run_connection("half") as conn:
+        assert conn.execute(db_text("SELECT count(*) FROM event_logs")).scalar() == 0
+    again.dispose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import os
 import sys
 from collections.abc import Iterator
@@ -52,6 +53,24 @@ def _setup_lock(home: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def start_up() -> Iterator[None]:
+    """A command's start-up (its imports, the instance) without the cycle collector; then
+    everything it loaded frozen, out of the collector's reach for the rest of the command.
+
+    Importing Dagster makes hundreds of thousands of long-lived objects and almost no
+    garbage: the collector would walk them again and again, a third of the import's time.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def dagster_instance():

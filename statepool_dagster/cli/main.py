@@ -11,33 +11,36 @@ from pathlib import Path
 from ..core.config import Settings
 from ..core.names import EXPORT_FORMATS, TRAINING_DATASET
 from . import feedback
-from .console import Reporter, dagster_instance, summary_json, summary_table
+from .console import Reporter, dagster_instance, start_up, summary_json, summary_table
 from .file_commands import cmd_export, cmd_report, cmd_score, pool_report_path, write_pool_report
 from .ingest import add_parser as add_ingest_parser
 
 
 def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
-    import gc
+    with start_up():
+        from . import preflight
+        from .interrupts import Interrupted, watch_signals
+        from .sync import BATCH_SIZE, sync
 
-    from ..definitions import defs  # noqa: F401  (loaded before the heap is frozen)
-    from . import preflight
-    from .interrupts import Interrupted, watch_signals
-    from .sync import BATCH_SIZE, sync
-
-    settings = Settings.from_env()
-    preflight.runs_folder(settings)
-    preflight.store_folder(settings.store_dir)
-    preflight.prompt_spec(settings)
-    instance = dagster_instance()
-    # Everything loaded so far lives as long as the command: the collector need not walk it.
-    gc.freeze()
+        settings = Settings.from_env()
+        preflight.runs_folder(settings)
+        preflight.store_folder(settings.store_dir)
+        preflight.prompt_spec(settings)
+        instance = dagster_instance()
     reporter = Reporter(args.quiet, args.json)
+
+    def on_plan(plan) -> None:
+        if plan.to_materialize:  # the definitions, only for runs to build (idle: none)
+            with start_up():
+                from ..definitions import defs  # noqa: F401
+        reporter.plan(plan)
+
     try:
         with watch_signals():
             summary = sync(
                 instance,
                 settle_seconds=args.settle or 0.0,
-                on_plan=reporter.plan,
+                on_plan=on_plan,
                 on_outcome=reporter.outcome,
                 log_level="DEBUG" if args.verbose else "ERROR",
                 batch_size=BATCH_SIZE,
@@ -162,14 +165,16 @@ def _materialize_training_dataset(verbose: bool = False) -> str | None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from ..defs.resources import statepool_settings
-    from . import preflight
-    from .status import run_statuses
+    with start_up():
+        from ..defs.resources import statepool_settings
+        from . import preflight
+        from .status import run_statuses
 
-    settings = statepool_settings.settings()
-    preflight.runs_folder(settings)
-    preflight.store_folder(settings.store_dir, must_exist=True)
-    rows = run_statuses(dagster_instance(), settings)
+        settings = statepool_settings.settings()
+        preflight.runs_folder(settings)
+        preflight.store_folder(settings.store_dir, must_exist=True)
+        instance = dagster_instance()
+    rows = run_statuses(instance, settings)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -236,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="keep only session states at most N policy steps behind their session's newest",
     )
-    from ..core.feedback.select import add_selection_arguments
+    from ..core.feedback.arguments import add_selection_arguments
 
     add_selection_arguments(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")

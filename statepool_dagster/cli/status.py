@@ -2,8 +2,11 @@
 
 The answer comes from what Dagster already indexes, in a handful of batched queries
 whatever the number of runs: the latest materialization of every partition of an asset
-is one indexed query (``get_latest_storage_id_by_partition``), and their records (the
-metadata: states, ignored files, fingerprint) one more per asset and 500 partitions.
+is one indexed query (``get_latest_storage_id_by_partition``), and their records one more
+per 500 partitions. The final asset's records hold all status shows (the fingerprint, the
+run's states and ignored files); only a run whose final materialization lacks the totals
+(made before they were recorded there, or by a step that did not build what they count)
+or is older than the latest of the assets they count has those assets' records read too.
 Failed runs are one query on the run status index; only a partition with a failure newer
 than its last success has its latest run looked up. Nothing of the store's tables is
 read, and no file the stages would have to keep in step: the instance already is that
@@ -13,6 +16,7 @@ index, updated with each materialization.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from typing import Any
 
 from dagster import (
@@ -27,30 +31,50 @@ from dagster import (
 
 from ..core.config import Settings
 from ..core.locations import as_path
-from ..core.names import FINGERPRINT, IGNORED_METADATA, STATE_COUNT, STATES, RunStatus
+from ..core.names import (
+    FINGERPRINT,
+    IGNORED_METADATA,
+    RUN_IGNORED_FILES,
+    RUN_STATES,
+    STATE_COUNT,
+    STATES,
+    RunStatus,
+)
 from ..core.runs.files import fingerprint_run
 from ..defs.fingerprints import FINAL_ASSET
 from ..defs.partitions import RUNS
 
-STATES_ASSET = AssetKey(STATES)
 PARTITION_TAG = "dagster/partition"
 _BATCH = 500
+# The assets whose counts the final asset's totals repeat.
+_COUNTED = (STATES, *(asset for asset, _ in IGNORED_METADATA if asset != STATES))
 
 
-def latest_records(instance: DagsterInstance, asset: AssetKey) -> dict[str, EventLogRecord]:
-    """``{partition: its latest materialization record}`` of ``asset``, in batched queries."""
-    latest = instance.get_latest_storage_id_by_partition(
+def latest_ids(instance: DagsterInstance, asset: AssetKey) -> dict[str, int]:
+    """``{partition: storage id of its latest materialization}`` of ``asset``: one query."""
+    return instance.get_latest_storage_id_by_partition(
         asset, DagsterEventType.ASSET_MATERIALIZATION
     )
-    ids = sorted(latest.values())
-    records: dict[str, EventLogRecord] = {}
+
+
+def records(
+    instance: DagsterInstance, asset: AssetKey, storage_ids: Iterable[int]
+) -> dict[str, EventLogRecord]:
+    """``{partition: record}`` of ``asset``'s materializations ``storage_ids``, batched."""
+    ids = sorted(storage_ids)
+    found: dict[str, EventLogRecord] = {}
     for i in range(0, len(ids), _BATCH):
         chunk = ids[i : i + _BATCH]
         for record in instance.fetch_materializations(
             AssetRecordsFilter(asset_key=asset, storage_ids=chunk), limit=len(chunk)
         ).records:
-            records[record.partition_key] = record
-    return records
+            found[record.partition_key] = record
+    return found
+
+
+def latest_records(instance: DagsterInstance, asset: AssetKey) -> dict[str, EventLogRecord]:
+    """``{partition: its latest materialization record}`` of ``asset``, in batched queries."""
+    return records(instance, asset, latest_ids(instance, asset).values())
 
 
 def _metadata_value(record: EventLogRecord | None, key: str) -> Any:
@@ -58,6 +82,38 @@ def _metadata_value(record: EventLogRecord | None, key: str) -> Any:
         return None
     value = record.asset_materialization.metadata.get(key)
     return value.value if value is not None else None
+
+
+def run_totals(
+    instance: DagsterInstance, final: dict[str, EventLogRecord]
+) -> dict[str, tuple[int, int]]:
+    """``{run: (states, ignored files)}`` as the latest materializations of what they count say.
+
+    From the final asset's records where they carry the totals and are newer than the
+    latest materialization of every asset counted; the other runs' from those assets' own.
+    """
+    latest = {asset: latest_ids(instance, AssetKey(asset)) for asset in _COUNTED}
+    totals: dict[str, tuple[int, int]] = {}
+    for run, record in final.items():
+        states = _metadata_value(record, RUN_STATES)
+        ignored = _metadata_value(record, RUN_IGNORED_FILES)
+        current = all(ids.get(run, -1) < record.storage_id for ids in latest.values())
+        if states is not None and ignored is not None and current:
+            totals[run] = (int(states), int(ignored))
+    behind = {run for ids in latest.values() for run in ids} - totals.keys()
+    if not behind:
+        return totals
+    read = {
+        asset: records(instance, AssetKey(asset), (ids[r] for r in behind if r in ids))
+        for asset, ids in latest.items()
+    }
+    for run in behind:
+        count = _metadata_value(read[STATES].get(run), STATE_COUNT)
+        ignored = sum(
+            len(_metadata_value(read[asset].get(run), key) or {}) for asset, key in IGNORED_METADATA
+        )
+        totals[run] = (int(count) if count is not None else 0, ignored)
+    return totals
 
 
 def _failed_since(instance: DagsterInstance, last_success: dict[str, float]) -> set[str]:
@@ -82,9 +138,7 @@ def _failed_since(instance: DagsterInstance, last_success: dict[str, float]) -> 
 def run_statuses(instance: DagsterInstance, settings: Settings) -> list[dict[str, Any]]:
     """One row per registered run: materialized, stale, never or failed; states; last time."""
     final = latest_records(instance, FINAL_ASSET)
-    states = latest_records(instance, STATES_ASSET)
-    ignored = {asset: latest_records(instance, AssetKey(asset)) for asset, _ in IGNORED_METADATA}
-    ignored[STATES] = states
+    totals = run_totals(instance, final)
     last_success = {run: record.timestamp for run, record in final.items()}
     failed = _failed_since(instance, last_success)
     rows = []
@@ -100,11 +154,7 @@ def run_statuses(instance: DagsterInstance, settings: Settings) -> list[dict[str
             status = RunStatus.STALE
         else:
             status = RunStatus.MATERIALIZED
-        count = _metadata_value(states.get(run), STATE_COUNT)
-        ignored_files = sum(
-            len(_metadata_value(ignored[asset].get(run), key) or {})
-            for asset, key in IGNORED_METADATA
-        )
+        states, ignored_files = totals.get(run, (0, 0))
         when = None
         if record is not None:
             when = dt.datetime.fromtimestamp(record.timestamp).isoformat(timespec="seconds")
@@ -112,7 +162,7 @@ def run_statuses(instance: DagsterInstance, settings: Settings) -> list[dict[str
             {
                 "run": run,
                 "status": status.value,
-                "states": int(count) if count is not None else 0,
+                "states": states,
                 "ignored_files": ignored_files,
                 "last_materialized": when,
             }

@@ -56,6 +56,10 @@ IGNORED_FILES = "ignored_files"
 IGNORED_SIDECARS = "ignored_sidecars"
 # Where each asset's report lists the files of a run it did not read, with the reason.
 IGNORED_METADATA = ((SNAPSHOTS, IGNORED_FILES), (STATES, IGNORED_SIDECARS))
+# The run's totals, also on its final asset's materialization when the same step built
+# what they count: `statepool status` then reads that one asset's records.
+RUN_STATES = "run_states"  # the states asset's STATE_COUNT
+RUN_IGNORED_FILES = "run_ignored_files"  # the files every IGNORED_METADATA lists
 
 
 # The export formats `statepool export --format` and `training_dataset` write.

@@ -40,13 +40,18 @@ from ..core.locations import as_path, shared_between_processes
 from ..core.names import (
     COLUMN_SCHEMA,
     EPISODES,
+    FINAL_ASSET,
     FINGERPRINT,
     GROUP,
+    IGNORED_METADATA,
     NOTES,
     PROMPTS,
     ROW_COUNT,
     RUN_ASSETS,
+    RUN_IGNORED_FILES,
+    RUN_STATES,
     SNAPSHOTS,
+    STATE_COUNT,
     STATES,
     STORE,
 )
@@ -144,6 +149,19 @@ def _metadata(report: StageReport) -> dict[str, Any]:
     return metadata
 
 
+def _run_metadata(build: RunBuild, asset: str) -> dict[str, Any]:
+    """``asset``'s metadata; the final asset's with the run's totals when the step built
+    what they count (``statepool status`` reads them there)."""
+    metadata = _metadata(build.reports[asset])
+    counted = {STATES, *(source for source, _ in IGNORED_METADATA)}
+    if asset == FINAL_ASSET and counted <= build.reports.keys():
+        metadata[RUN_STATES] = build.reports[STATES].values[STATE_COUNT]
+        metadata[RUN_IGNORED_FILES] = sum(
+            len(build.reports[source].json.get(key) or {}) for source, key in IGNORED_METADATA
+        )
+    return metadata
+
+
 def _spec(
     name: str,
     description: str,
@@ -232,8 +250,8 @@ def _record(
         for build in failed if len(builds) > 1 else ():
             context.log.error(f"{build.run} failed:\n{build.trace}")
         for build in builds:
-            for asset, report in build.reports.items():
-                metadata = _metadata(report)
+            for asset in build.reports:
+                metadata = _run_metadata(build, asset)
                 yield AssetMaterialization(asset, partition=build.run, metadata=metadata)
     else:
         for asset in assets:
@@ -241,7 +259,7 @@ def _record(
                 # Dagster makes each partition's materialization from this, and stores
                 # them as one batch (DAGSTER_EVENT_BATCH_SIZE, set in storage.py).
                 context.add_asset_metadata(
-                    _metadata(build.reports[asset]),
+                    _run_metadata(build, asset),
                     asset_key=AssetKey(asset),
                     partition_key=build.run,
                 )

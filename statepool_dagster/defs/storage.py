@@ -20,6 +20,9 @@ on Dagster. This subclass changes how it connects and when it commits, not what 
   each its own commit (half a second a run); this storage copies an empty shard Dagster's
   own ``_initdb`` made once per Dagster version, kept beside the shards as a hidden
   ``.statepool-empty-shard-<version>.sqlite`` (not ``*.db``: never taken for a run's).
+- **A shard set up before opened as is**: Dagster checks each shard's schema stamp against
+  its migration scripts (all of them loaded, per shard and process) and then does nothing
+  if there is one; this storage only reads the stamp.
 - **Live logs still live**: the UI follows a run by watching its shard file, which with kept
   connections changes only at checkpoints; the watch also follows the shard's ``-wal`` file.
 
@@ -82,6 +85,16 @@ def _pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+def _stamped(engine: Engine) -> bool:
+    """Whether Dagster finished setting up this database: its schema stamp, written last."""
+    with engine.connect() as conn:
+        try:
+            stamp = conn.execute(db.text("SELECT version_num FROM alembic_version")).first()
+        except db.exc.OperationalError:  # no such table
+            return False
+    return stamp is not None and bool(stamp[0])
 
 
 class _WalWatchdog(SqliteEventLogStorageWatchdog):
@@ -161,6 +174,10 @@ class StatepoolSqliteEventLogStorage(SqliteEventLogStorage):
 
     def _initdb(self, engine: Engine, for_index_shard: bool = False) -> None:
         path = engine.url.database
+        if path and os.path.exists(path) and _stamped(engine):
+            # Set up already: Dagster's own check would load its ~90 migration scripts (some
+            # 40 ms a shard, each process) to find the stamp and do nothing more.
+            return
         if (
             path
             and not for_index_shard

@@ -60,7 +60,7 @@ class SelectionOptions:
 
     @staticmethod
     def from_args(args: argparse.Namespace) -> SelectionOptions:
-        """From the arguments :func:`add_selection_arguments` added."""
+        """From the arguments ``arguments.add_selection_arguments`` added."""
         band = getattr(args, "difficulty_band", None)
         return SelectionOptions(
             drop_zero_variance=getattr(args, "drop_zero_variance", None),
@@ -89,23 +89,6 @@ class SelectionOptions:
             band_on=settings.select_band_on,
             weight=settings.select_weight,
         )
-
-
-def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--drop-zero-variance K``, ``--difficulty-band LO HI``, ``--band-on``, ``--weight``."""
-    parser.add_argument(
-        "--drop-zero-variance", type=int, default=None, metavar="K",
-        help="leave out states whose last K groups all had zero reward std",
-    )  # fmt: skip
-    parser.add_argument(
-        "--difficulty-band", type=float, nargs=2, default=None, metavar=("LO", "HI"),
-        help="keep states whose mean ops-match rate (or score, --band-on score) is in [LO, HI]",
-    )  # fmt: skip
-    parser.add_argument("--band-on", choices=("match", "score"), default=None)
-    parser.add_argument(
-        "--weight", choices=("std", "pass-rate"), default=None,
-        help="a weight column: the recent groups' reward std, or p(1-p) of the match rate",
-    )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from array import array
 from ..export.folder import StagedFolder
 from ..export.rows import ExportOptions, ExportSet
 from ..locations import AnyPath
-from ..names import REPORT
 from ..store.atomic import write_bytes_atomic
 from ..store.layout import StoreLayout
 from .extras import feedback_numbers, feedback_section, session_rows, sessions_section
@@ -30,15 +29,8 @@ from .numbers import (
     store_runs,
 )
 from .page import render_page
+from .paths import REPORT_FOLDER, report_path
 from .run_page import RUNS_FOLDER, render_run_page
-
-REPORT_FOLDER = REPORT
-REPORT_PAGE = "index.html"
-
-
-def report_path(layout: StoreLayout) -> AnyPath:
-    """``store/report/index.html``."""
-    return layout.root / REPORT_FOLDER / REPORT_PAGE
 
 
 def _encode(page: str) -> bytes:

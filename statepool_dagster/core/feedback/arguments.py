@@ -1,0 +1,25 @@
+"""The selection rules' command-line flags (``statepool export``), without what applies them.
+
+Kept apart from ``select.py``: building the parser must not load Arrow for every command.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--drop-zero-variance K``, ``--difficulty-band LO HI``, ``--band-on``, ``--weight``."""
+    parser.add_argument(
+        "--drop-zero-variance", type=int, default=None, metavar="K",
+        help="leave out states whose last K groups all had zero reward std",
+    )  # fmt: skip
+    parser.add_argument(
+        "--difficulty-band", type=float, nargs=2, default=None, metavar=("LO", "HI"),
+        help="keep states whose mean ops-match rate (or score, --band-on score) is in [LO, HI]",
+    )  # fmt: skip
+    parser.add_argument("--band-on", choices=("match", "score"), default=None)
+    parser.add_argument(
+        "--weight", choices=("std", "pass-rate"), default=None,
+        help="a weight column: the recent groups' reward std, or p(1-p) of the match rate",
+    )  # fmt: skip

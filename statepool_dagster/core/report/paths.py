@@ -1,0 +1,15 @@
+"""Where the report lives in the store (asked by every sync, so nothing heavy imported)."""
+
+from __future__ import annotations
+
+from ..locations import AnyPath
+from ..names import REPORT
+from ..store.layout import StoreLayout
+
+REPORT_FOLDER = REPORT
+REPORT_PAGE = "index.html"
+
+
+def report_path(layout: StoreLayout) -> AnyPath:
+    """``store/report/index.html``."""
+    return layout.root / REPORT_FOLDER / REPORT_PAGE
