@@ -23,6 +23,7 @@ from dagster import (
 )
 
 from ..core.names import PROMPTS, REJECTS, SNAPSHOTS, STATES
+from ..core.stages.job import RunJob
 from ..core.store.layout import StoreLayout
 from ..core.store.part_files import part_version
 from ..core.store.pool import read_rejects
@@ -39,10 +40,11 @@ CHECKED = {
 
 
 class _Run:
-    """One run's store files, each table's checked columns read at most once."""
+    """One run's store files, each table's checked columns read at most once (from the
+    tables ``job`` just saved, if given: a build's checks then read no file again)."""
 
-    def __init__(self, layout: StoreLayout, run: str):
-        self.layout, self.run = layout, run
+    def __init__(self, layout: StoreLayout, run: str, job: RunJob | None = None):
+        self.layout, self.run, self.job = layout, run, job
         self._tables: dict[str, dict[str, list[Any]]] = {}
 
     def column(self, asset: str, name: str) -> list[Any]:
@@ -52,7 +54,11 @@ class _Run:
 
     def _read(self, asset: str) -> dict[str, list[Any]]:
         facts = CHECKED[asset]
-        infos = read_run_infos(self.layout, asset, self.run)
+        if self.job is not None:
+            table = self.job.table(asset)
+            infos = [(name, table.parts[name].info) for name in table.names()]
+        else:
+            infos = read_run_infos(self.layout, asset, self.run)
         wanted = {f for f in facts.values() if f is not None}
         if all(wanted <= info.keys() for _, info in infos):
             return {
@@ -153,10 +159,13 @@ with warnings.catch_warnings():
 CheckResult = tuple[AssetCheckKey, dict[str, Any]]
 
 
-def run_checks(store_dir: str, run: str, keys: Iterable[AssetCheckKey]) -> list[CheckResult]:
-    """Each check of ``keys`` on one run's store files (picklable: a build worker runs them)."""
+def run_checks(
+    store_dir: str, run: str, keys: Iterable[AssetCheckKey], job: RunJob | None = None
+) -> list[CheckResult]:
+    """Each check of ``keys`` on one run's store files (picklable: a build worker runs them;
+    ``job``: the build's, whose saved tables it reads)."""
     selected = set(keys)
-    files = _Run(StoreLayout(store_dir), run)
+    files = _Run(StoreLayout(store_dir), run, job)
     return [(key, check(files)) for key, (check, _) in _CHECKS.items() if key in selected]
 
 
