@@ -93,3 +93,10 @@ def test_a_store_without_the_facts_is_checked_from_its_rows_with_the_same_result
     for run in RUNS:
         _strip_facts(built, run)
     assert {run: _results(built, run) for run in RUNS} == before
+
+
+def test_a_checkpoint_name_gives_back_its_version():
+    from statepool_dagster.core.store.part_files import part_name, part_version
+
+    for version in (0, 1, 7, 2**63 - 1, -1, -7, -(2**63)):
+        assert part_version(part_name(version)) == version
