@@ -94,7 +94,7 @@ def _build_run(
     except Exception as error:  # one run's failure must not hide the other runs' results
         build.error, build.trace = error, traceback.format_exc()
         return build
-    build.checks = run_checks(job.settings.store_dir, job.run, checks)
+    build.checks = run_checks(job.settings.store_dir, job.run, checks, job)
     return build
 
 

@@ -3,8 +3,9 @@ materialization in the UI.
 
 They are ``check_specs`` of the run assets' step (``assets.py``): the step evaluates the
 selected ones for every run it covers, after building, so a run over many partitions
-records each partition's results too. They read a few columns of the store's small
-tables. Each can still be launched on its own from the UI.
+records each partition's results too. They read the small facts each stage keeps per
+checkpoint in its table's index, not the tables: a new checkpoint of a long run costs
+them about what it costs a short run's. Each can still be launched on its own from the UI.
 """
 
 import warnings
@@ -22,33 +23,51 @@ from dagster import (
 )
 
 from ..core.names import PROMPTS, REJECTS, SNAPSHOTS, STATES
+from ..core.stages.job import RunJob
 from ..core.store.layout import StoreLayout
+from ..core.store.part_files import part_version
 from ..core.store.pool import read_rejects
-from ..core.store.reading import read_run_table
+from ..core.store.reading import read_run_infos, read_run_table
 from .partitions import runs_partitions
 
-# The columns the checks read, by table: each table is read once, these columns together
-# (a long run's table is several part files; opening them per column cost 4x as much).
-CHECKED_COLUMNS = {
-    SNAPSHOTS: ["version", "declared_version", "file"],
-    STATES: ["version", "state_id"],
-    PROMPTS: ["prompt_chars", "state_id"],
+# What the checks read of each table, by column, and the checkpoint's fact (its ``info``
+# in the table's index) that holds the same value (None: the checkpoint's version).
+CHECKED = {
+    SNAPSHOTS: {"version": "version", "declared_version": "declared", "file": "file"},
+    STATES: {"version": None, "state_id": "state_id"},
+    PROMPTS: {"prompt_chars": "chars", "state_id": "state_id"},
 }
 
 
 class _Run:
-    """One run's store files, each table read at most once."""
+    """One run's store files, each table's checked columns read at most once (from the
+    tables ``job`` just saved, if given: a build's checks then read no file again)."""
 
-    def __init__(self, layout: StoreLayout, run: str):
-        self.layout, self.run = layout, run
+    def __init__(self, layout: StoreLayout, run: str, job: RunJob | None = None):
+        self.layout, self.run, self.job = layout, run, job
         self._tables: dict[str, dict[str, list[Any]]] = {}
 
     def column(self, asset: str, name: str) -> list[Any]:
         if asset not in self._tables:
-            columns = CHECKED_COLUMNS[asset]
-            table = read_run_table(self.layout, asset, self.run, columns=columns)
-            self._tables[asset] = {c: table.column(c).to_pylist() for c in columns}
+            self._tables[asset] = self._read(asset)
         return self._tables[asset][name]
+
+    def _read(self, asset: str) -> dict[str, list[Any]]:
+        facts = CHECKED[asset]
+        if self.job is not None:
+            table = self.job.table(asset)
+            infos = [(name, table.parts[name].info) for name in table.names()]
+        else:
+            infos = read_run_infos(self.layout, asset, self.run)
+        wanted = {f for f in facts.values() if f is not None}
+        if all(wanted <= info.keys() for _, info in infos):
+            return {
+                column: [part_version(n) if f is None else i[f] for n, i in infos]
+                for column, f in facts.items()
+            }
+        # A store written before the stages kept these facts: its rows, read once.
+        table = read_run_table(self.layout, asset, self.run, columns=list(facts))
+        return {column: table.column(column).to_pylist() for column in facts}
 
 
 def no_rejects(run: _Run) -> dict[str, Any]:
@@ -140,10 +159,13 @@ with warnings.catch_warnings():
 CheckResult = tuple[AssetCheckKey, dict[str, Any]]
 
 
-def run_checks(store_dir: str, run: str, keys: Iterable[AssetCheckKey]) -> list[CheckResult]:
-    """Each check of ``keys`` on one run's store files (picklable: a build worker runs them)."""
+def run_checks(
+    store_dir: str, run: str, keys: Iterable[AssetCheckKey], job: RunJob | None = None
+) -> list[CheckResult]:
+    """Each check of ``keys`` on one run's store files (picklable: a build worker runs them;
+    ``job``: the build's, whose saved tables it reads)."""
     selected = set(keys)
-    files = _Run(StoreLayout(store_dir), run)
+    files = _Run(StoreLayout(store_dir), run, job)
     return [(key, check(files)) for key, (check, _) in _CHECKS.items() if key in selected]
 
 

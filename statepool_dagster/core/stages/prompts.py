@@ -116,7 +116,13 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
             input_key=key,
             state_key=row["input_key"],
         )
-        info = {"chars": len(prompt), "rows": 1, "render": render_key, "from": made_from}
+        info = {
+            "chars": len(prompt),
+            "state_id": row["state_id"],  # with chars, what the checks read (not the rows)
+            "rows": 1,
+            "render": render_key,
+            "from": made_from,
+        }
         table.write_row(name, record, key, info)
         kept.add(name)
     for name in set(table.parts) - kept:

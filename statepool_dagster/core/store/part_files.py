@@ -62,6 +62,12 @@ def part_name(version: int) -> str:
     return f"v{version:019d}" if version >= 0 else f"n{version + 2**63:019d}"
 
 
+def part_version(name: str) -> int:
+    """The version a checkpoint name of :func:`part_name` stands for."""
+    number = int(name[1:])
+    return number if name[0] == "v" else number - 2**63
+
+
 @dataclass(slots=True)
 class Part:
     """Where a checkpoint's rows are stored, what they were built from, small facts."""

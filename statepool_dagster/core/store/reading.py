@@ -7,6 +7,8 @@ read again.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 
 from ..locations import AnyPath
@@ -23,6 +25,26 @@ def read_table(folder: AnyPath, schema: pa.Schema, columns: list[str] | None = N
         try:
             table = RunTable(folder, schema)
             return table.read(columns)
+        except FileNotFoundError:
+            if attempt == READ_ATTEMPTS - 1:
+                raise
+        finally:
+            if table is not None:
+                table.close()
+    raise AssertionError("unreachable")
+
+
+def read_run_infos(layout: StoreLayout, asset: str, run: str) -> list[tuple[str, dict[str, Any]]]:
+    """Each checkpoint of one run's table of ``asset`` with its small facts (``info``), in
+    checkpoint order: from the table's index, its rows unread (a footer where the index
+    is behind a part)."""
+    from .schemas import SCHEMAS
+
+    for attempt in range(READ_ATTEMPTS):
+        table = None
+        try:
+            table = RunTable(layout.table(asset, run), SCHEMAS[asset])
+            return [(name, table.parts[name].info) for name in table.names()]
         except FileNotFoundError:
             if attempt == READ_ATTEMPTS - 1:
                 raise
