@@ -108,6 +108,23 @@ def test_materializations_carry_counts_fingerprint_and_preview(workspace, instan
     assert states["states"] == SPEC.n_checkpoints
     assert states["skipped_checkpoints"] == 0
     assert "run000_ckpt0" in states["preview"]
+
+
+def test_per_version_metadata_keeps_the_newest_versions_of_a_long_run(workspace, instance):
+    from statepool_dagster.core.store.preview import RECENT_VERSIONS
+
+    n = RECENT_VERSIONS + 7
+    long = SampleSpec(n_runs=1, n_checkpoints=n, n_cards=2, emb_dim=4, episodes_per_batch=1)
+    generate_runs(workspace.runs, long)
+    assert materialize_run(instance, "run000").success
+    newest = [str(v) for v in range(n - RECENT_VERSIONS, n)]
+    episodes = latest_metadata(instance, "run_episodes", "run000")
+    assert episodes["batches"] == n  # the counts still cover every version
+    assert episodes["versions"] == [int(v) for v in newest]
+    assert sorted(episodes["accuracy_by_version"], key=int) == newest  # JSON sorts keys
+    snapshots = latest_metadata(instance, "skill_snapshots", "run000")
+    assert snapshots["snapshots"] == n
+    assert sorted(snapshots["cards_by_version"], key=int) == newest
     prompts = latest_metadata(instance, "curator_prompts", "run000")
     assert (
         prompts["prompt_chars_min"] <= prompts["prompt_chars_median"] <= prompts["prompt_chars_max"]

@@ -27,6 +27,7 @@ from ..runs.opening import open_run_file
 from ..store.arrow_memory import release_arrow_memory
 from ..store.parts import RunTable
 from ..store.pool import read_rejects, update_rejects
+from ..store.preview import recent
 from ..store.rows import episode_row
 from .episode_batches import Batches
 from .job import (
@@ -232,9 +233,9 @@ def _report(
             "batches_written": written,
         },
         json={
-            "versions": [i["version"] for i in infos],
+            "versions": [i["version"] for i in recent(infos)],
             "accuracy_by_version": {
-                str(i["version"]): round3(i["correct"] / i["scored"]) for i in scored
+                str(i["version"]): round3(i["correct"] / i["scored"]) for i in recent(scored)
             },
         },
         notes=run_notes(job.run_dir),

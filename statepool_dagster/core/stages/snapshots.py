@@ -11,6 +11,7 @@ from ..runs.opening import FolderGate
 from ..runs.snapshots import list_snapshots, read_snapshot
 from ..store.part_files import part_name
 from ..store.pool import update_rejects
+from ..store.preview import recent
 from ..store.rows import snapshot_row
 from .job import TABLE_FORMAT, RunJob, StageReport, digest, preview, reject_lines
 
@@ -86,8 +87,8 @@ def build_snapshots(job: RunJob) -> StageReport:
         len(infos),
         values={"snapshots": len(infos), "rejects": len(rejects), "reused": reused},
         json={
-            "versions": [i["version"] for i in infos],
-            "cards_by_version": {str(i["version"]): i["n_cards"] for i in infos},
+            "versions": [i["version"] for i in recent(infos)],
+            "cards_by_version": {str(i["version"]): i["n_cards"] for i in recent(infos)},
             IGNORED_FILES: dict(listing.ignored),
         },
         markdown=markdown,

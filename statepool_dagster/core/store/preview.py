@@ -7,6 +7,14 @@ from typing import Any
 import pyarrow as pa
 
 PREVIEW_CELL_CHARS = 200  # a preview cell's text at most: the event log never gets a whole field
+# Per-version maps in a materialization's metadata cover the newest versions only, so what
+# Dagster stores (and serialises) for a new checkpoint does not grow with the run.
+RECENT_VERSIONS = 50
+
+
+def recent(infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The facts of the newest ``RECENT_VERSIONS`` checkpoints (``infos`` in version order)."""
+    return infos[-RECENT_VERSIONS:]
 
 
 def _cell(value: Any) -> str:
