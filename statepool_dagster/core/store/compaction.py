@@ -84,7 +84,8 @@ class Compaction:
                     read = (part.group, source.read_row_group(part.group, use_threads=False))
                 group = read[1]
                 rows_of = group.num_rows - part.offset if part.rows < 0 else part.rows
-                span = writer.append(group.slice(part.offset, rows_of), row)
+                share = group.get_total_buffer_size() * rows_of // max(group.num_rows, 1)
+                span = writer.append(group.slice(part.offset, rows_of), row, share)
                 part.place(writer.file, len(writer.rows) - 1, span)
         if moved:
             self._finish_writer()

@@ -55,15 +55,16 @@ class PartWriter:
             sink = self._target
         self._writer = pq.ParquetWriter(sink, schema, **writer_options(schema))
 
-    def append(self, table: pa.Table, entry: list[Any]) -> list[int]:
-        """Add ``table`` as one checkpoint; its span (row group, first row, rows)."""
+    def append(self, table: pa.Table, entry: list[Any], size: int | None = None) -> list[int]:
+        """Add ``table`` (``size``: its bytes, if known) as one checkpoint; its span (row
+        group, first row, rows)."""
         if self._pending and (len(self._pending) >= SLAB_ROWS or self._pending_bytes >= SLAB_BYTES):
             self.flush()
         table = self.conformed(table)
         span = [self._groups, self._pending_rows, table.num_rows]
         self._pending.append(table)
         self._pending_rows += table.num_rows
-        self._pending_bytes += table.nbytes
+        self._pending_bytes += table.get_total_buffer_size() if size is None else size
         self.rows.append(entry)
         self.spans.append(span)
         return span

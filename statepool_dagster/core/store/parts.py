@@ -66,7 +66,7 @@ class RunTable(Compaction):
         self._stale: dict[str, set[int]] = {}  # part file -> entries to drop
         self._open: dict[str, pq.ParquetFile] = {}
         self._writer: PartWriter | None = None
-        self._held: tuple[str, pa.Table] | None = None
+        self._held: tuple[str, pa.Table, int | None] | None = None
         self._rows = RowBatch(schema)
         self._dirty = False
         self._index_stamp = index_stamp(folder / TABLE_INDEX)  # before reading: never newer
@@ -201,7 +201,7 @@ class RunTable(Compaction):
         self._forget(name)
         if self._held is not None:
             self._append(*self._held)
-        self._held = (name, table)
+        self._held = (name, table, data)
         self.parts[name] = Part(key, info)
         RECENT.put((str(self.folder), name, key), table, data)
         self._dirty = True
@@ -236,12 +236,12 @@ class RunTable(Compaction):
         if part is not None and part.file is not None:
             self._stale.setdefault(part.file, set()).add(part.entry)
 
-    def _append(self, name: str, table: pa.Table) -> None:
+    def _append(self, name: str, table: pa.Table, data: int | None = None) -> None:
         if self._writer is not None and len(self._writer.rows) >= PART_ROWS:
             self._finish_writer()
         writer = self._writer or self._start_writer()
         part = self.parts[name]
-        span = writer.append(table, [name, part.key, part.info])
+        span = writer.append(table, [name, part.key, part.info], data)
         part.place(writer.file, len(writer.rows) - 1, span)
 
     def _start_writer(self) -> PartWriter:
