@@ -25,6 +25,18 @@ def release_arrow_memory(size: int | None = None) -> None:
         pa.default_memory_pool().release_unused()
 
 
+def release_if_large() -> None:
+    """:func:`release_arrow_memory` when Arrow may hold ``LARGE`` freed bytes or more.
+
+    What it holds freed is at most its peak less what is in use. Handing memory back is
+    not free: the allocator's next block is a fresh (huge) page the kernel zeroes, ~1 ms a
+    stage of a small run; below ``LARGE`` there is little to hand back.
+    """
+    pool = pa.default_memory_pool()
+    if pool.max_memory() - pool.bytes_allocated() >= LARGE:
+        pool.release_unused()
+
+
 def utf8_views(column: pa.ChunkedArray) -> list[memoryview]:
     """Each text of a ``large_string`` column as UTF-8, viewed where Arrow holds it.
 
