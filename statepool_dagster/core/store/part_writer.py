@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..locations import AnyPath, is_local
+from .arrow_memory import note_written
 from .atomic import temp_sibling
 from .part_files import ROWS_META, SPANS_META, writer_options
 
@@ -64,7 +65,9 @@ class PartWriter:
         span = [self._groups, self._pending_rows, table.num_rows]
         self._pending.append(table)
         self._pending_rows += table.num_rows
-        self._pending_bytes += table.get_total_buffer_size() if size is None else size
+        size = table.get_total_buffer_size() if size is None else size
+        self._pending_bytes += size
+        note_written(size)
         self.rows.append(entry)
         self.spans.append(span)
         return span
