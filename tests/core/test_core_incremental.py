@@ -340,7 +340,8 @@ def test_readers_never_fail_while_a_growing_run_merges_its_parts(run, tmp_path):
 
 
 def test_a_long_run_is_cut_into_parts_of_bounded_size(tmp_path):
-    """Writers and open footers hold per-row-group metadata: no part exceeds PART_ROWS."""
+    """Writers and open footers hold per-checkpoint metadata: no part exceeds PART_ROWS
+    checkpoints, and row groups hold several."""
     runs, store = tmp_path / "runs", tmp_path / "store"
     n = PART_ROWS + 40
     tiny = SampleSpec(n_runs=1, n_checkpoints=n, n_cards=2, emb_dim=2, episodes_per_batch=1)
@@ -348,8 +349,10 @@ def test_a_long_run_is_cut_into_parts_of_bounded_size(tmp_path):
     build(runs, store)
     for asset in (SNAPSHOTS, STATES, PROMPTS):
         parts = sorted((store / asset / RUN).glob("p*.parquet"))
-        sizes = [pq.ParquetFile(p).num_row_groups for p in parts]
+        footers = [pq.ParquetFile(p).metadata for p in parts]
+        sizes = [len(json.loads(f.metadata[b"statepool.rows"])) for f in footers]
         assert len(parts) >= 2 and max(sizes) <= PART_ROWS and sum(sizes) == n, (asset, sizes)
+        assert sum(f.num_row_groups for f in footers) < n / 8, (asset, sizes)
         versions = read_run_table(StoreLayout(store), asset, RUN, columns=["version"])
         assert versions.column("version").to_pylist() == list(range(n))
 

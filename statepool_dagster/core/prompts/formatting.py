@@ -48,15 +48,26 @@ def format_episodes(episodes: list[dict[str, Any]], limit: int | None = None) ->
     scored = [e for e in episodes if isinstance(e.get("correct"), bool)]
     right = sum(1 for e in scored if e["correct"])
     summary = f"{len(episodes)} episodes, {right}/{len(scored)} correct"
-    pieces = _batch_pieces(summary, episodes)
-    return "".join(pieces) if limit is None else _head(pieces, limit)
+    blocks = _batch_blocks(summary, episodes)
+    if limit is None:
+        return "".join(piece for block in blocks for piece in block)
+    kept: list[str] = []
+    size = 0
+    for block in blocks:  # whole episodes while they fit, then piece by piece
+        length = sum(map(len, block))
+        if size + length < limit:
+            kept += block
+            size += length
+            continue
+        kept.append(_head(block, limit - size))
+        break
+    return "".join(kept)
 
 
-def _batch_pieces(summary: str, episodes: list[dict[str, Any]]) -> Iterator[str]:
-    yield summary
+def _batch_blocks(summary: str, episodes: list[dict[str, Any]]) -> Iterator[list[str]]:
+    yield [summary]
     for i, episode in enumerate(episodes, 1):
-        yield "\n"
-        yield from _pieces(i, episode)
+        yield ["\n", *_pieces(i, episode)]
 
 
 def _head(pieces: Iterable[str], limit: int) -> str:
@@ -64,9 +75,10 @@ def _head(pieces: Iterable[str], limit: int) -> str:
     kept: list[str] = []
     size = 0
     for piece in pieces:
-        if size + len(piece) >= limit:
+        length = len(piece)
+        if size + length >= limit:
             kept.append(piece[: limit - size])
             break
         kept.append(piece)
-        size += len(piece)
+        size += length
     return "".join(kept)

@@ -163,10 +163,16 @@ def read_text_file(path: Path, what: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+@lru_cache(maxsize=8)
+def bundled_text(name: str) -> str:
+    """A bundled default file's text (read once: the package's files do not change)."""
+    return (DEFAULTS_DIR / name).read_text(encoding="utf-8")
+
+
 def load_text(ref: str | None, default_file: str, what: str) -> str:
     """A template or rule: bundled default, a text file, or an imported string."""
     if ref is None:
-        return (DEFAULTS_DIR / default_file).read_text(encoding="utf-8")
+        return bundled_text(default_file)
     kind, value = _resolve(ref, what)
     if kind == "file":
         return read_text_file(value, what)
@@ -178,7 +184,7 @@ def load_text(ref: str | None, default_file: str, what: str) -> str:
 def load_tool_specs(ref: str | None) -> dict[str, dict[str, Any]]:
     """Tool specs: bundled default, a JSON/YAML file, or an imported mapping."""
     if ref is None:
-        return json.loads((DEFAULTS_DIR / "tool_specs.json").read_text(encoding="utf-8"))
+        return json.loads(bundled_text("tool_specs.json"))
     kind, value = _resolve(ref, "tool specs")
     if kind == "file":
         text = read_text_file(value, "tool specs")

@@ -24,7 +24,7 @@ from ..rejects import UNSTORABLE, Reject, storable
 from ..runs.episodes import EpisodesRead, parse_episodes
 from ..runs.notes import present, run_notes
 from ..runs.opening import open_run_file
-from ..store.arrow_memory import release_arrow_memory
+from ..store.arrow_memory import release_if_large
 from ..store.parts import RunTable
 from ..store.pool import read_rejects, update_rejects
 from ..store.preview import recent
@@ -200,7 +200,7 @@ def build_episodes(job: RunJob) -> StageReport:
         "format": TABLE_FORMAT,
     }
     table.mark(seen=None if unreadable else mark, fingerprint=fingerprint)
-    release_arrow_memory()  # what the batches' writing freed, before the preview reads
+    release_if_large()  # what the batches' writing freed, before the preview reads
     shown = preview(table, PREVIEW)
     table.save()
     report = _report(job, table, fingerprint, rejects, blank + tail_blank, len(batches.written))

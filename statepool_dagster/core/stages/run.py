@@ -13,7 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from ..config import Settings
 from ..names import EPISODES, PROMPTS, RUN_ASSETS, SNAPSHOTS, STATES
-from ..store.arrow_memory import load_arrow, release_arrow_memory
+from ..store.arrow_memory import load_arrow, release_if_large
 from ..store.atomic import libc_function
 from .episodes import build_episodes
 from .job import RunJob, StageReport
@@ -32,7 +32,7 @@ def _releasing(stage: Stage) -> Stage:
         try:
             return stage(job)
         finally:
-            release_arrow_memory()
+            release_if_large()
 
     return run
 

@@ -142,6 +142,7 @@ def build_states(job: RunJob) -> StageReport:
     on_disk = state_pool_names(job.layout, job.run)
     writes: dict[str, memoryview] = {}
     fresh: dict[str, str] = {}  # digests of the state files written one by one (manifests)
+    manifest = not job.layout.local  # a local folder has none: no digest to compute
     kept: set[str] = set()
     reused = 0
     for plan in planned:
@@ -177,7 +178,7 @@ def build_states(job: RunJob) -> StageReport:
         table.write_row(name, row, key, info)
         if not (same_text and sid in on_disk):  # e.g. only the reference ops moved on
             write_state_file(job.layout, job.run, sid, data)
-            fresh[sid] = file_digest(data)
+            fresh[sid] = file_digest(data) if manifest else ""
         del joined, row, data
         kept.add(name)
     for name in set(table.parts) - kept:

@@ -25,6 +25,30 @@ def release_arrow_memory(size: int | None = None) -> None:
         pa.default_memory_pool().release_unused()
 
 
+def note_written(size: int) -> None:
+    """Count ``size`` bytes of table data written (what :func:`release_if_large` goes by)."""
+    global _written
+    _written += size
+
+
+def release_if_large() -> None:
+    """:func:`release_arrow_memory` once Arrow may hold enough freed memory to matter: after
+    :data:`RELEASE_AFTER` bytes written since the last time, or ``LARGE`` freed ones.
+
+    Handing memory back is not free: the allocator's next block is then a fresh (huge) page
+    the kernel zeroes, ~1 ms a stage of a small run.
+    """
+    global _written
+    pool = pa.default_memory_pool()
+    if _written >= RELEASE_AFTER or pool.max_memory() - pool.bytes_allocated() >= LARGE:
+        _written = 0
+        pool.release_unused()
+
+
+RELEASE_AFTER = 4 << 20
+_written = 0
+
+
 def utf8_views(column: pa.ChunkedArray) -> list[memoryview]:
     """Each text of a ``large_string`` column as UTF-8, viewed where Arrow holds it.
 

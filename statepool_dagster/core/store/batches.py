@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..locations import is_local
+from .part_files import read_spans
 from .parts import RunTable
 
 
@@ -39,17 +40,17 @@ class CheckpointBatches:
     def read(self, names: list[str], columns: list[str]) -> pa.Table:
         """The rows of ``names`` (in that order); a missing part file raises FileNotFoundError."""
         tables: list[pa.Table] = []
-        run: list[int] = []
+        run: list[tuple[int, int, int]] = []
         file = None
         for name in names:
             part = self.table.parts[name]
             if part.file != file and run:
-                tables.append(self._file(file).read_row_groups(run, columns, use_threads=False))
+                tables.append(read_spans(self._file(file), run, columns))
                 run = []
             file = part.file
-            run.append(part.group)
+            run.append(part.span())
         if run:
-            tables.append(self._file(file).read_row_groups(run, columns, use_threads=False))
+            tables.append(read_spans(self._file(file), run, columns))
         wanted = pa.schema([self.table.schema.field(c) for c in columns])
         if not tables:
             return wanted.empty_table()

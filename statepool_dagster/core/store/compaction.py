@@ -17,6 +17,7 @@ class Compaction:
     folder: AnyPath
     parts: dict[str, Part]
     _files: dict[str, list[list[Any]]]
+    _spans: dict[str, list[list[int]] | None]
     _writer: PartWriter | None
     _dirty: bool
 
@@ -33,7 +34,8 @@ class Compaction:
         raise NotImplementedError
 
     def _prune(self, file: str, groups: set[int]) -> None:
-        """Drop ``groups`` of ``file``: its current row groups move to a new part, then it goes.
+        """Drop entries ``groups`` of ``file``: its current checkpoints move to a new part, then
+        it goes.
 
         Never rewritten in place, so a reader holding its group numbers never gets other
         rows; the copy goes one row group at a time; a kill between the two leaves both,
@@ -63,24 +65,28 @@ class Compaction:
             self._move({file: set() for file in sorted(full[0], key=file_order)[:MERGE]})
 
     def _move(self, sources: dict[str, set[int]]) -> None:
-        """The current row groups of ``sources`` (less each one's dropped groups) go to one new
+        """The current checkpoints of ``sources`` (less each one's dropped entries) go to one new
         part, in order; then the sources are removed."""
         moved = False
         for file, groups in sorted(sources.items(), key=lambda item: file_order(item[0])):
             rows = self._files.get(file, [])
             if -1 in groups:
                 continue
-            source = None
-            for g, row in enumerate(rows):
+            source, read = None, (-1, None)
+            for at, row in enumerate(rows):
                 part = self.parts.get(row[0])
-                if g in groups or part is None or (part.file, part.group) != (file, g):
+                if at in groups or part is None or (part.file, part.entry) != (file, at):
                     continue  # dropped, or stored again elsewhere
                 writer = self._writer if moved else self._start_writer()
                 moved = True
                 source = source or self._file(file)
-                size = source.metadata.row_group(g).num_rows
-                group = writer.append(source.read_row_group(g), row, size)
-                part.file, part.group = writer.file, group
+                if read[0] != part.group:  # a row group is read once for its checkpoints
+                    read = (part.group, source.read_row_group(part.group, use_threads=False))
+                group = read[1]
+                rows_of = group.num_rows - part.offset if part.rows < 0 else part.rows
+                share = group.get_total_buffer_size() * rows_of // max(group.num_rows, 1)
+                span = writer.append(group.slice(part.offset, rows_of), row, share)
+                part.place(writer.file, len(writer.rows) - 1, span)
         if moved:
             self._finish_writer()
         self.close()
@@ -88,3 +94,4 @@ class Compaction:
         for file in sources:
             (self.folder / file).unlink(missing_ok=True)
             self._files.pop(file, None)
+            self._spans.pop(file, None)

@@ -20,7 +20,10 @@ import pyarrow.parquet as pq
 from ..locations import AnyPath, info_stamp, is_local
 
 SUFFIX = ".parquet"
-ROWS_META = b"statepool.rows"  # JSON: [[checkpoint, key, info], ...], one per row group
+ROWS_META = b"statepool.rows"  # JSON: [[checkpoint, key, info], ...], one per checkpoint
+# JSON: [[row group, first row, rows], ...], one per checkpoint. A part without it (written
+# before row groups held several checkpoints) has one row group per checkpoint.
+SPANS_META = b"statepool.spans"
 PART_FILE = re.compile(r"p(\d{8,})\.parquet")
 
 
@@ -75,7 +78,43 @@ class Part:
     key: str
     info: dict[str, Any] = field(default_factory=dict)
     file: str | None = None  # None: not yet written out
-    group: int = -1
+    group: int = -1  # its row group
+    entry: int = -1  # its place in the file's footer entries
+    offset: int = 0  # its first row in the row group
+    rows: int = -1  # its rows (-1: the whole row group)
+
+    def place(self, file: str, entry: int, span: list[int] | None) -> None:
+        self.file, self.entry = file, entry
+        self.group, self.offset, self.rows = span if span is not None else (entry, 0, -1)
+
+    def span(self) -> tuple[int, int, int]:
+        return self.group, self.offset, self.rows
+
+
+def read_spans(
+    parquet: pq.ParquetFile, spans: list[tuple[int, int, int]], columns: list[str] | None
+) -> pa.Table:
+    """The rows of ``spans`` (row group, first row, rows; -1: all) of one part, in that order:
+    each row group read once, sliced only where the spans do not cover it whole."""
+    groups = sorted({g for g, _, _ in spans})
+    table = parquet.read_row_groups(groups, columns=columns, use_threads=False)
+    meta = parquet.metadata
+    start, at = {}, 0
+    for g in groups:
+        start[g] = at
+        at += meta.row_group(g).num_rows
+    pieces, whole, end = [], True, 0
+    for g, offset, rows in spans:
+        begin = start[g] + offset
+        rows = meta.row_group(g).num_rows - offset if rows < 0 else rows
+        whole = whole and begin == end
+        end = begin + rows
+        pieces.append((begin, rows))
+    if whole and end == table.num_rows:
+        return table
+    if len(pieces) == 1:
+        return table.slice(*pieces[0])
+    return pa.concat_tables([table.slice(begin, rows) for begin, rows in pieces])
 
 
 class RecentParts:
@@ -130,8 +169,9 @@ def table_cost(table: pa.Table, data: int | None = None) -> int:
 
 
 MERGE = 8  # parts of a size tier merged into one at a time
-# Row groups a part holds at most: what a writer or an open footer keeps in memory (~10 KB
-# per row group of the widest table) stays bounded however long the run.
+# Checkpoints a part holds at most: what a writer or an open footer keeps in memory (~10 KB
+# per row group of the widest table, an entry per checkpoint) stays bounded however long
+# the run.
 PART_ROWS = 512
 OPEN_PARTS = 4  # part files a table keeps open at once (each holds its footer)
 NEXT_PART = "next_part"  # the table's mark: the number the next part file gets
@@ -139,7 +179,7 @@ READ_ATTEMPTS = 8  # a lock-free read of a table that lost a part meanwhile, tri
 
 
 def tier(rows: int) -> int:
-    """The size tier of a part of ``rows`` row groups: 0 below MERGE, then one per ×MERGE."""
+    """The size tier of a part of ``rows`` checkpoints: 0 below MERGE, then one per ×MERGE."""
     tier = 0
     while rows >= MERGE:
         rows //= MERGE
@@ -148,7 +188,7 @@ def tier(rows: int) -> int:
 
 
 def mergeable(rows: int) -> bool:
-    """Whether a part of ``rows`` row groups is merged with ``MERGE - 1`` others of its tier:
+    """Whether a part of ``rows`` checkpoints is merged with ``MERGE - 1`` others of its tier:
     only while the result cannot exceed :data:`PART_ROWS`."""
     return MERGE ** (tier(rows) + 2) <= PART_ROWS
 
@@ -188,16 +228,26 @@ def list_parts(folder: AnyPath) -> dict[str, str]:
     return found
 
 
-def footer_rows(parquet: Callable[[], pq.ParquetFile]) -> list[list[Any]] | None:
-    """``[checkpoint, key, info]`` of each row group, from the footer; ``None``: not our part."""
+def footer_rows(
+    parquet: Callable[[], pq.ParquetFile],
+) -> tuple[list[list[Any]] | None, list[list[int]] | None]:
+    """``[checkpoint, key, info]`` of each checkpoint, from the footer (``None``: not our
+    part), and their spans (``None``: a row group each)."""
     try:
         meta = parquet().metadata.metadata or {}
     except pa.ArrowInvalid:  # not Parquet at all
-        return None
+        return None, None
     try:
-        return json.loads(meta[ROWS_META])
+        rows = json.loads(meta[ROWS_META])
     except (KeyError, ValueError):  # Parquet, but not a part this store wrote
-        return None
+        return None, None
+    try:
+        spans = json.loads(meta[SPANS_META])
+    except (KeyError, ValueError):
+        spans = None
+    if spans is not None and len(spans) != len(rows):
+        return None, None
+    return rows, spans
 
 
 def sweep(folder: AnyPath) -> None:

@@ -1,4 +1,5 @@
-"""One new part file being written: row groups appended in order, published whole at close."""
+"""One new part file being written: checkpoints appended in order, gathered into row groups of
+up to :data:`SLAB_ROWS` checkpoints (or :data:`SLAB_BYTES`), published whole at close."""
 
 from __future__ import annotations
 
@@ -11,24 +12,33 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..locations import AnyPath, is_local
+from .arrow_memory import note_written
 from .atomic import temp_sibling
-from .part_files import ROWS_META, writer_options
+from .part_files import ROWS_META, SPANS_META, writer_options
 
 BUFFER = 256 << 10  # bytes gathered before a write to a local part (larger ones go straight)
+# A row group costs ~10 µs a column however small: checkpoints share one, up to these sizes
+# (what reading one checkpoint back from disk reads at most).
+SLAB_ROWS = 32
+SLAB_BYTES = 1 << 20
 
 
 class PartWriter:
     """Writes ``folder/file``; nobody sees it before :meth:`close`.
 
     On a local disk it is written under a hidden temporary name and renamed into place;
-    an object store publishes a file whole when it is closed. ``rows`` holds each row
-    group's footer entry (``[checkpoint, key, info]``), written into the footer at close.
+    an object store publishes a file whole when it is closed. ``rows`` holds each
+    checkpoint's footer entry (``[checkpoint, key, info]``) and ``spans`` where its rows are
+    (``[row group, first row, rows]``), both written into the footer at close.
     """
 
     def __init__(self, folder: AnyPath, file: str, schema: pa.Schema) -> None:
         self.file = file
         self.schema = schema
         self.rows: list[list[Any]] = []
+        self.spans: list[list[int]] = []
+        self._pending: list[pa.Table] = []
+        self._pending_rows = self._pending_bytes = self._groups = 0
         self._final = folder / file
         if is_local(self._final):
             self._target: Any = temp_sibling(self._final)
@@ -46,12 +56,31 @@ class PartWriter:
             sink = self._target
         self._writer = pq.ParquetWriter(sink, schema, **writer_options(schema))
 
-    def append(self, table: pa.Table, entry: list[Any], rows: int | None = None) -> int:
-        """Write ``table`` as one row group (of ``rows`` rows); its group number."""
-        rows = max(1, len(table) if rows is None else rows)
-        self._writer.write_table(self.conformed(table), row_group_size=rows)
+    def append(self, table: pa.Table, entry: list[Any], size: int | None = None) -> list[int]:
+        """Add ``table`` (``size``: its bytes, if known) as one checkpoint; its span (row
+        group, first row, rows)."""
+        if self._pending and (len(self._pending) >= SLAB_ROWS or self._pending_bytes >= SLAB_BYTES):
+            self.flush()
+        table = self.conformed(table)
+        span = [self._groups, self._pending_rows, table.num_rows]
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        size = table.get_total_buffer_size() if size is None else size
+        self._pending_bytes += size
+        note_written(size)
         self.rows.append(entry)
-        return len(self.rows) - 1
+        self.spans.append(span)
+        return span
+
+    def flush(self) -> None:
+        """Write the gathered checkpoints as one row group."""
+        if not self._pending:
+            return
+        pending = self._pending
+        table = pa.concat_tables(pending) if len(pending) > 1 else pending[0]
+        self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
+        self._groups += 1
 
     def conformed(self, table: pa.Table) -> pa.Table:
         """``table`` in the part's schema, without metadata (a cast only where it differs)."""
@@ -61,7 +90,10 @@ class PartWriter:
 
     def close(self) -> None:
         """Write the footer and publish the file under its name."""
-        self._writer.add_key_value_metadata({ROWS_META.decode(): json.dumps(self.rows)})
+        self.flush()
+        self._writer.add_key_value_metadata(
+            {ROWS_META.decode(): json.dumps(self.rows), SPANS_META.decode(): json.dumps(self.spans)}
+        )
         self._writer.close()
         if is_local(self._final):
             self._sink.close()

@@ -1,7 +1,8 @@
-"""A run's table as a folder of Parquet parts whose row groups are checkpoints.
+"""A run's table as a folder of Parquet parts whose row groups hold checkpoints.
 
-``<asset>/<run>/p00000003.parquet`` is what one build wrote: one row group per
-checkpoint (or episode batch) it built. A build from scratch writes one part; a run
+``<asset>/<run>/p00000003.parquet`` is what one build wrote: the checkpoints (or episode
+batches) it built, a few dozen to a row group (parts written before 2026-12 hold one
+checkpoint a row group; both are read). A build from scratch writes one part; a run
 grown by one checkpoint adds a small part and rewrites nothing it did not change. The
 newest checkpoint of a build always gets a part of its own, because it is the one the
 next growth changes (its reference ops gain a next library): replacing it then costs
@@ -10,11 +11,11 @@ grown one checkpoint at a time keeps about one file per 64 checkpoints. ``pyarro
 pandas and ``datasets`` read the folder as one table (they skip dot files).
 
 Each part's footer names the checkpoint, input key and small facts (``info``) of every
-row group, so the parts are the truth. ``.index.json`` caches them with each part's size
-and mtime, plus the table's marks (source fingerprint, how far episodes.jsonl was read).
-Where the cache does not match a part (a kill -9 between the two, a hand edit) its footer
-is read instead, and a checkpoint found in two parts is taken from the newer one, the
-older copy dropped at the next save.
+checkpoint, and where its rows are (row group, first row, count), so the parts are the
+truth. ``.index.json`` caches them with each part's size and mtime, plus the table's marks
+(source fingerprint, how far episodes.jsonl was read). Where the cache does not match a
+part (a kill -9 between the two, a hand edit) its footer is read instead, and a checkpoint
+found in two parts is taken from the newer one, the older copy dropped at the next save.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from .part_files import (
     file_order,
     footer_rows,
     list_parts,
+    read_spans,
     sweep,
 )
 from .part_writer import PartWriter
@@ -59,11 +61,12 @@ class RunTable(Compaction):
         self.newest_apart = newest_apart
         self.parts: dict[str, Part] = {}
         self.marks: dict[str, Any] = {}
-        self._files: dict[str, list[list[Any]]] = {}  # part file -> its row groups' entries
-        self._stale: dict[str, set[int]] = {}  # part file -> row groups to drop
+        self._files: dict[str, list[list[Any]]] = {}  # part file -> its checkpoints' entries
+        self._spans: dict[str, list[list[int]] | None] = {}  # part file -> where their rows are
+        self._stale: dict[str, set[int]] = {}  # part file -> entries to drop
         self._open: dict[str, pq.ParquetFile] = {}
         self._writer: PartWriter | None = None
-        self._held: tuple[str, pa.Table] | None = None
+        self._held: tuple[str, pa.Table, int | None] | None = None
         self._rows = RowBatch(schema)
         self._dirty = False
         self._index_stamp = index_stamp(folder / TABLE_INDEX)  # before reading: never newer
@@ -82,19 +85,20 @@ class RunTable(Compaction):
         for name in sorted(listing, key=file_order):
             entry = known.get(name)
             if isinstance(entry, dict) and entry.get("stamp") == listing[name]:
-                rows = entry["rows"]
+                rows, spans = entry["rows"], entry.get("spans")
             else:
-                rows = footer_rows(functools.partial(self._file, name))
+                rows, spans = footer_rows(functools.partial(self._file, name))
                 self._dirty = True
-            self._files[name] = rows or []
+            self._files[name], self._spans[name] = rows or [], spans
             if rows is None:  # not a part of ours: dropped at the next save
                 self._stale[name] = {-1}
                 continue
-            for group, (checkpoint, key, info) in enumerate(rows):
+            for at, (checkpoint, key, info) in enumerate(rows):
                 old = self.parts.get(checkpoint)
                 if old is not None:  # in two parts (an interrupted save): the newer wins
-                    self._stale.setdefault(old.file, set()).add(old.group)
-                self.parts[checkpoint] = Part(key, info, name, group)
+                    self._stale.setdefault(old.file, set()).add(old.entry)
+                part = self.parts[checkpoint] = Part(key, info)
+                part.place(name, at, None if spans is None else spans[at])
         if set(known) - set(listing):
             self._dirty = True
 
@@ -133,7 +137,7 @@ class RunTable(Compaction):
         if part.file is None or (self._writer and part.file == self._writer.file):
             self._finish_writer()
             part = self.parts[name]
-        return self._file(part.file).read_row_group(part.group, columns=columns, use_threads=False)
+        return read_spans(self._file(part.file), [part.span()], columns)
 
     def read(self, columns: list[str] | None = None) -> pa.Table:
         """Every checkpoint as one table, in checkpoint order (empty, with the schema, if none).
@@ -144,14 +148,14 @@ class RunTable(Compaction):
         self._take_rows()
         if self._held is not None or self._writer is not None:  # mid-build: one by one
             return self._concat([self.read_part(n, columns) for n in self.names()], columns)
-        groups: dict[str, list[tuple[str, int]]] = {}
+        groups: dict[str, list[tuple[str, tuple[int, int, int]]]] = {}
         for name in self.names():
             part = self.parts[name]
-            groups.setdefault(part.file, []).append((name, part.group))
+            groups.setdefault(part.file, []).append((name, part.span()))
         tables, order = [], []
         for file in sorted(groups, key=file_order):
             wanted = groups[file]
-            tables.append(self._file(file).read_row_groups([g for _, g in wanted], columns))
+            tables.append(read_spans(self._file(file), [s for _, s in wanted], columns))
             order.extend(name for name, _ in wanted)
             # Read once, in order: its footer (~10 KB a row group) need not stay parsed.
             with contextlib.suppress(Exception):
@@ -197,7 +201,7 @@ class RunTable(Compaction):
         self._forget(name)
         if self._held is not None:
             self._append(*self._held)
-        self._held = (name, table)
+        self._held = (name, table, data)
         self.parts[name] = Part(key, info)
         RECENT.put((str(self.folder), name, key), table, data)
         self._dirty = True
@@ -230,14 +234,15 @@ class RunTable(Compaction):
             self._held = None
         part = self.parts.get(name)
         if part is not None and part.file is not None:
-            self._stale.setdefault(part.file, set()).add(part.group)
+            self._stale.setdefault(part.file, set()).add(part.entry)
 
-    def _append(self, name: str, table: pa.Table) -> None:
+    def _append(self, name: str, table: pa.Table, data: int | None = None) -> None:
         if self._writer is not None and len(self._writer.rows) >= PART_ROWS:
             self._finish_writer()
         writer = self._writer or self._start_writer()
         part = self.parts[name]
-        part.file, part.group = writer.file, writer.append(table, [name, part.key, part.info])
+        span = writer.append(table, [name, part.key, part.info], data)
+        part.place(writer.file, len(writer.rows) - 1, span)
 
     def _start_writer(self) -> PartWriter:
         # Never a number used before (the highest part may have been pruned away): a
@@ -247,6 +252,7 @@ class RunTable(Compaction):
         self.mark(**{NEXT_PART: seq + 1})
         self._writer = PartWriter(self.folder, f"p{seq:08d}{SUFFIX}", self.schema)
         self._files[self._writer.file] = self._writer.rows
+        self._spans[self._writer.file] = self._writer.spans
         return self._writer
 
     def _finish_writer(self) -> None:
@@ -279,7 +285,7 @@ class RunTable(Compaction):
             return
         listing = list_parts(self.folder)
         files = {
-            name: {"stamp": listing[name], "rows": rows}
+            name: {"stamp": listing[name], "rows": rows, "spans": self._spans.get(name)}
             for name, rows in self._files.items()
             if name in listing
         }
