@@ -23,7 +23,9 @@ from helpers import store_pool
 SPEC = SampleSpec(n_runs=1, n_checkpoints=12, n_cards=4, emb_dim=4, episodes_per_batch=3)
 RUN = "run000"
 ASSETS = (EPISODES, SNAPSHOTS, STATES, PROMPTS)
-ROWS_META, SPANS_META = b"statepool.rows", b"statepool.spans"
+# What parts are named by today, and by the layout before (one row group per checkpoint).
+ROWS_META, SPANS_META = b"statepool.checkpoints", b"statepool.spans"
+LEGACY_ROWS_META = b"statepool.rows"
 
 
 def build(runs: Path, store: Path) -> dict[str, int]:
@@ -42,7 +44,7 @@ def tables(store: Path) -> dict[str, pa.Table]:
 
 
 def to_old_layout(folder: Path) -> None:
-    """Rewrite each part as before: a row group per checkpoint, no spans, no index."""
+    """Rewrite each part as before: a row group per checkpoint, the old key, no index."""
     (folder / TABLE_INDEX).unlink()
     for part in folder.glob("p*.parquet"):
         meta = pq.ParquetFile(part).metadata
@@ -53,7 +55,7 @@ def to_old_layout(folder: Path) -> None:
         for g, offset, count in spans:
             first = sum(meta.row_group(i).num_rows for i in range(g)) + offset
             writer.write_table(whole.slice(first, count).replace_schema_metadata(None))
-        writer.add_key_value_metadata({ROWS_META.decode(): rows.decode()})
+        writer.add_key_value_metadata({LEGACY_ROWS_META.decode(): rows.decode()})
         writer.close()
         assert pq.ParquetFile(part).metadata.num_row_groups == len(spans)
 
@@ -72,6 +74,10 @@ def test_a_build_puts_checkpoints_together_in_few_row_groups(run, tmp_path):
         parts = list((store / asset / RUN).glob("p*.parquet"))
         groups = sum(pq.ParquetFile(p).metadata.num_row_groups for p in parts)
         assert groups <= 2, (asset, groups)  # the newest checkpoint apart, the rest together
+        # Code of the one-row-group-per-checkpoint layout finds neither key it reads, so it
+        # takes these parts for foreign ones and rebuilds, never misplacing rows.
+        assert all(LEGACY_ROWS_META not in pq.ParquetFile(p).metadata.metadata for p in parts)
+        assert "files" not in json.loads((store / asset / RUN / TABLE_INDEX).read_bytes())
 
 
 def test_a_store_of_a_row_group_per_checkpoint_is_read_reused_and_grown(run, tmp_path):

@@ -20,10 +20,13 @@ import pyarrow.parquet as pq
 from ..locations import AnyPath, info_stamp, is_local
 
 SUFFIX = ".parquet"
-ROWS_META = b"statepool.rows"  # JSON: [[checkpoint, key, info], ...], one per checkpoint
-# JSON: [[row group, first row, rows], ...], one per checkpoint. A part without it (written
-# before row groups held several checkpoints) has one row group per checkpoint.
+# JSON: [[checkpoint, key, info], ...], one per checkpoint, and where each one's rows are,
+# [[row group, first row, rows], ...]. Parts written before row groups held several
+# checkpoints name theirs under LEGACY_ROWS_META, a row group each. New parts use new keys
+# so that code of that time reads them as not its own (and rebuilds), never misplaces rows.
+ROWS_META = b"statepool.checkpoints"
 SPANS_META = b"statepool.spans"
+LEGACY_ROWS_META = b"statepool.rows"
 PART_FILE = re.compile(r"p(\d{8,})\.parquet")
 
 
@@ -238,16 +241,14 @@ def footer_rows(
     except pa.ArrowInvalid:  # not Parquet at all
         return None, None
     try:
-        rows = json.loads(meta[ROWS_META])
+        if ROWS_META in meta:
+            rows, spans = json.loads(meta[ROWS_META]), json.loads(meta[SPANS_META])
+            if len(spans) != len(rows):
+                return None, None
+            return rows, spans
+        return json.loads(meta[LEGACY_ROWS_META]), None
     except (KeyError, ValueError):  # Parquet, but not a part this store wrote
         return None, None
-    try:
-        spans = json.loads(meta[SPANS_META])
-    except (KeyError, ValueError):
-        spans = None
-    if spans is not None and len(spans) != len(rows):
-        return None, None
-    return rows, spans
 
 
 def sweep(folder: AnyPath) -> None:

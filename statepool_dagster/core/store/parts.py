@@ -47,7 +47,7 @@ from .part_files import (
 )
 from .part_writer import PartWriter
 from .row_batch import LARGE, RowBatch, row_bytes
-from .table_index import cached_view, decode_index, encode_index, index_stamp
+from .table_index import PARTS_KEY, cached_view, decode_index, encode_index, index_stamp
 
 
 class RunTable(Compaction):
@@ -80,7 +80,7 @@ class RunTable(Compaction):
         except (OSError, ValueError):
             cached = {}
         self.marks = dict(cached.get("marks") or {})
-        known = cached.get("files") or {}
+        known = cached.get(PARTS_KEY) or {}
         listing = list_parts(self.folder)
         for name in sorted(listing, key=file_order):
             entry = known.get(name)

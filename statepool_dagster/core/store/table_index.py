@@ -17,13 +17,16 @@ from ..locations import AnyPath, is_local
 if TYPE_CHECKING:
     from .parts import RunTable
 
+# The index's key for its parts' entries; "files" before row groups held several checkpoints
+# (an index of that time is not read, so code of that time never reads this one).
+PARTS_KEY = "parts"
 VIEWS = "views"  # the table's mark: rendered first rows, by the keys of their checkpoints
 VIEW_CHARS = 1 << 16  # a rendered view longer than this is not kept in the index
 
 
 def encode_index(marks: dict[str, Any], files: dict[str, Any]) -> bytes:
     """The index as JSON (msgspec: its size grows with the run, it is written at each build)."""
-    index = {"marks": marks, "files": files}
+    index = {"marks": marks, PARTS_KEY: files}
     try:
         return msgspec.json.encode(index, order="sorted")
     except (msgspec.EncodeError, UnicodeEncodeError, TypeError, ValueError):  # e.g. a NaN
