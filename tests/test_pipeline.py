@@ -108,6 +108,15 @@ def test_materializations_carry_counts_fingerprint_and_preview(workspace, instan
     assert states["states"] == SPEC.n_checkpoints
     assert states["skipped_checkpoints"] == 0
     assert "run000_ckpt0" in states["preview"]
+    prompts = latest_metadata(instance, "curator_prompts", "run000")
+    assert (
+        prompts["prompt_chars_min"] <= prompts["prompt_chars_median"] <= prompts["prompt_chars_max"]
+    )
+    fingerprints = {
+        latest_metadata(instance, a, "run000")["source_fingerprint"]
+        for a in ("run_episodes", "skill_snapshots", "checkpoint_states", "curator_prompts")
+    }
+    assert len(fingerprints) == 1
 
 
 def test_per_version_metadata_keeps_the_newest_versions_of_a_long_run(workspace, instance):
@@ -125,15 +134,6 @@ def test_per_version_metadata_keeps_the_newest_versions_of_a_long_run(workspace,
     snapshots = latest_metadata(instance, "skill_snapshots", "run000")
     assert snapshots["snapshots"] == n
     assert sorted(snapshots["cards_by_version"], key=int) == newest
-    prompts = latest_metadata(instance, "curator_prompts", "run000")
-    assert (
-        prompts["prompt_chars_min"] <= prompts["prompt_chars_median"] <= prompts["prompt_chars_max"]
-    )
-    fingerprints = {
-        latest_metadata(instance, a, "run000")["source_fingerprint"]
-        for a in ("run_episodes", "skill_snapshots", "checkpoint_states", "curator_prompts")
-    }
-    assert len(fingerprints) == 1
 
 
 def test_skipped_checkpoint_is_reported_with_its_reason(workspace, instance):

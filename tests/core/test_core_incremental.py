@@ -189,6 +189,20 @@ def test_lost_index_falls_back_to_each_parts_own_footer(run, tmp_path):
     assert_same_as_fresh(run.parent, store, tmp_path)
 
 
+@pytest.mark.parametrize("size", [-5, "12", True, 10**12])
+def test_a_hand_edited_episodes_mark_is_read_again_never_a_crash(run, tmp_path, size):
+    """The index's record of how far episodes.jsonl was read, edited to nonsense."""
+    store = tmp_path / "store"
+    build(run.parent, store)
+    index = store / EPISODES / RUN / TABLE_INDEX
+    edited = json.loads(index.read_bytes())
+    edited["marks"]["seen"]["bytes"] = size
+    index.write_text(json.dumps(edited))
+    append_checkpoint(run, SPEC, 0)
+    build(run.parent, store)
+    assert_same_as_fresh(run.parent, store, tmp_path)
+
+
 def test_part_of_another_build_is_rebuilt_not_reused(run, tmp_path):
     """A checkpoint whose key does not match its inputs (an older format, a hand edit) is redone."""
     store = tmp_path / "store"

@@ -84,9 +84,10 @@ def _prefix_digest(f: BinaryIO, size: int) -> hashlib._Hash:
 
 def _same_prefix(f: BinaryIO, seen: dict) -> hashlib._Hash | None:
     """The running digest of the bytes the last build read, if the file still starts with them."""
-    if not isinstance(seen.get("digest"), str) or not isinstance(seen.get("bytes"), int):
-        return None
-    h = _prefix_digest(f, seen["bytes"])
+    size = seen.get("bytes")
+    if not isinstance(seen.get("digest"), str) or type(size) is not int or size < 0:
+        return None  # a mark this code did not write (a hand edit): the run is read again
+    h = _prefix_digest(f, size)
     return h if h.hexdigest() == seen["digest"] else None
 
 
