@@ -15,7 +15,13 @@ from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES, TABLE_INDEX
 from statepool_dagster.core.stages import STAGES, RunJob, build_run
 from statepool_dagster.core.store.layout import StoreLayout
-from statepool_dagster.core.store.part_files import MERGE, PART_ROWS, part_name
+from statepool_dagster.core.store.part_files import (
+    LEGACY_ROWS_META,
+    MERGE,
+    PART_ROWS,
+    ROWS_META,
+    part_name,
+)
 from statepool_dagster.core.store.parts import RunTable
 from statepool_dagster.core.store.reading import read_run_table
 from statepool_dagster.core.store.schemas import SCHEMAS
@@ -210,11 +216,11 @@ def test_part_of_another_build_is_rebuilt_not_reused(run, tmp_path):
     (store / STATES / RUN / TABLE_INDEX).unlink()
     for part in (store / STATES / RUN).glob("p*.parquet"):
         table = pq.read_table(part)
-        rows = json.loads(pq.ParquetFile(part).metadata.metadata[b"statepool.rows"])
+        rows = json.loads(pq.ParquetFile(part).metadata.metadata[ROWS_META])
         if any(name == part_name(2) for name, _, _ in rows):
             break
     rows = [[n, "stale" if n == part_name(2) else key, info] for n, key, info in rows]
-    meta = {b"statepool.rows": json.dumps(rows).encode()}
+    meta = {LEGACY_ROWS_META: json.dumps(rows).encode()}  # a row group each, as before
     pq.write_table(table.replace_schema_metadata(meta), part, row_group_size=1)
     reused = build(run.parent, store)
     assert reused[STATES] == SPEC.n_checkpoints - 1
@@ -364,7 +370,7 @@ def test_a_long_run_is_cut_into_parts_of_bounded_size(tmp_path):
     for asset in (SNAPSHOTS, STATES, PROMPTS):
         parts = sorted((store / asset / RUN).glob("p*.parquet"))
         footers = [pq.ParquetFile(p).metadata for p in parts]
-        sizes = [len(json.loads(f.metadata[b"statepool.rows"])) for f in footers]
+        sizes = [len(json.loads(f.metadata[ROWS_META])) for f in footers]
         assert len(parts) >= 2 and max(sizes) <= PART_ROWS and sum(sizes) == n, (asset, sizes)
         assert sum(f.num_row_groups for f in footers) < n / 8, (asset, sizes)
         versions = read_run_table(StoreLayout(store), asset, RUN, columns=["version"])
