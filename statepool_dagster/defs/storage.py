@@ -62,6 +62,8 @@ from dagster.version import __version__ as dagster_version
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
+from .storage_reads import PartitionsReadOncePerBatch
+
 # Events Dagster writes in one batch (a multi-partition output's materializations, a run's
 # planned events) once this is above 0; read by Dagster at each event, so setting it here,
 # when the instance loads this class, covers every process that writes to the instance.
@@ -100,7 +102,7 @@ class _WalWatchdog(SqliteEventLogStorageWatchdog):
         self.on_modified(event)
 
 
-class StatepoolSqliteEventLogStorage(SqliteEventLogStorage):
+class StatepoolSqliteEventLogStorage(PartitionsReadOncePerBatch, SqliteEventLogStorage):
     """``SqliteEventLogStorage`` with kept connections and one transaction per batch."""
 
     def __init__(self, base_dir: str | None = None, inst_data: ConfigurableClassData | None = None):
@@ -110,6 +112,7 @@ class StatepoolSqliteEventLogStorage(SqliteEventLogStorage):
         self._engines_pid = os.getpid()
         self._forked_engines: list[OrderedDict[str, Engine]] = []
         self._tables: set[str] = set()
+        self._asset_key_index_cols = False
         self._local = threading.local()
         self._inst_data = inst_data
         if base_dir is not None:
@@ -232,11 +235,13 @@ class StatepoolSqliteEventLogStorage(SqliteEventLogStorage):
             yield
         except BaseException:
             self._local.session = None
+            self._end_batch_reads()
             for conn in session.values():
                 conn.rollback()
                 conn.close()
             raise
         self._local.session = None
+        self._end_batch_reads()
         try:
             for conn in session.values():
                 conn.commit()
@@ -258,6 +263,12 @@ class StatepoolSqliteEventLogStorage(SqliteEventLogStorage):
                 if engine.dialect.has_table(conn, table_name):
                     self._tables.add(table_name)
         return table_name in self._tables
+
+    def _has_asset_key_index_cols_on_connection(self, conn: Connection) -> bool:
+        # Asked for every stored asset event (a schema read); columns, once there, stay.
+        if not self._asset_key_index_cols:
+            self._asset_key_index_cols = super()._has_asset_key_index_cols_on_connection(conn)
+        return self._asset_key_index_cols
 
     def watch(self, run_id: str, cursor: str | None, callback) -> None:
         if not self._obs:

@@ -1,0 +1,114 @@
+"""The PostgreSQL event log ``deploy/postgres/dagster.yaml`` names: Dagster's own, connecting less.
+
+Dagster's ``PostgresEventLogStorage`` opens a new database connection (``NullPool``) for
+every statement it runs: storing one materialization opens three, one check evaluation two,
+each asking whether a table exists opens another. A 200-run ``statepool sync`` made
+10,000 connections, most of its time on PostgreSQL. This subclass changes how it connects,
+not what it writes:
+
+- **A batch on one connection, in one transaction**: inside ``batched_writes`` (a step's
+  recording of its partitions, ``store_event_batch`` for a run's planned events) every
+  statement goes through one connection and commits at the end; on an error nothing of it
+  is kept. Outside, each call connects as Dagster's does (no connection is held between
+  calls, as Dagster intends for many instances per server).
+- **Tables known once there**: ``has_table`` asks the server once per table per process.
+- **Partition keys read once per batch** (``storage_reads.py``).
+
+Events another process reads while a step records appear when its batch commits, as on the
+project's SQLite storage. Checked against Dagster's own storage as the oracle in
+``tests/test_event_storage.py`` (the same sync reads back the same), when a server is given.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from dagster._config.config_schema import UserConfigSchema
+from dagster._core.events.log import EventLogEntry
+from dagster._core.storage.config import pg_config
+from dagster._serdes import ConfigurableClassData
+from dagster_postgres.event_log.event_log import PostgresEventLogStorage
+from dagster_postgres.utils import (
+    create_pg_connection,
+    get_token_provider_from_config,
+    pg_url_from_config,
+    retry_pg_connection_fn,
+)
+from sqlalchemy.engine import Connection
+
+from .storage_reads import PartitionsReadOncePerBatch
+
+
+class StatepoolPostgresEventLogStorage(PartitionsReadOncePerBatch, PostgresEventLogStorage):
+    """``PostgresEventLogStorage`` with a batch of writes on one connection and transaction."""
+
+    def __init__(self, postgres_url: str, *args: Any, **kwargs: Any):
+        self._local = threading.local()
+        self._tables: set[str] = set()
+        super().__init__(postgres_url, *args, **kwargs)
+
+    @classmethod
+    def config_type(cls) -> UserConfigSchema:
+        return pg_config()
+
+    @classmethod
+    def from_config_value(  # ty: ignore[invalid-method-override]
+        cls, inst_data: ConfigurableClassData | None, config_value: Mapping[str, Any]
+    ) -> StatepoolPostgresEventLogStorage:
+        return cls(
+            pg_url_from_config(config_value),
+            should_autocreate_tables=config_value.get("should_autocreate_tables", True),
+            inst_data=inst_data,
+            token_provider=get_token_provider_from_config(config_value),
+        )
+
+    @contextmanager
+    def _connect(self) -> Iterator[Connection]:  # ty: ignore[invalid-method-override]
+        session = getattr(self._local, "session", None)
+        if session is not None and session[0] == os.getpid():
+            yield session[1]
+            return
+        with create_pg_connection(self._engine) as conn:
+            yield conn
+
+    @contextmanager
+    def batched_writes(self) -> Iterator[None]:
+        """Everything this thread stores inside, on one connection, committed at the end.
+
+        Nested uses join the outermost. On an error nothing of it is kept.
+        """
+        if getattr(self._local, "session", None) is not None:
+            yield
+            return
+        conn = retry_pg_connection_fn(self._engine.connect)
+        try:
+            # The engine autocommits: a transaction needs the connection's own isolation level.
+            conn = conn.execution_options(isolation_level="READ COMMITTED")
+            transaction = conn.begin()
+            self._local.session = (os.getpid(), conn)
+            try:
+                yield
+            except BaseException:
+                transaction.rollback()
+                raise
+            finally:
+                self._local.session = None
+                self._end_batch_reads()
+            transaction.commit()
+        finally:
+            conn.close()
+
+    def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
+        """Dagster's batch write (one bulk insert for materializations), on one transaction."""
+        with self.batched_writes():
+            super().store_event_batch(events)
+
+    def has_table(self, table_name: str) -> bool:
+        # Asked for every stored asset event; a table, once there, stays.
+        if table_name not in self._tables and super().has_table(table_name):
+            self._tables.add(table_name)
+        return table_name in self._tables
