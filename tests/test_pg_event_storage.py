@@ -92,3 +92,37 @@ def test_a_batch_is_all_or_nothing_on_postgres(tmp_path, monkeypatch, pg_url):
         with storage.batched_writes(), storage.batched_writes():  # nested: one transaction
             storage.store_event(engine_event("r2", "kept"))
         assert [e.user_message for e in storage.get_logs_for_run("r2")] == ["kept"]
+
+
+def test_a_batch_notifies_each_event_and_keeps_asset_rows_as_dagster_does(
+    tmp_path, monkeypatch, pg_url
+):
+    import psycopg2
+    from dagster_postgres.event_log.event_log import CHANNEL_NAME
+
+    listener = psycopg2.connect(pg_url)
+    listener.autocommit = True
+    listener.cursor().execute(f"LISTEN {CHANNEL_NAME}")
+    with ours(tmp_path / "home", pg_url, monkeypatch) as instance:
+        storage = instance.event_log_storage
+        with storage.batched_writes():
+            for i in range(3):
+                storage.store_event(engine_event("r1", str(i)))
+        ids = [r.storage_id for r in storage.get_records_for_run("r1").records]
+    listener.poll()
+    assert [n.payload for n in listener.notifies] == [f"r1_{i}" for i in ids]
+    listener.close()
+
+
+def test_planned_events_leave_the_asset_rows_dagsters_would(
+    workspace, tmp_path, monkeypatch, pg_url
+):
+    generate_runs(workspace.runs, SPEC)
+    with ours(tmp_path / "ours", pg_url, monkeypatch) as instance:
+        synced(instance, tmp_path / "ours", monkeypatch)
+        runs = {r.run_id for r in instance.get_runs()}
+        for record in instance.get_asset_records():
+            entry = record.asset_entry
+            assert entry.last_run_id in runs
+            latest = entry.last_materialization_record
+            assert latest is not None and latest.run_id == entry.last_run_id

@@ -11,6 +11,10 @@ not what it writes:
   statement goes through one connection and commits at the end; on an error nothing of it
   is kept. Outside, each call connects as Dagster's does (no connection is held between
   calls, as Dagster intends for many instances per server).
+- **Fewer statements in a batch**: a run's planned events are inserted in one statement,
+  its asset rows updated once per asset (as the last of them would leave them); the
+  ``NOTIFY`` Dagster sends after each event (kept for older watchers) is sent for all of
+  them in one statement before the commit, which is when PostgreSQL delivers them anyway.
 - **Tables known once there**: ``has_table`` asks the server once per table per process.
 - **Partition keys read once per batch** (``storage_reads.py``).
 
@@ -27,11 +31,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import sqlalchemy as db
+from dagster import DagsterEventType
 from dagster._config.config_schema import UserConfigSchema
+from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS
 from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.config import pg_config
+from dagster._core.storage.event_log import SqlEventLogStorageTable
 from dagster._serdes import ConfigurableClassData
-from dagster_postgres.event_log.event_log import PostgresEventLogStorage
+from dagster_postgres.event_log.event_log import CHANNEL_NAME, PostgresEventLogStorage
 from dagster_postgres.utils import (
     create_pg_connection,
     get_token_provider_from_config,
@@ -41,6 +49,12 @@ from dagster_postgres.utils import (
 from sqlalchemy.engine import Connection
 
 from .storage_reads import PartitionsReadOncePerBatch
+
+NOTIFY_ALL = db.text("SELECT pg_notify(:channel, n) FROM unnest(CAST(:ids AS text[])) n")
+PLANNED = {
+    DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
+    DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED,
+}
 
 
 class StatepoolPostgresEventLogStorage(PartitionsReadOncePerBatch, PostgresEventLogStorage):
@@ -90,22 +104,67 @@ class StatepoolPostgresEventLogStorage(PartitionsReadOncePerBatch, PostgresEvent
             conn = conn.execution_options(isolation_level="READ COMMITTED")
             transaction = conn.begin()
             self._local.session = (os.getpid(), conn)
+            self._local.notify = []
             try:
                 yield
+                if self._local.notify:
+                    conn.execute(
+                        db.text(
+                            "SELECT pg_notify(:channel, n) FROM unnest(CAST(:ids AS text[])) n"
+                        ),
+                        {"channel": CHANNEL_NAME, "ids": self._local.notify},
+                    )
             except BaseException:
                 transaction.rollback()
                 raise
             finally:
-                self._local.session = None
+                self._local.session = self._local.notify = None
                 self._end_batch_reads()
             transaction.commit()
         finally:
             conn.close()
 
+    def _insert(self, events: Sequence[EventLogEntry]) -> list[int]:
+        """Insert ``events`` in one statement (inside a batch); their ids, in order."""
+        statement = self.prepare_insert_event_batch(events).returning(
+            SqlEventLogStorageTable.c.run_id, SqlEventLogStorageTable.c.id
+        )
+        with self._connect() as conn:
+            rows = conn.execute(statement).fetchall()
+        self._local.notify.extend(f"{run_id}_{event_id}" for run_id, event_id in rows)
+        return [int(event_id) for _, event_id in rows]
+
+    def store_event(self, event: EventLogEntry) -> None:
+        """Dagster's ``store_event``; inside a batch, its ``NOTIFY`` sent at the batch's end."""
+        if getattr(self._local, "session", None) is None:
+            super().store_event(event)
+            return
+        (event_id,) = self._insert([event])
+        kind = event.dagster_event_type
+        if kind in ASSET_EVENTS and event.get_dagster_event().asset_key:
+            with self.index_transaction() as conn:
+                self._store_asset_event_tags(conn, [event], [event_id])
+                self._store_asset_event(conn, event, event_id)
+        if kind in ASSET_CHECK_EVENTS:
+            self.store_asset_check_event(event, event_id)
+
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
-        """Dagster's batch write (one bulk insert for materializations), on one transaction."""
+        """Dagster's batch write on one transaction; planned events in one insert."""
         with self.batched_writes():
-            super().store_event_batch(events)
+            if not events or not {e.dagster_event_type for e in events} <= PLANNED:
+                super().store_event_batch(events)  # materializations: Dagster's bulk insert
+                return
+            last: dict[str, tuple[EventLogEntry, int]] = {}
+            for event, event_id in zip(events, self._insert(events), strict=True):
+                key = event.get_dagster_event().asset_key
+                if event.dagster_event_type in ASSET_CHECK_EVENTS:
+                    self.store_asset_check_event(event, event_id)
+                elif key is not None:
+                    # Each planned event sets its asset's row whole: the last one decides.
+                    last[key.to_string()] = (event, event_id)
+            with self.index_transaction() as conn:
+                for event, event_id in last.values():
+                    self._store_asset_event(conn, event, event_id)
 
     def has_table(self, table_name: str) -> bool:
         # Asked for every stored asset event; a table, once there, stays.
