@@ -13,8 +13,9 @@ on Dagster. This subclass changes how it connects and when it commits, not what 
 - **A batch in one transaction per shard**: ``store_event_batch`` (which Dagster calls for
   a multi-partition output's materializations and a run's planned events when
   ``DAGSTER_EVENT_BATCH_SIZE`` is set) stores each event exactly as ``store_event`` does,
-  inside :meth:`StatepoolSqliteEventLogStorage.batched_writes`; a failed batch is rolled back
-  whole, and Dagster then stores its events one by one. The run assets' step wraps its
+  inside :meth:`StatepoolSqliteEventLogStorage.batched_writes`, each asset's latest-state row
+  written once (``storage_batch.py``); a failed batch is rolled back whole, and Dagster then
+  stores its events one by one. The run assets' step wraps its
   check evaluations in the same context.
 - **A new run shard copied, not built**: Dagster builds one with a hundred DDL statements,
   each its own commit (half a second a run); this storage copies an empty shard Dagster's
@@ -62,6 +63,7 @@ from dagster.version import __version__ as dagster_version
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
+from .storage_batch import batch_writable, store_batch
 from .storage_reads import PartitionsReadOncePerBatch
 
 # Events Dagster writes in one batch (a multi-partition output's materializations, a run's
@@ -250,8 +252,12 @@ class StatepoolSqliteEventLogStorage(PartitionsReadOncePerBatch, SqliteEventLogS
                 conn.close()
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
-        """Each event as ``store_event`` stores it, all in one transaction per shard."""
+        """Each event as ``store_event`` stores it (each asset's row once: ``storage_batch.py``),
+        all in one transaction per shard."""
         with self.batched_writes():
+            if batch_writable(events):
+                store_batch(self, events)
+                return
             for event in events:
                 self.store_event(event)
 
