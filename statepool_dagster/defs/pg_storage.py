@@ -3,7 +3,8 @@
 Dagster's ``PostgresEventLogStorage`` opens a new database connection (``NullPool``) for
 every statement it runs: storing one materialization opens three, one check evaluation two,
 each asking whether a table exists opens another. A 200-run ``statepool sync`` made
-10,000 connections, most of its time on PostgreSQL. This subclass changes how it connects,
+10,000 connections and 12,500 statements, most of its time on PostgreSQL; with this class,
+370 connections and 2,900 statements. This subclass changes how it connects,
 not what it writes:
 
 - **A batch on one connection, in one transaction**: inside ``batched_writes`` (a step's
@@ -19,8 +20,10 @@ not what it writes:
 - **Partition keys read once per batch** (``storage_reads.py``).
 
 Events another process reads while a step records appear when its batch commits, as on the
-project's SQLite storage. Checked against Dagster's own storage as the oracle in
-``tests/test_event_storage.py`` (the same sync reads back the same), when a server is given.
+project's SQLite storage. Checked against Dagster's own PostgreSQL storage as the oracle in
+``tests/test_pg_event_storage.py`` (the same sync reads back the same events, metadata,
+check results, partitions and asset rows) when ``STATEPOOL_TEST_PG_URL`` names a server.
+Dagster's contract suite for event logs is not in the wheel and was not run.
 """
 
 from __future__ import annotations
