@@ -148,6 +148,6 @@ def pg_instance(pg_env):
 
     with DagsterInstance.from_config(pg_env["DAGSTER_HOME"]) as instance:
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
-        assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+        assert type(instance.event_log_storage).__name__ == "StatepoolPostgresEventLogStorage"
         assert type(instance.schedule_storage).__name__ == "PostgresScheduleStorage"
         yield instance

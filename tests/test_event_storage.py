@@ -85,6 +85,16 @@ def readback(instance: DagsterInstance) -> dict:
             )
             found[(spec.key, run)] = [(h.status, h.partition) for h in history]
     found["assets"] = sorted(r.asset_entry.asset_key for r in instance.get_asset_records())
+    # Each asset's latest-state row: its last materialization, and the run it names.
+    runs = [r.dagster_run.run_id for r in instance.get_run_records(RunsFilter(), ascending=True)]
+    for record in instance.get_asset_records():
+        entry = record.asset_entry
+        last = entry.last_materialization_record
+        found[("row", entry.asset_key)] = (
+            last.partition_key if last else None,
+            runs.index(last.run_id) if last else None,
+            runs.index(entry.last_run_id) if entry.last_run_id else None,
+        )
     return found
 
 

@@ -301,13 +301,26 @@ def sync(
     under_way = partitions_under_way(instance, order)
     first = [t for t in plan.to_materialize if t.run.name not in under_way]
     last = [t for t in plan.to_materialize if t.run.name in under_way]
-    for targets in (first, last):
-        if targets is last and last:
-            wait_for_runs(instance, {under_way[t.run.name] for t in last})
-        for batch in batches(targets, order, batch_size):
-            raise_if_signalled()
-            for outcome in materialize_runs(instance, batch, log_level):
-                summary.outcomes.append(outcome)
-                if on_outcome:
-                    on_outcome(outcome)
+    from ..core.report.cache import FiguresWarmer
+
+    # The report's figures of each batch's runs, counted while the next batch is built.
+    warmer = FiguresWarmer(settings.store_dir)
+    finished = False
+    try:
+        for targets in (first, last):
+            if targets is last and last:
+                wait_for_runs(instance, {under_way[t.run.name] for t in last})
+            for batch in batches(targets, order, batch_size):
+                raise_if_signalled()
+                built = []
+                for outcome in materialize_runs(instance, batch, log_level):
+                    summary.outcomes.append(outcome)
+                    if outcome.success and not outcome.elsewhere:
+                        built.append(outcome.run)
+                    if on_outcome:
+                        on_outcome(outcome)
+                warmer.add(built)
+        finished = True
+    finally:
+        warmer.close(finish=finished)
     return summary

@@ -13,8 +13,9 @@ on Dagster. This subclass changes how it connects and when it commits, not what 
 - **A batch in one transaction per shard**: ``store_event_batch`` (which Dagster calls for
   a multi-partition output's materializations and a run's planned events when
   ``DAGSTER_EVENT_BATCH_SIZE`` is set) stores each event exactly as ``store_event`` does,
-  inside :meth:`StatepoolSqliteEventLogStorage.batched_writes`; a failed batch is rolled back
-  whole, and Dagster then stores its events one by one. The run assets' step wraps its
+  inside :meth:`StatepoolSqliteEventLogStorage.batched_writes`, each asset's latest-state row
+  written once (``storage_batch.py``); a failed batch is rolled back whole, and Dagster then
+  stores its events one by one. The run assets' step wraps its
   check evaluations in the same context.
 - **A new run shard copied, not built**: Dagster builds one with a hundred DDL statements,
   each its own commit (half a second a run); this storage copies an empty shard Dagster's
@@ -65,6 +66,9 @@ from dagster.version import __version__ as dagster_version
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
+from .storage_batch import batch_writable, store_batch
+from .storage_reads import PartitionsReadOncePerBatch
+
 # Events Dagster writes in one batch (a multi-partition output's materializations, a run's
 # planned events) once this is above 0; read by Dagster at each event, so setting it here,
 # when the instance loads this class, covers every process that writes to the instance.
@@ -113,7 +117,7 @@ class _WalWatchdog(SqliteEventLogStorageWatchdog):
         self.on_modified(event)
 
 
-class StatepoolSqliteEventLogStorage(SqliteEventLogStorage):
+class StatepoolSqliteEventLogStorage(PartitionsReadOncePerBatch, SqliteEventLogStorage):
     """``SqliteEventLogStorage`` with kept connections and one transaction per batch."""
 
     def __init__(self, base_dir: str | None = None, inst_data: ConfigurableClassData | None = None):
@@ -123,6 +127,7 @@ class StatepoolSqliteEventLogStorage(SqliteEventLogStorage):
         self._engines_pid = os.getpid()
         self._forked_engines: list[OrderedDict[str, Engine]] = []
         self._tables: set[str] = set()
+        self._asset_key_index_cols = False
         self._local = threading.local()
         self._inst_data = inst_data
         if base_dir is not None:
@@ -249,11 +254,13 @@ class StatepoolSqliteEventLogStorage(SqliteEventLogStorage):
             yield
         except BaseException:
             self._local.session = None
+            self._end_batch_reads()
             for conn in session.values():
                 conn.rollback()
                 conn.close()
             raise
         self._local.session = None
+        self._end_batch_reads()
         try:
             for conn in session.values():
                 conn.commit()
@@ -262,8 +269,12 @@ class StatepoolSqliteEventLogStorage(SqliteEventLogStorage):
                 conn.close()
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
-        """Each event as ``store_event`` stores it, all in one transaction per shard."""
+        """Each event as ``store_event`` stores it (each asset's row once: ``storage_batch.py``),
+        all in one transaction per shard."""
         with self.batched_writes():
+            if batch_writable(events):
+                store_batch(self, events)
+                return
             for event in events:
                 self.store_event(event)
 
@@ -275,6 +286,12 @@ class StatepoolSqliteEventLogStorage(SqliteEventLogStorage):
                 if engine.dialect.has_table(conn, table_name):
                     self._tables.add(table_name)
         return table_name in self._tables
+
+    def _has_asset_key_index_cols_on_connection(self, conn: Connection) -> bool:
+        # Asked for every stored asset event (a schema read); columns, once there, stay.
+        if not self._asset_key_index_cols:
+            self._asset_key_index_cols = super()._has_asset_key_index_cols_on_connection(conn)
+        return self._asset_key_index_cols
 
     def watch(self, run_id: str, cursor: str | None, callback) -> None:
         if not self._obs:

@@ -169,13 +169,18 @@ def run_numbers(layout: StoreLayout, run: str, runs_root: AnyPath | None) -> Run
         numbers.rejects += [
             f"{source.value}: {r.describe()}" for r in read_rejects(layout, run, source)
         ]
-    if runs_root is not None:
-        snapshots = runs_root / run / SNAPSHOTS_DIR
-        numbers.ignored = {
-            f"{SNAPSHOTS_DIR}/{name}": why
-            for name, why in list_snapshots(snapshots).ignored.items()
-        }
+    numbers.ignored = ignored_files(runs_root, run)
     return numbers
+
+
+def ignored_files(runs_root: AnyPath | None, run: str) -> dict[str, str]:
+    """The files of the run's snapshot folder passed over, each with why."""
+    if runs_root is None:
+        return {}
+    snapshots = runs_root / run / SNAPSHOTS_DIR
+    return {
+        f"{SNAPSHOTS_DIR}/{name}": why for name, why in list_snapshots(snapshots).ignored.items()
+    }
 
 
 def _last_export(layout: StoreLayout) -> dict | None:

@@ -2,8 +2,9 @@
 
 ``store/report/index.html`` is the pool's overview; ``store/report/runs/<run>.html`` each
 run's detail. Runs are read one after another: a run's page is written as soon as its
-figures are counted, and only its line of the overview (counts and sampled curves) is
-kept, so memory follows the largest run, not the pool. The run pages are swapped in as
+figures are counted (or taken from ``cache.py`` when its files have not changed), and only
+its line of the overview (counts and sampled curves) is kept, so memory follows the largest
+run, not the pool. The run pages are swapped in as
 one folder, then the overview that links them.
 """
 
@@ -17,13 +18,13 @@ from ..export.rows import ExportOptions, ExportSet
 from ..locations import AnyPath
 from ..store.atomic import write_bytes_atomic
 from ..store.layout import StoreLayout
+from .cache import counted_run, prune_figures
 from .extras import feedback_numbers, feedback_section, session_rows, sessions_section
 from .numbers import (
     PoolNumbers,
     RunRow,
     export_summary,
-    prompt_chars,
-    run_numbers,
+    ignored_files,
     run_problems,
     runs_root_of,
     store_runs,
@@ -69,16 +70,18 @@ def write_report(
     pages = StagedFolder(layout.root / REPORT_FOLDER / RUNS_FOLDER)
     try:
         for run in names:
-            figures = run_numbers(layout, run, runs_root)
+            figures, chars = counted_run(layout, run)
+            figures.ignored = ignored_files(runs_root, run)
             figures.split = split_of_run.get(run)
             row = RunRow.of(figures, problems.get(run, []))
             (pages.path / f"{run}.html").write_bytes(_encode(render_run_page(figures, row)))
             numbers.runs.append(row)
-            numbers.prompt_chars.extend(prompt_chars(layout, run))
-            del figures
+            numbers.prompt_chars.extend(chars)
+            del figures, chars
         pages.commit()
     finally:
         pages.discard()
+    prune_figures(layout, names)
     sections = (
         sessions_section(session_rows(layout.root)),
         feedback_section(feedback_numbers(layout.root)),

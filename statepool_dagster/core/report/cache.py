@@ -1,0 +1,168 @@
+"""Each run's report figures kept beside the report, so a report re-reads only changed runs.
+
+Counting a run's figures reads its four tables; drawing them is cheap. So a run's counts
+(``RunNumbers`` without its split and ignored files, and its prompt lengths) are kept in
+``store/report/.figures/<run>.json`` with a stamp of the files they were read from: each
+table part's and the rejects file's inode, size and modification time. A report takes the
+kept figures of a run whose stamp still matches and reads the others again; a sync counts
+the runs it has built while it builds the next ones (``warm_figures``). A store that is not
+a local folder keeps nothing: every report reads it all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import json
+import multiprocessing as mp
+import os
+from concurrent.futures import Future, ProcessPoolExecutor
+
+from ..locations import AnyPath
+from ..names import EPISODES, PROMPTS, SNAPSHOTS, STATES
+from ..store.atomic import write_bytes_atomic
+from ..store.layout import StoreLayout
+from .numbers import RunNumbers, prompt_chars, run_numbers
+
+FIGURES_FOLDER = ".figures"
+# Part of every stamp: a change to what RunNumbers holds or how it is counted bumps it.
+FIGURES_VERSION = "1"
+
+
+def figures_folder(layout: StoreLayout) -> AnyPath:
+    from .write import REPORT_FOLDER
+
+    return layout.root / REPORT_FOLDER / FIGURES_FOLDER
+
+
+def files_stamp(layout: StoreLayout, run: str) -> str | None:
+    """A digest of what the run's figures are read from; None when it cannot be taken."""
+    if not layout.local:
+        return None
+    digest = hashlib.blake2b(FIGURES_VERSION.encode(), digest_size=16)
+    paths = [layout.table(asset, run) for asset in (EPISODES, SNAPSHOTS, STATES, PROMPTS)]
+    for path in [*paths, layout.rejects(run)]:
+        digest.update(f"\0{path}".encode())
+        try:
+            entries = sorted(os.scandir(path), key=lambda e: e.name)
+        except FileNotFoundError:
+            continue
+        except NotADirectoryError:
+            entries = [path]
+        for entry in entries:
+            st = os.stat(entry)
+            name = getattr(entry, "name", "")
+            digest.update(f"{name}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return digest.hexdigest()
+
+
+def _to_json(stamp: str, figures: RunNumbers, chars: list[int]) -> bytes:
+    return json.dumps(
+        {
+            "stamp": stamp,
+            "run": figures.run,
+            "accuracy": list(figures.accuracy.items()),
+            "episodes": list(figures.episodes.items()),
+            "cards": list(figures.cards.items()),
+            "ops": list(figures.ops.items()),
+            "states": figures.states,
+            "rejects": figures.rejects,
+            "prompt_chars": chars,
+        }
+    ).encode()
+
+
+def _from_json(data: dict) -> tuple[RunNumbers, list[int]]:
+    figures = RunNumbers(
+        data["run"],
+        accuracy={int(k): v for k, v in data["accuracy"]},
+        episodes={int(k): v for k, v in data["episodes"]},
+        cards={int(k): v for k, v in data["cards"]},
+        ops={int(k): v for k, v in data["ops"]},
+        states=data["states"],
+        rejects=data["rejects"],
+    )
+    return figures, data["prompt_chars"]
+
+
+def _kept(path: AnyPath, stamp: str) -> tuple[RunNumbers, list[int]] | None:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("stamp") != stamp:
+        return None
+    try:
+        return _from_json(data)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def counted_run(layout: StoreLayout, run: str) -> tuple[RunNumbers, list[int]]:
+    """The run's figures (no split, no ignored files) and prompt lengths: kept, or read."""
+    stamp = files_stamp(layout, run)
+    path = figures_folder(layout) / f"{run}.json"
+    if stamp is not None:
+        kept = _kept(path, stamp)
+        if kept is not None:
+            return kept
+    figures, chars = run_numbers(layout, run, None), prompt_chars(layout, run)
+    # Kept only if nothing changed while it was read: else the next report reads it again.
+    if stamp is not None and files_stamp(layout, run) == stamp:
+        with contextlib.suppress(OSError):
+            write_bytes_atomic(path, _to_json(stamp, figures, chars))
+    return figures, chars
+
+
+def prune_figures(layout: StoreLayout, runs: list[str]) -> None:
+    """Forget the kept figures of runs no longer in the store."""
+    folder = figures_folder(layout)
+    if not layout.local or not folder.is_dir():
+        return
+    keep = {f"{run}.json" for run in runs}
+    for path in folder.iterdir():
+        if path.suffix == ".json" and path.name not in keep:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def warm_figures(store: str | os.PathLike[str], runs: list[str]) -> None:
+    """Count and keep the figures of ``runs`` now, so the next report only draws them."""
+    layout = StoreLayout(store)
+    for run in runs:
+        counted_run(layout, run)
+
+
+class FiguresWarmer:
+    """Counts the figures of runs just built in one background process, while more are built.
+
+    Nothing is kept from a store that is not a local folder, or without ``fork``. A failure
+    here only leaves the report to count the run itself.
+    """
+
+    def __init__(self, store: str | os.PathLike[str]):
+        self._store = store
+        self._enabled = StoreLayout(store).local and "fork" in mp.get_all_start_methods()
+        self._pool: ProcessPoolExecutor | None = None
+        self._futures: list[Future] = []
+
+    def add(self, runs: list[str]) -> None:
+        if not runs or not self._enabled:
+            return
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                1, mp_context=mp.get_context("fork"), initializer=gc.freeze
+            )
+        self._futures.append(self._pool.submit(warm_figures, self._store, runs))
+
+    def close(self, finish: bool = True) -> None:
+        """Wait for the runs handed over (``finish``), or drop those not started."""
+        if self._pool is None:
+            return
+        if finish:
+            for future in self._futures:
+                with contextlib.suppress(Exception):
+                    future.result()
+        self._pool.shutdown(wait=finish, cancel_futures=not finish)
+        self._pool, self._futures = None, []

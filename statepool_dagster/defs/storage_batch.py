@@ -1,0 +1,76 @@
+"""A batch of asset events stored with each asset's row written once (``storage.py``).
+
+Dagster's SQLite ``store_event`` keeps, per event, a row of the asset's latest state
+(``asset_keys``): it tries an insert, catches the conflict, then updates, and for a
+materialization serializes the whole event a second time into it. A batch (a step's
+materializations of one asset, a run's planned events) writes every event's own rows as
+``store_event`` does, then each asset's row once, holding for each column what the last event
+in the batch to set it would have left: the same row, one write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dagster import DagsterEventType
+from dagster._core.events.log import EventLogEntry
+from dagster._core.storage.event_log import AssetKeyTable
+from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+from sqlalchemy import exc as db_exc
+
+# The kinds a batch may hold that this writes; any other batch is stored event by event.
+KINDS = {
+    DagsterEventType.ASSET_MATERIALIZATION,
+    DagsterEventType.ASSET_OBSERVATION,
+    DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
+    DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED,
+}
+
+
+def batch_writable(events: Sequence[EventLogEntry]) -> bool:
+    return bool(events) and all(e.dagster_event_type in KINDS for e in events)
+
+
+def store_batch(storage: SqlEventLogStorage, events: Sequence[EventLogEntry]) -> None:
+    """Store ``events`` (all of :data:`KINDS`) as the SQLite ``store_event`` would, one by one,
+    but each asset's row once. Meant to run inside one transaction per shard."""
+    asset_events: list[tuple[EventLogEntry, int]] = []
+    for event in events:
+        statement = storage.prepare_insert_event(event)
+        with storage.run_connection(event.run_id) as conn:
+            conn.execute(statement)
+        with storage.index_transaction() as conn:
+            event_id = conn.execute(statement).inserted_primary_key[0]
+            if event.dagster_event_type == DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED:
+                storage.store_asset_check_event(event, event_id)
+            elif event.get_dagster_event().asset_key:
+                storage._store_asset_event_tags(conn, [event], [event_id])
+                asset_events.append((event, event_id))
+    if asset_events:
+        with storage.index_transaction() as conn:
+            _write_asset_rows(storage, conn, asset_events)
+
+
+def _write_asset_rows(storage: SqlEventLogStorage, conn, asset_events) -> None:
+    has_index_cols = storage._has_asset_key_index_cols_on_connection(conn)
+    rows: dict[str, dict] = {}  # in the order the assets first appear, as their rows would be
+    for event, _ in asset_events:
+        rows.setdefault(event.get_dagster_event().asset_key.to_string(), {})
+    for event, event_id in reversed(asset_events):  # the last to set a column decides it
+        dagster_event = event.get_dagster_event()
+        values = rows[dagster_event.asset_key.to_string()]
+        if dagster_event.is_step_materialization and "last_materialization" in values:
+            continue  # an earlier materialization sets nothing a later one has not
+        for column, value in storage._get_asset_entry_values(
+            event, event_id, has_index_cols
+        ).items():
+            values.setdefault(column, value)
+    for key, values in rows.items():
+        if not values:
+            continue
+        try:
+            conn.execute(AssetKeyTable.insert().values(asset_key=key, **values))
+        except db_exc.IntegrityError:
+            conn.execute(
+                AssetKeyTable.update().values(**values).where(AssetKeyTable.c.asset_key == key)
+            )
