@@ -301,6 +301,8 @@ def sync(
     under_way = partitions_under_way(instance, order)
     first = [t for t in plan.to_materialize if t.run.name not in under_way]
     last = [t for t in plan.to_materialize if t.run.name in under_way]
+    if not plan.to_materialize:
+        return summary  # an idle sync: nothing of the report (nor Arrow) is loaded
     from ..core.report.cache import FiguresWarmer
 
     # The report's figures of each batch's runs, counted while the next batch is built.
