@@ -7,7 +7,8 @@ read again.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -16,15 +17,16 @@ from .layout import StoreLayout
 from .part_files import READ_ATTEMPTS
 from .parts import RunTable
 
+T = TypeVar("T")
 
-def read_table(folder: AnyPath, schema: pa.Schema, columns: list[str] | None = None) -> pa.Table:
-    """A run table's current rows as one table, in checkpoint order (read again if a part
-    went meanwhile)."""
+
+def _retried(folder: AnyPath, schema: pa.Schema, read: Callable[[RunTable], T]) -> T:
+    """``read`` of the run table in ``folder``, again if a part went meanwhile."""
     for attempt in range(READ_ATTEMPTS):
         table = None
         try:
             table = RunTable(folder, schema)
-            return table.read(columns)
+            return read(table)
         except FileNotFoundError:
             if attempt == READ_ATTEMPTS - 1:
                 raise
@@ -32,6 +34,12 @@ def read_table(folder: AnyPath, schema: pa.Schema, columns: list[str] | None = N
             if table is not None:
                 table.close()
     raise AssertionError("unreachable")
+
+
+def read_table(folder: AnyPath, schema: pa.Schema, columns: list[str] | None = None) -> pa.Table:
+    """A run table's current rows as one table, in checkpoint order (read again if a part
+    went meanwhile)."""
+    return _retried(folder, schema, lambda table: table.read(columns))
 
 
 def read_run_infos(layout: StoreLayout, asset: str, run: str) -> list[tuple[str, dict[str, Any]]]:
@@ -40,18 +48,11 @@ def read_run_infos(layout: StoreLayout, asset: str, run: str) -> list[tuple[str,
     is behind a part)."""
     from .schemas import SCHEMAS
 
-    for attempt in range(READ_ATTEMPTS):
-        table = None
-        try:
-            table = RunTable(layout.table(asset, run), SCHEMAS[asset])
-            return [(name, table.parts[name].info) for name in table.names()]
-        except FileNotFoundError:
-            if attempt == READ_ATTEMPTS - 1:
-                raise
-        finally:
-            if table is not None:
-                table.close()
-    raise AssertionError("unreachable")
+    return _retried(
+        layout.table(asset, run),
+        SCHEMAS[asset],
+        lambda table: [(name, table.parts[name].info) for name in table.names()],
+    )
 
 
 def read_run_table(
