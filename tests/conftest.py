@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
 import sys
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -105,9 +107,9 @@ def pg_server() -> str:
     return url
 
 
-@pytest.fixture
-def pg_url(pg_server: str):
-    """A fresh, empty database on the server, dropped after the test."""
+@contextlib.contextmanager
+def fresh_database(pg_server: str) -> Iterator[str]:
+    """A fresh, empty database on the server (its URL), dropped afterwards."""
     import psycopg2
     from sqlalchemy.engine import make_url
 
@@ -127,6 +129,20 @@ def pg_url(pg_server: str):
             cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
     finally:
         admin.close()
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    """A fresh, empty database on the server, dropped after the test."""
+    with fresh_database(pg_server) as url:
+        yield url
+
+
+@pytest.fixture
+def other_pg_url(pg_server: str) -> Iterator[str]:
+    """A second fresh database on the server, dropped after the test."""
+    with fresh_database(pg_server) as url:
+        yield url
 
 
 @pytest.fixture

@@ -8,9 +8,6 @@ one transaction, all or nothing. Each test has fresh databases on the server
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-
 import pytest
 from dagster import DagsterInstance, instance_for_test
 from test_event_storage import SPEC, engine_event, synced
@@ -19,30 +16,6 @@ from statepool_dagster.core import names
 from statepool_dagster.demo.sample_runs import generate_runs
 
 from helpers import REPO
-
-
-@pytest.fixture
-def other_pg_url(pg_server: str) -> Iterator[str]:
-    """A second fresh database on the server, dropped after the test."""
-    import psycopg2
-    from sqlalchemy.engine import make_url
-
-    name = f"statepool_test_{uuid.uuid4().hex[:12]}"
-    admin = psycopg2.connect(pg_server, connect_timeout=5)
-    admin.autocommit = True
-    try:
-        with admin.cursor() as cur:
-            cur.execute(f'CREATE DATABASE "{name}"')
-        yield make_url(pg_server).set(database=name).render_as_string(hide_password=False)
-        with admin.cursor() as cur:
-            cur.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE datname = %s AND pid <> pg_backend_pid()",
-                (name,),
-            )
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
-    finally:
-        admin.close()
 
 
 def ours(home, url: str, monkeypatch) -> DagsterInstance:
