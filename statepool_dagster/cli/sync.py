@@ -296,13 +296,13 @@ def sync(
     if on_plan:
         on_plan(plan)
     summary = SyncSummary(plan)
+    if not plan.to_materialize:
+        return summary  # an idle sync: no more queries, nothing of the report (nor Arrow)
     order = instance.get_dynamic_partitions(RUNS)
     # Partitions another process's run is building: last, once that run is over.
     under_way = partitions_under_way(instance, order)
     first = [t for t in plan.to_materialize if t.run.name not in under_way]
     last = [t for t in plan.to_materialize if t.run.name in under_way]
-    if not plan.to_materialize:
-        return summary  # an idle sync: nothing of the report (nor Arrow) is loaded
     from ..core.report.cache import FiguresWarmer
 
     # The report's figures of each batch's runs, counted while the next batch is built.

@@ -111,12 +111,7 @@ class StatepoolPostgresEventLogStorage(PartitionsReadOncePerBatch, PostgresEvent
             try:
                 yield
                 if self._local.notify:
-                    conn.execute(
-                        db.text(
-                            "SELECT pg_notify(:channel, n) FROM unnest(CAST(:ids AS text[])) n"
-                        ),
-                        {"channel": CHANNEL_NAME, "ids": self._local.notify},
-                    )
+                    conn.execute(NOTIFY_ALL, {"channel": CHANNEL_NAME, "ids": self._local.notify})
             except BaseException:
                 transaction.rollback()
                 raise

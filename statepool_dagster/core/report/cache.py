@@ -24,6 +24,7 @@ from ..names import EPISODES, PROMPTS, SNAPSHOTS, STATES
 from ..store.atomic import write_bytes_atomic
 from ..store.layout import StoreLayout
 from .numbers import RunNumbers, prompt_chars, run_numbers
+from .paths import REPORT_FOLDER
 
 FIGURES_FOLDER = ".figures"
 # Part of every stamp: a change to what RunNumbers holds or how it is counted bumps it.
@@ -31,8 +32,6 @@ FIGURES_VERSION = "1"
 
 
 def figures_folder(layout: StoreLayout) -> AnyPath:
-    from .write import REPORT_FOLDER
-
     return layout.root / REPORT_FOLDER / FIGURES_FOLDER
 
 

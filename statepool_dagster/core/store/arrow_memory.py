@@ -33,16 +33,17 @@ def note_written(size: int) -> None:
 
 def release_if_large() -> None:
     """:func:`release_arrow_memory` once Arrow may hold enough freed memory to matter: after
-    :data:`RELEASE_AFTER` bytes written since the last time, or ``LARGE`` freed ones.
+    :data:`RELEASE_AFTER` bytes written since the last time. (A large cell read or written
+    is handed back where it is met, by ``release_arrow_memory(size)``; the pool's peak
+    cannot tell, as releasing never lowers it.)
 
     Handing memory back is not free: the allocator's next block is then a fresh (huge) page
     the kernel zeroes, ~1 ms a stage of a small run.
     """
     global _written
-    pool = pa.default_memory_pool()
-    if _written >= RELEASE_AFTER or pool.max_memory() - pool.bytes_allocated() >= LARGE:
+    if _written >= RELEASE_AFTER:
         _written = 0
-        pool.release_unused()
+        pa.default_memory_pool().release_unused()
 
 
 RELEASE_AFTER = 4 << 20
