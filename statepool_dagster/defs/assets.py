@@ -11,8 +11,7 @@ partitions reports each on its own, and a run that fails does not hide the other
 import traceback
 import warnings
 from collections.abc import Iterator, Sequence
-from collections.abc import Set as AbstractSet
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, closing, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -27,7 +26,6 @@ from dagster import (
     BackfillPolicy,
     BetaWarning,
     Failure,
-    MaterializeResult,
     MetadataValue,
     Output,
     TableColumn,
@@ -55,7 +53,7 @@ from ..core.names import (
     STATES,
     STORE,
 )
-from ..core.stages import STAGES, RunJob, StageReport, run_stage
+from ..core.stages import STAGES, RunJob, StageReport, stream_stage
 from ..core.store.arrow_memory import load_arrow
 from ..core.store.schemas import EPISODE_COLUMNS, PROMPT_COLUMNS, SNAPSHOT_COLUMNS, STATE_COLUMNS
 from .checks import CHECK_SPECS, CheckResult, check_evaluations, run_checks
@@ -98,22 +96,42 @@ def _build_run(
     return build
 
 
-def _build(
+def _builds(
     settings: Settings,
     runs: Sequence[str],
     assets: Sequence[str],
     checks: Sequence[AssetCheckKey] = (),
-) -> list[RunBuild]:
-    """Build ``assets`` (in data order) of every run and check it: the one call into the core."""
+) -> Iterator[list[RunBuild]]:
+    """Build ``assets`` (in data order) of every run and check it: the one call into the core.
+
+    The builds come back in run order as they finish, each time every one ready: the step
+    records them while the workers build the rest.
+    """
     if not assets and not checks:
-        return [RunBuild(run) for run in runs]
+        yield [RunBuild(run) for run in runs]
+        return
     # A forked worker's writes to memory:// would stay in the worker.
     shared = shared_between_processes(as_path(settings.store_dir))
     jobs = [RunJob(settings, run) for run in runs]
-    # run_stage runs each task under the run's store lock, on a fork pool when there are many.
+    # stream_stage runs each task under the run's store lock, on a fork pool when there are many.
     workers = settings.workers if shared else 1
     task = partial(_build_run, assets=tuple(assets), checks=tuple(checks))
-    return run_stage(task, jobs, workers)
+    yield from stream_stage(task, jobs, workers)
+
+
+RECORD_AT_ONCE = int(__import__("os").environ.get("XX_GROUP", "8"))
+
+
+def _at_least(batches: Iterator[list[RunBuild]], size: int) -> Iterator[list[RunBuild]]:
+    """``batches`` joined up to ``size`` builds at least (the last may be short)."""
+    group: list[RunBuild] = []
+    for batch in batches:
+        group += batch
+        if len(group) >= size:
+            yield group
+            group = []
+    if group:
+        yield group
 
 
 def _batched_writes(context: AssetExecutionContext) -> AbstractContextManager[None]:
@@ -177,6 +195,7 @@ def _spec(
         group_name=GROUP,
         kinds=kinds,
         metadata={COLUMN_SCHEMA: _schema(columns, types)},
+        skippable=True,  # recorded by hand, partition by partition (see _record)
     ).with_io_manager_key(STORE)
 
 
@@ -229,46 +248,28 @@ RUN_ASSET_SPECS = [
     ),
 ]
 
-RunAssetEvent = MaterializeResult | AssetMaterialization | AssetCheckEvaluation | Output
+RunAssetEvent = AssetMaterialization | AssetCheckEvaluation | Output
 
 
 def _record(
-    context: AssetExecutionContext,
-    builds: list[RunBuild],
-    assets: Sequence[str],
-    checks: AbstractSet[AssetCheckKey],
+    context: AssetExecutionContext, build: RunBuild, alone: bool
 ) -> Iterator[RunAssetEvent]:
-    """Every partition's materializations and check results, then each check's output."""
-    for build in builds:
-        for report in build.reports.values():
-            for note in report.notes:
-                context.log.info(f"{build.run}: {note}")
-    failed = [build for build in builds if build.error is not None]
-    if failed:
-        # One output covers every partition of the step: what was built is recorded one
-        # partition at a time instead (a failed run's stages before the failure too).
-        for build in failed if len(builds) > 1 else ():
-            context.log.error(f"{build.run} failed:\n{build.trace}")
-        for build in builds:
-            for asset in build.reports:
-                metadata = _run_metadata(build, asset)
-                yield AssetMaterialization(asset, partition=build.run, metadata=metadata)
-    else:
-        for asset in assets:
-            for build in builds:
-                # Dagster makes each partition's materialization from this, and stores
-                # them as one batch (DAGSTER_EVENT_BATCH_SIZE, set in storage.py).
-                context.add_asset_metadata(
-                    _run_metadata(build, asset),
-                    asset_key=AssetKey(asset),
-                    partition_key=build.run,
-                )
-            yield MaterializeResult(asset_key=asset)
-    for build in builds:
-        if build.error is None:
-            yield from check_evaluations(build.run, build.checks)
-    for key in checks:  # each check's output, which the evaluations above stand for
-        yield Output(None, context.assets_def.get_output_name_for_asset_check_key(key))
+    """One partition's materializations, in data order, then its checks' results.
+
+    Yielded by hand, partition set, as soon as the run is built: an asset output would stand
+    for every partition of the step at once, so only after the last was built. (The run
+    assets are ``skippable`` for that: the step yields no output for them.)
+    """
+    for report in build.reports.values():
+        for note in report.notes:
+            context.log.info(f"{build.run}: {note}")
+    if build.error is not None and not alone:  # alone, the step's own error says it
+        context.log.error(f"{build.run} failed:\n{build.trace}")
+    for asset in build.reports:  # a failed run's stages before the failure too
+        metadata = _run_metadata(build, asset)
+        yield AssetMaterialization(asset, partition=build.run, metadata=metadata)
+    if build.error is None:
+        yield from check_evaluations(build.run, build.checks)
 
 
 with warnings.catch_warnings():
@@ -285,19 +286,26 @@ with warnings.catch_warnings():
     def run_assets(
         context: AssetExecutionContext, statepool: StatepoolSettings
     ) -> Iterator[RunAssetEvent]:
-        """Build each run's selected assets in the data's order, then evaluate its checks."""
-        settings = statepool.settings()
+        """Build each run's selected assets in the data's order and evaluate its checks,
+        recording each run as soon as it is built."""
         selected = context.selected_asset_keys
         assets = [asset for asset in RUN_ASSETS if AssetKey(asset) in selected]
         checks = context.selected_asset_check_keys
-        builds = _build(settings, context.partition_keys, assets, list(checks))
-        failed = [build for build in builds if build.error is not None]
-        with _batched_writes(context):
-            yield from _record(context, builds, assets, checks)
+        runs = context.partition_keys
+        failed: list[RunBuild] = []
+        with closing(_builds(statepool.settings(), runs, assets, list(checks))) as builds:
+            for ready in _at_least(builds, RECORD_AT_ONCE):
+                # One write per batch of ready runs, committed before the next wait.
+                with _batched_writes(context):
+                    for build in ready:
+                        yield from _record(context, build, alone=len(runs) == 1)
+                failed += [build for build in ready if build.error is not None]
+        for key in checks:  # each check's output, which the evaluations above stand for
+            yield Output(None, context.assets_def.get_output_name_for_asset_check_key(key))
         if len(failed) == 1:
             raise failed[0].error
         if failed:
             raise Failure(
-                f"{len(failed)} of {len(builds)} runs failed: "
+                f"{len(failed)} of {len(runs)} runs failed: "
                 + "; ".join(f"{b.run}: {b.error}" for b in failed)
             )

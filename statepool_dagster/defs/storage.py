@@ -66,7 +66,7 @@ from dagster.version import __version__ as dagster_version
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
-from .storage_batch import batch_writable, store_batch
+from .storage_batch import batch_writable, store_rows, write_asset_rows
 from .storage_reads import PartitionsReadOncePerBatch
 
 # Events Dagster writes in one batch (a multi-partition output's materializations, a run's
@@ -241,7 +241,8 @@ class StatepoolSqliteEventLogStorage(PartitionsReadOncePerBatch, SqliteEventLogS
 
     @contextmanager
     def batched_writes(self) -> Iterator[None]:
-        """Everything this thread stores inside, one transaction per shard, committed at the end.
+        """Everything this thread stores inside, one transaction per shard, committed at the end;
+        each asset's row written once, last.
 
         Nested uses join the outermost. On an error nothing of it is kept.
         """
@@ -250,17 +251,17 @@ class StatepoolSqliteEventLogStorage(PartitionsReadOncePerBatch, SqliteEventLogS
             return
         session: dict[str, Connection] = {}
         self._local.session = session
+        self._local.asset_rows = []
         try:
             yield
+            write_asset_rows(self, self._local.asset_rows)
         except BaseException:
-            self._local.session = None
-            self._end_batch_reads()
+            self._end_session()
             for conn in session.values():
                 conn.rollback()
                 conn.close()
             raise
-        self._local.session = None
-        self._end_batch_reads()
+        self._end_session()
         try:
             for conn in session.values():
                 conn.commit()
@@ -268,13 +269,22 @@ class StatepoolSqliteEventLogStorage(PartitionsReadOncePerBatch, SqliteEventLogS
             for conn in session.values():
                 conn.close()
 
+    def _end_session(self) -> None:
+        self._local.session = self._local.asset_rows = None
+        self._end_batch_reads()
+
+    def store_event(self, event: EventLogEntry) -> None:
+        """Dagster's ``store_event``; inside :meth:`batched_writes`, an asset event's asset row
+        is left to the end of the batch (``storage_batch.py``)."""
+        if getattr(self._local, "session", None) is not None and batch_writable([event]):
+            self._local.asset_rows.extend(store_rows(self, [event]))
+            return
+        super().store_event(event)
+
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
         """Each event as ``store_event`` stores it (each asset's row once: ``storage_batch.py``),
         all in one transaction per shard."""
         with self.batched_writes():
-            if batch_writable(events):
-                store_batch(self, events)
-                return
             for event in events:
                 self.store_event(event)
 

@@ -31,9 +31,11 @@ def batch_writable(events: Sequence[EventLogEntry]) -> bool:
     return bool(events) and all(e.dagster_event_type in KINDS for e in events)
 
 
-def store_batch(storage: SqlEventLogStorage, events: Sequence[EventLogEntry]) -> None:
-    """Store ``events`` (all of :data:`KINDS`) as the SQLite ``store_event`` would, one by one,
-    but each asset's row once. Meant to run inside one transaction per shard."""
+def store_rows(
+    storage: SqlEventLogStorage, events: Sequence[EventLogEntry]
+) -> list[tuple[EventLogEntry, int]]:
+    """Each event's own rows (all of :data:`KINDS`), as ``store_event`` writes them; the asset
+    events with their ids, whose assets' rows are left to :func:`write_asset_rows`."""
     asset_events: list[tuple[EventLogEntry, int]] = []
     for event in events:
         statement = storage.prepare_insert_event(event)
@@ -46,6 +48,13 @@ def store_batch(storage: SqlEventLogStorage, events: Sequence[EventLogEntry]) ->
             elif event.get_dagster_event().asset_key:
                 storage._store_asset_event_tags(conn, [event], [event_id])
                 asset_events.append((event, event_id))
+    return asset_events
+
+
+def write_asset_rows(
+    storage: SqlEventLogStorage, asset_events: Sequence[tuple[EventLogEntry, int]]
+) -> None:
+    """Each asset's row as the events (in the order stored) would have left it, once."""
     if asset_events:
         with storage.index_transaction() as conn:
             _write_asset_rows(storage, conn, asset_events)

@@ -8,6 +8,7 @@ import gc
 import multiprocessing
 import os
 import signal
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 
@@ -58,13 +59,25 @@ def build_run(
 
 def run_stage(stage: Stage, jobs: list[RunJob], workers: int = 0) -> list[StageReport]:
     """Run one ``stage`` for every job, on up to ``workers`` processes (0: one per core)."""
-    return _pool_map(_locked, [(stage, job) for job in jobs], workers)
+    return [report for ready in stream_stage(stage, jobs, workers) for report in ready]
 
 
-def _pool_map(fn, tasks: list, workers: int) -> list:
+def stream_stage(stage: Stage, jobs: list[RunJob], workers: int = 0) -> Iterator[list]:
+    """``run_stage``'s results in job order, as they come: each time, the next one (waited
+    for) and every one after it already done.
+
+    A caller can write what it gets in one go and never waits while holding it; the pool
+    builds on meanwhile. Closing the iterator early hands no further job to a worker.
+    """
+    return _pool_stream(_locked, [(stage, job) for job in jobs], workers)
+
+
+def _pool_stream(fn, tasks: list, workers: int) -> Iterator[list]:
     workers = min(workers or os.cpu_count() or 1, len(tasks))
     if workers <= 1:
-        return [fn(task) for task in tasks]
+        for task in tasks:
+            yield [fn(task)]
+        return
     # fork: workers inherit the loaded code, so starting them costs milliseconds.
     load_arrow()
     context = multiprocessing.get_context("fork")
@@ -72,8 +85,13 @@ def _pool_map(fn, tasks: list, workers: int) -> list:
         workers, mp_context=context, initializer=_start_worker, initargs=(os.getpid(),)
     )
     try:
-        return list(pool.map(fn, tasks))
-    except BaseException:  # e.g. a signal: hand no further run to a worker
+        futures = deque(pool.submit(fn, task) for task in tasks)
+        while futures:
+            ready = [futures.popleft().result()]
+            while futures and futures[0].done():
+                ready.append(futures.popleft().result())
+            yield ready
+    except BaseException:  # e.g. a signal, or the caller closing early: no further task
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     finally:
