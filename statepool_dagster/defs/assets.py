@@ -4,30 +4,25 @@ prompts out, then their asset checks.
 One ``@multi_asset`` (subsettable) builds the selected assets of every run its step covers
 (one, or many in a single-run backfill or a ``statepool sync`` batch), on several processes
 when there are many, and writes the store's files itself; the IO manager only loads them
-back. Metadata and check results are recorded per partition, so a run over many
-partitions reports each on its own, and a run that fails does not hide the others'.
+back. Each run is recorded as soon as its build returns, while the workers build the next
+ones: its materializations with their metadata, then its check results. A run over many
+partitions so reports each on its own, and a run that fails does not hide the others'.
 """
 
 import traceback
 import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, closing, nullcontext
-from dataclasses import dataclass, field
+from contextlib import closing
 from functools import partial
-from typing import Any
 
 from dagster import (
-    AssetCheckEvaluation,
     AssetCheckKey,
     AssetExecutionContext,
     AssetKey,
-    AssetMaterialization,
     AssetSpec,
     BackfillPolicy,
     BetaWarning,
     Failure,
-    MetadataValue,
-    Output,
     TableColumn,
     TableSchema,
     multi_asset,
@@ -38,46 +33,34 @@ from ..core.locations import as_path, shared_between_processes
 from ..core.names import (
     COLUMN_SCHEMA,
     EPISODES,
-    FINAL_ASSET,
-    FINGERPRINT,
     GROUP,
-    IGNORED_METADATA,
-    NOTES,
     PROMPTS,
-    ROW_COUNT,
     RUN_ASSETS,
-    RUN_IGNORED_FILES,
-    RUN_STATES,
     SNAPSHOTS,
-    STATE_COUNT,
     STATES,
     STORE,
 )
-from ..core.stages import STAGES, RunJob, StageReport, stream_stage
+from ..core.stages import STAGES, RunJob, stream_stage
 from ..core.store.arrow_memory import load_arrow
 from ..core.store.schemas import EPISODE_COLUMNS, PROMPT_COLUMNS, SNAPSHOT_COLUMNS, STATE_COLUMNS
-from .checks import CHECK_SPECS, CheckResult, check_evaluations, run_checks
+from .checks import CHECK_SPECS, run_checks
 from .partitions import runs_partitions
+from .recording import (
+    RunAssetEvent,
+    RunBuild,
+    check_outputs,
+    downstream_in_run,
+    record_as_built,
+    record_together,
+)
 from .resources import StatepoolSettings
 from .storage import enable_event_batches
 
 # Loaded with the code location, once per process, not inside the first step of every run.
 load_arrow()
-# A multi-partition step's materializations stored as one batch, whatever the storage
-# (PostgreSQL's bulk-inserts it); the SQLite storage of dagster.yaml sets it too.
+# A run's planned events stored as one batch, whatever the storage (PostgreSQL's inserts
+# them in one statement); the SQLite storage of dagster.yaml sets it too.
 enable_event_batches()
-
-
-@dataclass
-class RunBuild:
-    """One run's build: a report per asset built, its check results, and the error that
-    stopped the rest."""
-
-    run: str
-    reports: dict[str, StageReport] = field(default_factory=dict)
-    checks: list[CheckResult] = field(default_factory=list)
-    error: BaseException | None = None
-    trace: str = ""
 
 
 def _build_run(
@@ -119,32 +102,6 @@ def _builds(
     yield from stream_stage(task, jobs, workers)
 
 
-RECORD_AT_ONCE = int(__import__("os").environ.get("XX_GROUP", "8"))
-
-
-def _at_least(batches: Iterator[list[RunBuild]], size: int) -> Iterator[list[RunBuild]]:
-    """``batches`` joined up to ``size`` builds at least (the last may be short)."""
-    group: list[RunBuild] = []
-    for batch in batches:
-        group += batch
-        if len(group) >= size:
-            yield group
-            group = []
-    if group:
-        yield group
-
-
-def _batched_writes(context: AssetExecutionContext) -> AbstractContextManager[None]:
-    """The instance's storage writing what the step records in one transaction, if it can.
-
-    Dagster stores each event the step yields while the step waits: all of them then go in
-    together (see ``storage.py``). Other storages (PostgreSQL) write as usual.
-    """
-    storage = context.instance.event_log_storage
-    batched = getattr(storage, "batched_writes", None)
-    return batched() if batched is not None else nullcontext()
-
-
 def _schema(columns: dict[str, str], types: dict[str, str]) -> TableSchema:
     return TableSchema(
         columns=[
@@ -152,32 +109,6 @@ def _schema(columns: dict[str, str], types: dict[str, str]) -> TableSchema:
             for name, doc in columns.items()
         ]
     )
-
-
-def _metadata(report: StageReport) -> dict[str, Any]:
-    metadata: dict[str, Any] = {
-        ROW_COUNT: report.rows,
-        FINGERPRINT: report.fingerprint,
-        **report.values,
-    }
-    metadata.update({k: MetadataValue.json(v) for k, v in report.json.items()})
-    metadata.update({k: MetadataValue.md(v) for k, v in report.markdown.items()})
-    if report.notes:
-        metadata[NOTES] = MetadataValue.md("\n".join(f"- {n}" for n in report.notes))
-    return metadata
-
-
-def _run_metadata(build: RunBuild, asset: str) -> dict[str, Any]:
-    """``asset``'s metadata; the final asset's with the run's totals when the step built
-    what they count (``statepool status`` reads them there)."""
-    metadata = _metadata(build.reports[asset])
-    counted = {STATES, *(source for source, _ in IGNORED_METADATA)}
-    if asset == FINAL_ASSET and counted <= build.reports.keys():
-        metadata[RUN_STATES] = build.reports[STATES].values[STATE_COUNT]
-        metadata[RUN_IGNORED_FILES] = sum(
-            len(build.reports[source].json.get(key) or {}) for source, key in IGNORED_METADATA
-        )
-    return metadata
 
 
 def _spec(
@@ -195,7 +126,7 @@ def _spec(
         group_name=GROUP,
         kinds=kinds,
         metadata={COLUMN_SCHEMA: _schema(columns, types)},
-        skippable=True,  # recorded by hand, partition by partition (see _record)
+        skippable=True,  # recorded by hand, run by run, as each is built (recording.py)
     ).with_io_manager_key(STORE)
 
 
@@ -248,30 +179,6 @@ RUN_ASSET_SPECS = [
     ),
 ]
 
-RunAssetEvent = AssetMaterialization | AssetCheckEvaluation | Output
-
-
-def _record(
-    context: AssetExecutionContext, build: RunBuild, alone: bool
-) -> Iterator[RunAssetEvent]:
-    """One partition's materializations, in data order, then its checks' results.
-
-    Yielded by hand, partition set, as soon as the run is built: an asset output would stand
-    for every partition of the step at once, so only after the last was built. (The run
-    assets are ``skippable`` for that: the step yields no output for them.)
-    """
-    for report in build.reports.values():
-        for note in report.notes:
-            context.log.info(f"{build.run}: {note}")
-    if build.error is not None and not alone:  # alone, the step's own error says it
-        context.log.error(f"{build.run} failed:\n{build.trace}")
-    for asset in build.reports:  # a failed run's stages before the failure too
-        metadata = _run_metadata(build, asset)
-        yield AssetMaterialization(asset, partition=build.run, metadata=metadata)
-    if build.error is None:
-        yield from check_evaluations(build.run, build.checks)
-
-
 with warnings.catch_warnings():
     # The single-run backfill policy (beta in 1.13) is deliberate: one run, many partitions.
     warnings.simplefilter("ignore", BetaWarning)
@@ -292,16 +199,15 @@ with warnings.catch_warnings():
         assets = [asset for asset in RUN_ASSETS if AssetKey(asset) in selected]
         checks = context.selected_asset_check_keys
         runs = context.partition_keys
-        failed: list[RunBuild] = []
-        with closing(_builds(statepool.settings(), runs, assets, list(checks))) as builds:
-            for ready in _at_least(builds, RECORD_AT_ONCE):
-                # One write per batch of ready runs, committed before the next wait.
-                with _batched_writes(context):
-                    for build in ready:
-                        yield from _record(context, build, alone=len(runs) == 1)
-                failed += [build for build in ready if build.error is not None]
-        for key in checks:  # each check's output, which the evaluations above stand for
-            yield Output(None, context.assets_def.get_output_name_for_asset_check_key(key))
+        with closing(_builds(statepool.settings(), runs, assets, list(checks))) as streamed:
+            builds: list[RunBuild] = []
+            if downstream_in_run(context):
+                builds = [build for ready in streamed for build in ready]
+                yield from record_together(context, builds, assets)
+            else:
+                yield from record_as_built(context, streamed, builds, alone=len(runs) == 1)
+        yield from check_outputs(context, checks)
+        failed = [build for build in builds if build.error is not None]
         if len(failed) == 1:
             raise failed[0].error
         if failed:

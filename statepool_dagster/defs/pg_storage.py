@@ -12,8 +12,10 @@ not what it writes:
   statement goes through one connection and commits at the end; on an error nothing of it
   is kept. Outside, each call connects as Dagster's does (no connection is held between
   calls, as Dagster intends for many instances per server).
-- **Fewer statements in a batch**: a run's planned events are inserted in one statement,
-  its asset rows updated once per asset (as the last of them would leave them); the
+- **Fewer statements in a batch**: a run's planned events are inserted in one statement;
+  each asset's row is written once, at the batch's end, as the batch's events one by one
+  would have left it (``storage_batch.py``: a step's recording of several runs writes four
+  rows, not four per run); the
   ``NOTIFY`` Dagster sends after each event (kept for older watchers) is sent for all of
   them in one statement before the commit, which is when PostgreSQL delivers them anyway.
 - **Tables known once there**: ``has_table`` asks the server once per table per process.
@@ -40,7 +42,8 @@ from dagster._config.config_schema import UserConfigSchema
 from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS
 from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.config import pg_config
-from dagster._core.storage.event_log import SqlEventLogStorageTable
+from dagster._core.storage.event_log import AssetKeyTable, SqlEventLogStorageTable
+from dagster._core.storage.event_log.migration import ASSET_KEY_INDEX_COLS
 from dagster._serdes import ConfigurableClassData
 from dagster_postgres.event_log.event_log import CHANNEL_NAME, PostgresEventLogStorage
 from dagster_postgres.utils import (
@@ -49,8 +52,10 @@ from dagster_postgres.utils import (
     pg_url_from_config,
     retry_pg_connection_fn,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
+from .storage_batch import merged_asset_rows
 from .storage_reads import PartitionsReadOncePerBatch
 
 NOTIFY_ALL = db.text("SELECT pg_notify(:channel, n) FROM unnest(CAST(:ids AS text[])) n")
@@ -108,15 +113,17 @@ class StatepoolPostgresEventLogStorage(PartitionsReadOncePerBatch, PostgresEvent
             transaction = conn.begin()
             self._local.session = (os.getpid(), conn)
             self._local.notify = []
+            self._local.asset_rows = []
             try:
                 yield
+                self._write_asset_rows()
                 if self._local.notify:
                     conn.execute(NOTIFY_ALL, {"channel": CHANNEL_NAME, "ids": self._local.notify})
             except BaseException:
                 transaction.rollback()
                 raise
             finally:
-                self._local.session = self._local.notify = None
+                self._local.session = self._local.notify = self._local.asset_rows = None
                 self._end_batch_reads()
             transaction.commit()
         finally:
@@ -132,8 +139,26 @@ class StatepoolPostgresEventLogStorage(PartitionsReadOncePerBatch, PostgresEvent
         self._local.notify.extend(f"{run_id}_{event_id}" for run_id, event_id in rows)
         return [int(event_id) for _, event_id in rows]
 
+    def _write_asset_rows(self) -> None:
+        """Each asset's row once, as the batch's asset events one by one would leave it."""
+        if not self._local.asset_rows:
+            return
+        has_index_cols = self.has_secondary_index(ASSET_KEY_INDEX_COLS)
+        rows = merged_asset_rows(self, self._local.asset_rows, has_index_cols)
+        with self.index_transaction() as conn:
+            for key, values in rows.items():
+                query = postgresql.insert(AssetKeyTable).values(asset_key=key, **values)
+                if values:
+                    query = query.on_conflict_do_update(
+                        index_elements=[AssetKeyTable.c.asset_key], set_=values
+                    )
+                else:
+                    query = query.on_conflict_do_nothing()
+                conn.execute(query)
+
     def store_event(self, event: EventLogEntry) -> None:
-        """Dagster's ``store_event``; inside a batch, its ``NOTIFY`` sent at the batch's end."""
+        """Dagster's ``store_event``; inside a batch, its ``NOTIFY`` sent and its asset's row
+        written at the batch's end."""
         if getattr(self._local, "session", None) is None:
             super().store_event(event)
             return
@@ -142,7 +167,7 @@ class StatepoolPostgresEventLogStorage(PartitionsReadOncePerBatch, PostgresEvent
         if kind in ASSET_EVENTS and event.get_dagster_event().asset_key:
             with self.index_transaction() as conn:
                 self._store_asset_event_tags(conn, [event], [event_id])
-                self._store_asset_event(conn, event, event_id)
+            self._local.asset_rows.append((event, event_id))
         if kind in ASSET_CHECK_EVENTS:
             self.store_asset_check_event(event, event_id)
 
@@ -152,17 +177,11 @@ class StatepoolPostgresEventLogStorage(PartitionsReadOncePerBatch, PostgresEvent
             if not events or not {e.dagster_event_type for e in events} <= PLANNED:
                 super().store_event_batch(events)  # materializations: Dagster's bulk insert
                 return
-            last: dict[str, tuple[EventLogEntry, int]] = {}
             for event, event_id in zip(events, self._insert(events), strict=True):
-                key = event.get_dagster_event().asset_key
                 if event.dagster_event_type in ASSET_CHECK_EVENTS:
                     self.store_asset_check_event(event, event_id)
-                elif key is not None:
-                    # Each planned event sets its asset's row whole: the last one decides.
-                    last[key.to_string()] = (event, event_id)
-            with self.index_transaction() as conn:
-                for event, event_id in last.values():
-                    self._store_asset_event(conn, event, event_id)
+                elif event.get_dagster_event().asset_key is not None:
+                    self._local.asset_rows.append((event, event_id))
 
     def has_table(self, table_name: str) -> bool:
         # Asked for every stored asset event; a table, once there, stays.

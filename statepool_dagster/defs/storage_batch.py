@@ -11,6 +11,7 @@ in the batch to set it would have left: the same row, one write.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from dagster import DagsterEventType
 from dagster._core.events.log import EventLogEntry
@@ -62,6 +63,23 @@ def write_asset_rows(
 
 def _write_asset_rows(storage: SqlEventLogStorage, conn, asset_events) -> None:
     has_index_cols = storage._has_asset_key_index_cols_on_connection(conn)
+    for key, values in merged_asset_rows(storage, asset_events, has_index_cols).items():
+        if not values:
+            continue
+        try:
+            conn.execute(AssetKeyTable.insert().values(asset_key=key, **values))
+        except db_exc.IntegrityError:
+            conn.execute(
+                AssetKeyTable.update().values(**values).where(AssetKeyTable.c.asset_key == key)
+            )
+
+
+def merged_asset_rows(
+    storage: SqlEventLogStorage,
+    asset_events: Sequence[tuple[EventLogEntry, int]],
+    has_index_cols: bool,
+) -> dict[str, dict[str, Any]]:
+    """Each asset's row values as ``asset_events``, written one by one, would leave them."""
     rows: dict[str, dict] = {}  # in the order the assets first appear, as their rows would be
     for event, _ in asset_events:
         rows.setdefault(event.get_dagster_event().asset_key.to_string(), {})
@@ -74,12 +92,4 @@ def _write_asset_rows(storage: SqlEventLogStorage, conn, asset_events) -> None:
             event, event_id, has_index_cols
         ).items():
             values.setdefault(column, value)
-    for key, values in rows.items():
-        if not values:
-            continue
-        try:
-            conn.execute(AssetKeyTable.insert().values(asset_key=key, **values))
-        except db_exc.IntegrityError:
-            conn.execute(
-                AssetKeyTable.update().values(**values).where(AssetKeyTable.c.asset_key == key)
-            )
+    return rows
