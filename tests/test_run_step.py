@@ -50,10 +50,10 @@ def steps(result) -> list[str]:
     return [e.step_key for e in result.all_events if e.event_type == DagsterEventType.STEP_START]
 
 
-def check_statuses(instance) -> dict[tuple[AssetCheckKey, str], str]:
+def check_statuses(instance, keys=CHECKS) -> dict[tuple[AssetCheckKey, str], str]:
     """The latest recorded result of every check on every partition: SUCCEEDED, FAILED..."""
     latest: dict[tuple[AssetCheckKey, str], str] = {}
-    for key in CHECKS:
+    for key in keys:
         for record in instance.event_log_storage.get_asset_check_execution_history(key, limit=100):
             latest.setdefault((key, record.partition), record.status.value)
     return latest
@@ -212,3 +212,37 @@ def test_the_code_location_runs_and_loads_without_deprecation_warnings(registere
     assert len(frame) == SPEC.n_checkpoints
     deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
     assert deprecations == [], [str(w.message) for w in deprecations]
+
+
+# The five checks the run assets had before they became two; an instance keeps their results.
+REMOVED_CHECKS = [
+    ("checkpoint_states", "no_rejects"),
+    ("checkpoint_states", "snapshots_paired"),
+    ("checkpoint_states", "states_exist"),
+    ("skill_snapshots", "snapshot_versions_match"),
+    ("curator_prompts", "every_state_has_prompt"),
+]
+
+
+def test_results_of_removed_checks_stay_in_history_and_harm_nothing(workspace, instance):
+    from dagster import AssetCheckEvaluation
+
+    from statepool_dagster.cli.status import run_statuses
+    from statepool_dagster.core.config import Settings
+
+    generate_runs(workspace.runs, SPEC)
+    instance.add_dynamic_partitions(RUNS, NAMES)
+    removed = [AssetCheckKey(AssetKey(asset), name) for asset, name in REMOVED_CHECKS]
+    for key in removed:
+        instance.report_runless_asset_event(
+            AssetCheckEvaluation(
+                asset_key=key.asset_key, check_name=key.name, partition=NAMES[0], passed=False
+            )
+        )
+    assert not sync(instance).failed
+    assert check_statuses(instance, [*removed, *CHECKS]) == {
+        **{(key, NAMES[0]): "FAILED" for key in removed},
+        **{(key, run): "SUCCEEDED" for key in CHECKS for run in NAMES},
+    }
+    statuses = run_statuses(instance, Settings.from_env())
+    assert {(s["run"], s["status"]) for s in statuses} == {(run, "materialized") for run in NAMES}
