@@ -161,6 +161,7 @@ _CHECKS: dict[AssetCheckKey, tuple[Callable[[_Run], dict[str, Any]], str]] = {
         "non-empty rendered prompt (states without one listed).",
     ),
 }
+
 with warnings.catch_warnings():
     # Partitioned checks are "preview" in 1.13; they are what the UI needs per run.
     warnings.simplefilter("ignore", PreviewWarning)
