@@ -43,7 +43,7 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
                 on_plan=on_plan,
                 on_outcome=reporter.outcome,
                 log_level="DEBUG" if args.verbose else "ERROR",
-                batch_size=int(__import__("os").environ.get("XX_BATCH", BATCH_SIZE)),
+                batch_size=BATCH_SIZE,
             )
     except Interrupted as stop:
         # Store files are written whole or not at all; the runs built so far are kept.

@@ -10,13 +10,13 @@ on Dagster. This subclass changes how it connects and when it commits, not what 
   can lose the last commits, never corrupt the file). An engine is never used across a
   fork: a child process makes its own. Run shards are few at once; the least recently used
   beyond :data:`RUN_SHARD_ENGINES` are closed.
-- **A batch in one transaction per shard**: ``store_event_batch`` (which Dagster calls for
-  a multi-partition output's materializations and a run's planned events when
-  ``DAGSTER_EVENT_BATCH_SIZE`` is set) stores each event exactly as ``store_event`` does,
-  inside :meth:`StatepoolSqliteEventLogStorage.batched_writes`, each asset's latest-state row
-  written once (``storage_batch.py``); a failed batch is rolled back whole, and Dagster then
-  stores its events one by one. The run assets' step wraps its
-  check evaluations in the same context.
+- **A batch in one transaction per shard**: inside
+  :meth:`StatepoolSqliteEventLogStorage.batched_writes` (the run assets' step records the
+  runs built so far in one; ``store_event_batch``, which Dagster calls for a run's planned
+  events when ``DAGSTER_EVENT_BATCH_SIZE`` is set, is one) each event is stored exactly as
+  ``store_event`` does, except that each asset's latest-state row is written once, at the
+  end (``storage_batch.py``); a failed batch is rolled back whole (Dagster then stores a
+  batch's events one by one).
 - **A new run shard copied, not built**: Dagster builds one with a hundred DDL statements,
   each its own commit (half a second a run); this storage copies an empty shard Dagster's
   own ``_initdb`` made once per Dagster version, kept beside the shards as a hidden

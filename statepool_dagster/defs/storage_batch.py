@@ -2,10 +2,11 @@
 
 Dagster's SQLite ``store_event`` keeps, per event, a row of the asset's latest state
 (``asset_keys``): it tries an insert, catches the conflict, then updates, and for a
-materialization serializes the whole event a second time into it. A batch (a step's
-materializations of one asset, a run's planned events) writes every event's own rows as
+materialization serializes the whole event a second time into it. A batch (the runs a step
+records in one write, a run's planned events) writes every event's own rows as
 ``store_event`` does, then each asset's row once, holding for each column what the last event
-in the batch to set it would have left: the same row, one write.
+in the batch to set it would have left: the same row, one write. The SQLite storage writes
+it with an insert or an update, the PostgreSQL one with an upsert (``merged_asset_rows``).
 """
 
 from __future__ import annotations
