@@ -1,4 +1,5 @@
-"""The store's per-run lock serialises writers across processes and is re-entrant within one."""
+"""The store's per-run lock serialises writers across processes and is re-entrant within one;
+the stages' pool streams results in job order and stops when its reader does."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import gc
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from statepool_dagster.core.config import Settings
-from statepool_dagster.core.stages import RunJob, StageReport, run_stage
+from statepool_dagster.core.stages import RunJob, StageReport, run_stage, stream_stage
 from statepool_dagster.core.store.layout import StoreLayout
 
 HOLDER = """
@@ -71,3 +73,26 @@ def test_stages_run_with_the_cycle_collector_paused_and_restore_it(tmp_path):
     with pytest.raises(RuntimeError, match="stage failed"):
         run_stage(_failing, [job], workers=1)
     assert gc.isenabled()
+
+
+def _slow_marked(job: RunJob) -> StageReport:
+    (Path(job.settings.store_dir) / f"{job.run}.started").touch()
+    time.sleep(0.2)
+    return StageReport(job.run, "", 0)
+
+
+def test_streamed_results_come_in_job_order_and_closing_early_cancels_the_rest(tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    settings = Settings(runs_dir=str(tmp_path), store_dir=str(store))
+    jobs = [RunJob(settings, f"run{i:03d}") for i in range(12)]
+    streamed = [report.run for ready in stream_stage(_slow_marked, jobs, 2) for report in ready]
+    assert streamed == [job.run for job in jobs]
+    for marker in store.glob("*.started"):
+        marker.unlink()
+    stream = stream_stage(_slow_marked, jobs, 2)
+    first = next(stream)
+    stream.close()  # a step stopped early: the pool is shut down, no further job started
+    assert first[0].run == "run000"
+    started = len(list(store.glob("*.started")))
+    assert len(first) <= started < len(jobs)
