@@ -10,6 +10,7 @@ memory holds a few libraries, never the run.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 from collections import OrderedDict
 from typing import Any
@@ -18,7 +19,7 @@ import msgspec
 
 from ..names import EPISODES, IGNORED_SIDECARS, SNAPSHOTS, STATES, RejectSource
 from ..runs.sidecars import read_sidecars
-from ..states.join import PlannedState, join_checkpoint, plan_states
+from ..states.join import PlannedState, join_checkpoint, joined_state, plan_states
 from ..states.models import decode_stored
 from ..states.reference_ops import ops_json
 from ..store.arrow_memory import release_arrow_memory, utf8_views
@@ -43,6 +44,7 @@ from .job import (
     preview,
     reject_lines,
 )
+from .prompts import hand_over
 
 PREVIEW = ["state_id", "version", "batch_version", "n_cards", "n_episodes"]
 _encode = msgspec.json.Encoder().encode
@@ -145,6 +147,7 @@ def build_states(job: RunJob) -> StageReport:
     manifest = not job.layout.local  # a local folder has none: no digest to compute
     kept: set[str] = set()
     reused = 0
+    sidecar_maps = (sidecars.analyses, sidecars.receipts)
     for plan in planned:
         name = part_name(plan.version)
         key = state_key(settings_key, plan, inputs, sidecars)
@@ -156,11 +159,10 @@ def build_states(job: RunJob) -> StageReport:
                 state = table.read_part(name, ["state"])["state"]
                 writes[part.info["state_id"]] = utf8_views(state)[0]
             continue
-        joined = join_checkpoint(
-            job.run, settings.dataset, plan, inputs, sidecars.analyses, sidecars.receipts
-        )
+        joined = join_checkpoint(job.run, settings.dataset, plan, inputs, *sidecar_maps)
         sid, data = joined.state_id, joined.data
         release_arrow_memory(len(data))  # the batch it was joined from is gone
+        ops = ops_json(joined.reference_ops)
         row = StateRow(
             state_id=sid,
             run=job.run,
@@ -170,10 +172,24 @@ def build_states(job: RunJob) -> StageReport:
             n_cards=inputs.n_cards(plan.library_version),
             n_episodes=joined.n_episodes,
             state=data,
-            reference_ops=ops_json(joined.reference_ops),
+            reference_ops=ops,
             input_key=key,
         )
         info = {"state_id": sid, "rows": 1, "text": digest_pieces([(data,)])}
+        hand_over(
+            job,
+            name,
+            key,
+            info["text"],
+            functools.partial(joined_state, job.run, settings.dataset, plan, inputs, *sidecar_maps),
+            {
+                "state_id": sid,
+                "version": plan.version,
+                "library_version": plan.library_version,
+                "reference_ops": ops,
+                "input_key": key,
+            },
+        )
         same_text = part is not None and part.info.get("text") == info["text"]
         table.write_row(name, row, key, info)
         if not (same_text and sid in on_disk):  # e.g. only the reference ops moved on

@@ -167,6 +167,17 @@ class JoinedCheckpoint:
         return CheckpointState.from_json(self.data)
 
 
+def _fields(
+    run: str,
+    plan: PlannedState,
+    source: CheckpointSource,
+    analyses: Mapping[int, dict[str, Any]] | None,
+    receipts: Mapping[int, str] | None,
+) -> StateFields:
+    followup = [decode_stored(t) for t in source.batch_texts(plan.followup_version)]
+    return state_fields(run, plan, followup, analyses, receipts)
+
+
 def join_checkpoint(
     run: str,
     dataset: str,
@@ -176,8 +187,7 @@ def join_checkpoint(
     receipts: Mapping[int, str] | None = None,
 ) -> JoinedCheckpoint:
     """The one join: the state ``plan`` describes, from the texts ``source`` holds."""
-    followup = [decode_stored(t) for t in source.batch_texts(plan.followup_version)]
-    fields = state_fields(run, plan, followup, analyses, receipts)
+    fields = _fields(run, plan, source, analyses, receipts)
     batch = source.batch_texts(plan.batch_version)
     data = state_bytes(
         fields.state_id,
@@ -200,6 +210,34 @@ def join_checkpoint(
         data,
         ops,
         len(batch),
+    )
+
+
+def joined_state(
+    run: str,
+    dataset: str,
+    plan: PlannedState,
+    source: CheckpointSource,
+    analyses: Mapping[int, dict[str, Any]] | None = None,
+    receipts: Mapping[int, str] | None = None,
+) -> CheckpointState:
+    """The state :func:`join_checkpoint` writes for ``plan``, as the objects its text decodes
+    to, built from the decoded parts (the library as ``source`` keeps it decoded: read it,
+    never change it).
+
+    Without indentation a value's JSON is the same alone and nested, so decoding the state's
+    text gives exactly these values; the parts are decoded once, the state never.
+    """
+    fields = _fields(run, plan, source, analyses, receipts)
+    return CheckpointState.model_construct(
+        state_id=fields.state_id,
+        dataset=dataset,
+        lib_snapshot=source.library(plan.library_version),
+        episodes=[decode_stored(t) for t in source.batch_texts(plan.batch_version)],
+        analysis=fields.analysis,
+        last_receipt=fields.last_receipt,
+        followup_qids=fields.followup_qids,
+        gt_map=fields.gt_map,
     )
 
 
