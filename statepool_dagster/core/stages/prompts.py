@@ -17,6 +17,7 @@ from ..prompts.render import build_curator_prompt
 from ..prompts.spec import PromptSpec
 from ..prompts.template import surrogate_problem
 from ..rejects import Reject
+from ..states.join import PlannedState, state_id
 from ..states.models import CheckpointState
 from ..store.arrow_memory import release_arrow_memory, utf8_views
 from ..store.parts import RunTable
@@ -66,34 +67,53 @@ def prompt_text(state: CheckpointState, spec: PromptSpec) -> str:
     return prompt
 
 
-def hand_over(
-    job: RunJob,
-    name: str,
-    key: str,
-    text_digest: str,
-    state: Callable[[], CheckpointState],
-    row: dict[str, Any],
-) -> None:
-    """From the states stage: render the prompt of the state it just built (``state()``
-    gives it decoded), for the prompts stage of the same job, when that stage follows, the
-    prompt is not stored already and the hand-over has room."""
-    if PROMPTS not in job.stages or job.rendered.full():
-        return
-    try:
-        spec, spec_key = prompt_inputs(job)
-    except Exception:  # a bad prompt setting: the prompts stage says so
-        return
-    render_key = digest(spec_key, text_digest)
-    stored = job.table(PROMPTS).parts.get(name)
-    if stored is not None and stored.info.get("render") == render_key:
-        return  # kept as it is stored: nothing to render
-    try:
-        text, ok = prompt_text(state(), spec), True
-    except PromptInputError as exc:
-        text, ok = str(exc), False
-    except Exception:  # not a prompt's fault: the prompts stage meets it again and fails
-        return
-    job.rendered.put(key, render_key, text, ok, row)
+class PromptHandOver:
+    """The states stage's side of :class:`job.RenderedPrompts`: it renders the prompt of each
+    state it builds, from the state it has decoded, when the job's prompts stage follows,
+    the prompt is not stored already and the hand-over has room."""
+
+    def __init__(self, job: RunJob) -> None:
+        self.rendered, self.run = job.rendered, job.run
+        self.spec: PromptSpec | None = None
+        if PROMPTS not in job.stages:
+            return
+        try:
+            self.spec, self.spec_key = prompt_inputs(job)
+        except Exception:  # a bad prompt setting: the prompts stage says so
+            return
+        self.stored = job.table(PROMPTS).parts
+
+    def offer(
+        self,
+        name: str,
+        key: str,
+        text_digest: str,
+        state: Callable[[], CheckpointState],
+        plan: PlannedState,
+        ops: str,
+    ) -> None:
+        """State ``name`` built (its input ``key``, its text's digest, ``state()`` it decoded,
+        its plan and reference ops): render its prompt."""
+        if self.spec is None or self.rendered.full():
+            return
+        render_key = digest(self.spec_key, text_digest)
+        stored = self.stored.get(name)
+        if stored is not None and stored.info.get("render") == render_key:
+            return  # kept as it is stored: nothing to render
+        try:
+            text, ok = prompt_text(state(), self.spec), True
+        except PromptInputError as exc:
+            text, ok = str(exc), False
+        except Exception:  # not a prompt's fault: the prompts stage meets it again and fails
+            return
+        row = {
+            "state_id": state_id(self.run, plan.version),
+            "version": plan.version,
+            "library_version": plan.library_version,
+            "reference_ops": ops,
+            "input_key": key,
+        }
+        self.rendered.put(key, render_key, text, ok, row)
 
 
 def _read_state(states: RunTable, name: str) -> CheckpointState:

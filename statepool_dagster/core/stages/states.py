@@ -10,7 +10,6 @@ memory holds a few libraries, never the run.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import operator
 from collections import OrderedDict
 from typing import Any
@@ -19,7 +18,7 @@ import msgspec
 
 from ..names import EPISODES, IGNORED_SIDECARS, SNAPSHOTS, STATES, RejectSource
 from ..runs.sidecars import read_sidecars
-from ..states.join import PlannedState, join_checkpoint, joined_state, plan_states
+from ..states.join import PlannedState, join_checkpoint, plan_states
 from ..states.models import decode_stored
 from ..states.reference_ops import ops_json
 from ..store.arrow_memory import release_arrow_memory, utf8_views
@@ -44,7 +43,7 @@ from .job import (
     preview,
     reject_lines,
 )
-from .prompts import hand_over
+from .prompts import PromptHandOver
 
 PREVIEW = ["state_id", "version", "batch_version", "n_cards", "n_episodes"]
 _encode = msgspec.json.Encoder().encode
@@ -148,6 +147,7 @@ def build_states(job: RunJob) -> StageReport:
     kept: set[str] = set()
     reused = 0
     sidecar_maps = (sidecars.analyses, sidecars.receipts)
+    handing = PromptHandOver(job)
     for plan in planned:
         name = part_name(plan.version)
         key = state_key(settings_key, plan, inputs, sidecars)
@@ -160,9 +160,12 @@ def build_states(job: RunJob) -> StageReport:
                 writes[part.info["state_id"]] = utf8_views(state)[0]
             continue
         joined = join_checkpoint(job.run, settings.dataset, plan, inputs, *sidecar_maps)
-        sid, data = joined.state_id, joined.data
-        release_arrow_memory(len(data))  # the batch it was joined from is gone
-        ops = ops_json(joined.reference_ops)
+        sid, data, ops = joined.state_id, joined.data, ops_json(joined.reference_ops)
+        info = {"state_id": sid, "rows": 1, "text": digest_pieces([(data,)])}
+        handing.offer(name, key, info["text"], joined.decoded, plan, ops)
+        n_episodes = joined.n_episodes
+        del joined  # and the batch it was joined from
+        release_arrow_memory(len(data))
         row = StateRow(
             state_id=sid,
             run=job.run,
@@ -170,32 +173,17 @@ def build_states(job: RunJob) -> StageReport:
             library_version=plan.library_version,
             batch_version=plan.batch_version,
             n_cards=inputs.n_cards(plan.library_version),
-            n_episodes=joined.n_episodes,
+            n_episodes=n_episodes,
             state=data,
             reference_ops=ops,
             input_key=key,
-        )
-        info = {"state_id": sid, "rows": 1, "text": digest_pieces([(data,)])}
-        hand_over(
-            job,
-            name,
-            key,
-            info["text"],
-            functools.partial(joined_state, job.run, settings.dataset, plan, inputs, *sidecar_maps),
-            {
-                "state_id": sid,
-                "version": plan.version,
-                "library_version": plan.library_version,
-                "reference_ops": ops,
-                "input_key": key,
-            },
         )
         same_text = part is not None and part.info.get("text") == info["text"]
         table.write_row(name, row, key, info)
         if not (same_text and sid in on_disk):  # e.g. only the reference ops moved on
             write_state_file(job.layout, job.run, sid, data)
             fresh[sid] = file_digest(data) if manifest else ""
-        del joined, row, data
+        del row, data
         kept.add(name)
     for name in set(table.parts) - kept:
         table.drop(name)

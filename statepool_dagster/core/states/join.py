@@ -8,7 +8,7 @@ before producing library k: library k-1 and the batch run under it.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from .models import BytesLike, CheckpointState, decode_stored, dumps, state_bytes
@@ -161,21 +161,36 @@ class JoinedCheckpoint:
     data: bytes
     reference_ops: dict[str, Any]
     n_episodes: int
+    # What ``decoded`` builds the state from: the library as the source keeps it decoded,
+    # the batch's texts, the other fields.
+    parts: tuple[dict[str, Any], Sequence[str | BytesLike], StateFields, str] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def state(self) -> CheckpointState:
         return CheckpointState.from_json(self.data)
 
+    def decoded(self) -> CheckpointState:
+        """:attr:`state` without validation, built from the decoded parts (the library as the
+        source keeps it: read it, never change it), not from the text.
 
-def _fields(
-    run: str,
-    plan: PlannedState,
-    source: CheckpointSource,
-    analyses: Mapping[int, dict[str, Any]] | None,
-    receipts: Mapping[int, str] | None,
-) -> StateFields:
-    followup = [decode_stored(t) for t in source.batch_texts(plan.followup_version)]
-    return state_fields(run, plan, followup, analyses, receipts)
+        Without indentation a value's JSON is the same alone and nested, so decoding
+        ``data`` gives exactly these values; the parts are decoded once, the state never.
+        """
+        if self.parts is None:
+            return CheckpointState.trusted(self.data)
+        library, batch, fields, dataset = self.parts
+        return CheckpointState.model_construct(
+            state_id=fields.state_id,
+            dataset=dataset,
+            lib_snapshot=library,
+            episodes=[decode_stored(t) for t in batch],
+            analysis=fields.analysis,
+            last_receipt=fields.last_receipt,
+            followup_qids=fields.followup_qids,
+            gt_map=fields.gt_map,
+        )
 
 
 def join_checkpoint(
@@ -187,7 +202,8 @@ def join_checkpoint(
     receipts: Mapping[int, str] | None = None,
 ) -> JoinedCheckpoint:
     """The one join: the state ``plan`` describes, from the texts ``source`` holds."""
-    fields = _fields(run, plan, source, analyses, receipts)
+    followup = [decode_stored(t) for t in source.batch_texts(plan.followup_version)]
+    fields = state_fields(run, plan, followup, analyses, receipts)
     batch = source.batch_texts(plan.batch_version)
     data = state_bytes(
         fields.state_id,
@@ -210,34 +226,7 @@ def join_checkpoint(
         data,
         ops,
         len(batch),
-    )
-
-
-def joined_state(
-    run: str,
-    dataset: str,
-    plan: PlannedState,
-    source: CheckpointSource,
-    analyses: Mapping[int, dict[str, Any]] | None = None,
-    receipts: Mapping[int, str] | None = None,
-) -> CheckpointState:
-    """The state :func:`join_checkpoint` writes for ``plan``, as the objects its text decodes
-    to, built from the decoded parts (the library as ``source`` keeps it decoded: read it,
-    never change it).
-
-    Without indentation a value's JSON is the same alone and nested, so decoding the state's
-    text gives exactly these values; the parts are decoded once, the state never.
-    """
-    fields = _fields(run, plan, source, analyses, receipts)
-    return CheckpointState.model_construct(
-        state_id=fields.state_id,
-        dataset=dataset,
-        lib_snapshot=source.library(plan.library_version),
-        episodes=[decode_stored(t) for t in source.batch_texts(plan.batch_version)],
-        analysis=fields.analysis,
-        last_receipt=fields.last_receipt,
-        followup_qids=fields.followup_qids,
-        gt_map=fields.gt_map,
+        (library, batch, fields, dataset),
     )
 
 
