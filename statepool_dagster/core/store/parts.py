@@ -287,11 +287,12 @@ class RunTable(Compaction):
         self._stale.clear()
         self._compact()
         self.close()
-        sweep(self.folder)
+        listing = sweep(self.folder)
         if not self._dirty and (self.folder / TABLE_INDEX).exists():
             self._index_stamp = index_stamp(self.folder / TABLE_INDEX)
             return
-        listing = list_parts(self.folder)
+        if listing is None:
+            listing = list_parts(self.folder)
         files = {
             name: {"stamp": listing[name], "rows": rows, "spans": self._spans.get(name)}
             for name, rows in self._files.items()
