@@ -190,15 +190,7 @@ class RunTable(Compaction):
         )
         if not tables:
             return wanted.empty_table()
-        # A cast costs ~25 µs a table even when there is nothing to convert.
-        return pa.concat_tables(
-            [
-                t
-                if t.schema.equals(wanted, check_metadata=True)
-                else t.replace_schema_metadata(None).cast(wanted)
-                for t in tables
-            ]
-        )
+        return pa.concat_tables([_conform(t, wanted) for t in tables])
 
     # ------------------------------------------------------------------ writing
 
@@ -291,8 +283,7 @@ class RunTable(Compaction):
         if not self._dirty and (self.folder / TABLE_INDEX).exists():
             self._index_stamp = index_stamp(self.folder / TABLE_INDEX)
             return
-        if listing is None:
-            listing = list_parts(self.folder)
+        listing = list_parts(self.folder) if listing is None else listing
         files = {
             name: {"stamp": listing[name], "rows": rows, "spans": self._spans.get(name)}
             for name, rows in self._files.items()
@@ -311,3 +302,10 @@ class RunTable(Compaction):
         return self._index_stamp is not None and index_stamp(self.folder / TABLE_INDEX) == (
             self._index_stamp
         )
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` in ``schema``, no metadata: cast only where it differs (~25 µs a table)."""
+    if table.schema.equals(schema, check_metadata=True):
+        return table
+    return table.replace_schema_metadata(None).cast(schema)
