@@ -233,6 +233,24 @@ def test_a_hand_edited_episodes_mark_is_read_again_never_a_crash(run, tmp_path, 
     assert_same_as_fresh(run.parent, store, tmp_path)
 
 
+@pytest.mark.parametrize("crc", [0, -1, 2**40, "12", None, 1.5])
+def test_a_hand_edited_episodes_checksum_is_read_again_never_a_crash(run, tmp_path, crc):
+    """The CRC-32 of the bytes read, in the index's mark, edited to another or to nonsense."""
+    store = tmp_path / "store"
+    build(run.parent, store)
+    index = store / EPISODES / RUN / TABLE_INDEX
+    edited = json.loads(index.read_bytes())
+    edited["marks"]["seen"]["crc32"] = crc
+    index.write_text(json.dumps(edited))
+    path = run / "episodes.jsonl"
+    data = bytearray(path.read_bytes())
+    data[data.index(b'"response": "') + len(b'"response": "')] ^= 1  # the mark is then wrong
+    path.write_bytes(bytes(data))
+    append_checkpoint(run, SPEC, 0)
+    build(run.parent, store)
+    assert_same_as_fresh(run.parent, store, tmp_path)
+
+
 def test_part_of_another_build_is_rebuilt_not_reused(run, tmp_path):
     """A checkpoint whose key does not match its inputs (an older format, a hand edit) is redone."""
     store = tmp_path / "store"
