@@ -26,7 +26,7 @@ def render_detail(results: dict) -> str:
         f"| a Dagster step that does nothing (a run is one step) | {results['noop_step_s']:.3f} s |",
         f"| `statepool sync` on an empty runs folder, fresh DAGSTER_HOME (the floor) | {sync_floor['seconds']:.2f} s |",
         f"| sync minus the floor | {over:.2f} s{tenth} |",
-        f"| Dagster alone: import, fresh instance, one batch run of {n_runs} partitions doing nothing (4 assets, 5 checks each) | {floor['seconds']:.2f} s |",
+        f"| Dagster alone: import, fresh instance, one batch run of {n_runs} partitions doing nothing (4 assets, 2 checks each) | {floor['seconds']:.2f} s |",
         f"| its step alone: recording {n_runs} partitions' materializations and checks | {results['dagster_floor_step_s']:.2f} s{budget} |",
         f"| the same for the core alone (no Dagster) | {g['grown_s']:.3f} s / {g['full_s']:.3f} s = {g['grown_s'] / g['full_s']:.0%} |",
         f"| peak RSS of sync, all {n_runs} runs / half of them | {by_name(results)[SYNC]['peak_rss_mb']:.0f} MB / {results['rss_half_runs_mb']:.0f} MB |",
@@ -120,7 +120,7 @@ def render_long(results: dict) -> str:
         else "Absorbing one checkpoint: too fast to compare at this size.",
         "",
         "Dagster's own part of absorbing one: a step that does nothing but record one partition "
-        f"of the same four assets and five checks takes {one:.2f} s "
+        f"of the same four assets and two checks takes {one:.2f} s "
         f"({one / short['scratch_step_s']:.0%} of the short run's step), "
         "before the run around it is created and finished.",
     ]

@@ -122,32 +122,35 @@ def check_results(result) -> dict[str, tuple[bool, AssetCheckSeverity]]:
     return {e.check_name: (e.passed, e.severity) for e in result.get_asset_check_evaluations()}
 
 
+def check_descriptions(result) -> dict[str, str]:
+    """What each check's result says failed (or that nothing did)."""
+    return {e.check_name: e.description for e in result.get_asset_check_evaluations()}
+
+
 def test_asset_checks_pass_on_a_good_run(corpus, workspace, instance):
     instance.add_dynamic_partitions(RUNS, ["good"])
     result = defs.resolve_job_def("statepool_job").execute_in_process(
         instance=instance, partition_key="good"
     )
     checks = check_results(result)
-    assert set(checks) == {
-        "no_rejects",
-        "snapshots_paired",
-        "snapshot_versions_match",
-        "states_exist",
-        "every_state_has_prompt",
-    }
+    assert set(checks) == {"inputs_clean", "states_complete"}
     assert all(passed for passed, _ in checks.values())
 
 
 def test_asset_checks_warn_on_rejects_and_unpaired_snapshots(corpus, workspace, instance):
     instance.add_dynamic_partitions(RUNS, ["bad_lines", "no_episodes"])
     job = defs.resolve_job_def("statepool_job")
-    bad_lines = check_results(job.execute_in_process(instance=instance, partition_key="bad_lines"))
-    assert bad_lines["no_rejects"] == (False, AssetCheckSeverity.WARN)
-    no_episodes = check_results(
-        job.execute_in_process(instance=instance, partition_key="no_episodes")
-    )
-    assert no_episodes["snapshots_paired"] == (False, AssetCheckSeverity.WARN)
-    assert no_episodes["states_exist"] == (False, AssetCheckSeverity.ERROR)
+    bad_lines = job.execute_in_process(instance=instance, partition_key="bad_lines")
+    assert check_results(bad_lines)["inputs_clean"] == (False, AssetCheckSeverity.WARN)
+    assert check_descriptions(bad_lines)["inputs_clean"].endswith("rejects set aside")
+    no_episodes = job.execute_in_process(instance=instance, partition_key="no_episodes")
+    assert check_results(no_episodes) == {
+        "inputs_clean": (False, AssetCheckSeverity.WARN),
+        "states_complete": (False, AssetCheckSeverity.ERROR),
+    }
+    said = check_descriptions(no_episodes)
+    assert said["inputs_clean"].endswith("without an episode batch (skipped)")
+    assert said["states_complete"].startswith("no states from")
 
 
 def test_snapshot_version_mismatch_is_a_warning(workspace, instance):
@@ -159,7 +162,9 @@ def test_snapshot_version_mismatch_is_a_warning(workspace, instance):
     result = defs.resolve_job_def("statepool_job").execute_in_process(
         instance=instance, partition_key="renamed"
     )
-    assert check_results(result)["snapshot_versions_match"] == (False, AssetCheckSeverity.WARN)
+    assert check_results(result)["inputs_clean"] == (False, AssetCheckSeverity.WARN)
+    said = check_descriptions(result)["inputs_clean"]
+    assert "1 snapshot whose version differs from its file name's" in said
 
 
 def test_sensor_tick_survives_unreadable_entries(workspace, instance, monkeypatch):
@@ -186,11 +191,11 @@ def test_one_check_runs_alone_without_materializing(corpus, workspace, instance)
         .execute_in_process(instance=instance, partition_key="bad_lines")
         .success
     )
-    key = AssetCheckKey(AssetKey("checkpoint_states"), "no_rejects")
-    only = define_asset_job("only_no_rejects", selection=AssetSelection.checks(key))
+    key = AssetCheckKey(AssetKey("checkpoint_states"), "inputs_clean")
+    only = define_asset_job("only_inputs_clean", selection=AssetSelection.checks(key))
     merged = Definitions.merge(defs, Definitions(jobs=[only]))
-    result = merged.resolve_job_def("only_no_rejects").execute_in_process(
+    result = merged.resolve_job_def("only_inputs_clean").execute_in_process(
         instance=instance, tags={"dagster/partition": "bad_lines"}
     )
-    assert check_results(result) == {"no_rejects": (False, AssetCheckSeverity.WARN)}
+    assert check_results(result) == {"inputs_clean": (False, AssetCheckSeverity.WARN)}
     assert result.get_asset_materialization_events() == []

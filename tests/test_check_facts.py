@@ -66,21 +66,48 @@ def _strip_facts(settings: Settings, run: str) -> None:
 
 def test_the_checks_tell_which_run_fails_which_check(built):
     results = {run: _results(built, run) for run in RUNS}
+    assert set(results["good"]) == {"inputs_clean", "states_complete"}
     assert all(r["passed"] for r in results["good"].values())
+    assert results["good"]["inputs_clean"]["description"] == (
+        "no rejects, every snapshot paired, versions match"
+    )
+    assert results["good"]["states_complete"]["description"] == "4 states, each with its prompt"
 
-    renamed = results["renamed"]["snapshot_versions_match"]
+    renamed = results["renamed"]["inputs_clean"]
     assert not renamed["passed"] and renamed["severity"] == AssetCheckSeverity.WARN
     assert renamed["metadata"]["mismatched_files"].value == ["renamed/snapshots/skills_v7.json"]
+    assert renamed["metadata"]["skipped_versions"].value == [7]  # no episode batch 7 either
+    assert renamed["metadata"]["rejects"] == 0
+    assert renamed["description"] == (
+        "1 snapshot without an episode batch (skipped); "
+        "1 snapshot whose version differs from its file name's"
+    )
+    details = renamed["metadata"]["details"].value
+    assert "- passed: no rejects" in details
+    assert "**failed: 1 snapshot without an episode batch (skipped)**\n  - version 7" in details
+    assert "**failed: 1 snapshot whose version differs" in details
+    assert "  - renamed/snapshots/skills_v7.json" in details
 
     no_episodes = results["no_episodes"]
-    assert not no_episodes["snapshots_paired"]["passed"]
-    assert no_episodes["snapshots_paired"]["metadata"]["skipped_versions"].value == [0, 1, 2, 3]
-    assert not no_episodes["states_exist"]["passed"]
-    assert no_episodes["states_exist"]["metadata"] == {"snapshots": 4, "states": 0}
+    clean = no_episodes["inputs_clean"]
+    assert not clean["passed"]
+    assert clean["metadata"]["skipped_versions"].value == [0, 1, 2, 3]
+    assert clean["metadata"]["mismatched_files"].value == []
+    assert clean["description"] == "4 snapshots without an episode batch (skipped)"
+    assert "  - version 3" in clean["metadata"]["details"].value
+    complete = no_episodes["states_complete"]
+    assert not complete["passed"] and complete["severity"] == AssetCheckSeverity.ERROR
+    assert complete["description"] == "no states from 4 snapshots"
+    assert {k: complete["metadata"][k] for k in ("snapshots", "states")} == {
+        "snapshots": 4,
+        "states": 0,
+    }
 
-    lost = results["prompt_lost"]["every_state_has_prompt"]
+    lost = results["prompt_lost"]["states_complete"]
     assert not lost["passed"] and lost["severity"] == AssetCheckSeverity.ERROR
     assert lost["metadata"]["missing"].value == ["prompt_lost_ckpt1"]
+    assert lost["description"] == "1 state without a prompt"
+    assert results["prompt_lost"]["inputs_clean"]["passed"]
 
 
 def test_a_builds_checks_read_its_tables_and_agree_with_a_check_launched_alone(built):

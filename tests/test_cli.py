@@ -162,7 +162,7 @@ def test_sync_accepts_the_old_checks_flag_and_records_checks_in_one_batch(cli, w
     generate_runs(workspace.runs, SPEC)
     report = summary(cli, "--checks")
     assert (report["new"], report["failed"]) == (2, 0)
-    key = AssetCheckKey(AssetKey("curator_prompts"), "every_state_has_prompt")
+    key = AssetCheckKey(AssetKey("curator_prompts"), "states_complete")
     with DagsterInstance.from_config(str(tmp_path / "home")) as instance:
         assert len(instance.get_runs()) == 1
         history = instance.event_log_storage.get_asset_check_execution_history(key, limit=10)

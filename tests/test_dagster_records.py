@@ -17,7 +17,7 @@ from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, RunsFilter
 from dagster._core.event_api import PartitionKeyFilter
 
 from statepool_dagster.core import names
-from statepool_dagster.defs.checks import CHECK_SPECS
+from statepool_dagster.defs.checks import CHECK_SPECS, INPUTS_CLEAN
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
 from helpers import REPO, cli_env, sync_json
@@ -40,7 +40,7 @@ def backend(request, workspace, tmp_path):
 
 
 def with_a_reject(workspace) -> None:
-    """Sample runs, run001 with an unreadable episode line (its no_rejects check fails)."""
+    """Sample runs, run001 with an unreadable episode line (its inputs_clean check fails)."""
     generate_runs(workspace.runs, SPEC)
     with open(workspace.run("run001") / "episodes.jsonl", "a", encoding="utf-8") as f:
         f.write("{not json\n")
@@ -62,9 +62,10 @@ def assert_partition_records(instance: DagsterInstance, run: str) -> None:
         assert len(history) == 1, (key, run, history)
         evaluation = history[0].event.dagster_event.asset_check_evaluation_data
         assert evaluation.partition == run
-        expected = not (key.name == "no_rejects" and run == "run001")
+        expected = not (key.name == INPUTS_CLEAN and run == "run001")
         assert evaluation.passed is expected, (key, run, evaluation)
-        if key.name == "no_rejects" and run == "run001":  # says what is wrong, and where
+        if key.name == INPUTS_CLEAN and run == "run001":  # says what is wrong, and where
+            assert evaluation.description == "1 reject set aside"
             assert evaluation.metadata[names.REJECTS].value == 1
             assert "episodes.jsonl" in evaluation.metadata["details"].value
 

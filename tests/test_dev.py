@@ -76,11 +76,8 @@ def test_dg_list_defs_lists_the_assets_checks_jobs_and_sensors(tmp_path):
         "state_stats",
     }
     assert {c["key"] for c in listed["asset_checks"]} == {
-        "skill_snapshots:snapshot_versions_match",
-        "checkpoint_states:no_rejects",
-        "checkpoint_states:snapshots_paired",
-        "checkpoint_states:states_exist",
-        "curator_prompts:every_state_has_prompt",
+        "checkpoint_states:inputs_clean",
+        "curator_prompts:states_complete",
         "session_states:no_rejects",
         "session_prompts:every_state_has_prompt",
     }

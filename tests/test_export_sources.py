@@ -205,6 +205,16 @@ def test_cli_export_with_sources_staleness_and_selection(pool, tmp_path):
     table = pq.read_table(tmp_path / "out" / "train.parquet").to_pylist()
     assert sorted(r["policy_step"] for r in table) == [4, 7]
     assert {r["weight"] for r in table} == {0.25}
+    # The same rule from its variable: the export reads STATEPOOL_SELECT_* as training_dataset does.
+    by_env = subprocess.run(
+        [str(STATEPOOL), "export", "--format", "trl", "--out", "by_env", "--sources", "sessions",
+         "--max-staleness", "0", "--val-fraction", "0", "--json"],
+        env=env | {"STATEPOOL_SELECT_WEIGHT": "pass-rate"}, cwd=tmp_path, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert by_env.returncode == 0, by_env.stderr
+    table = pq.read_table(tmp_path / "by_env" / "train.parquet").to_pylist()
+    assert {r["weight"] for r in table} == {0.25}
     bad = subprocess.run(
         [str(STATEPOOL), "export", "--format", "trl", "--out", "o2", "--sources", "files"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,

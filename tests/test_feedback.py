@@ -262,6 +262,11 @@ def test_selection_options_from_the_command_line_and_the_environment():
     add_selection_arguments(parser)
     args = parser.parse_args(["--drop-zero-variance", "3", "--difficulty-band", "0.1", "0.9"])
     assert SelectionOptions.from_args(args) == SelectionOptions(3, (0.1, 0.9))
+    # A flag not given keeps the environment's value; a flag given wins over it.
+    from_env = SelectionOptions(2, (0.0, 0.5), band_on="score", weight="std")
+    assert SelectionOptions.from_args(args, from_env) == SelectionOptions(
+        3, (0.1, 0.9), band_on="score", weight="std"
+    )
     env = {"STATEPOOL_SELECT_WEIGHT": "pass-rate", "STATEPOOL_SELECT_DIFFICULTY_BAND": "0,0.5"}
     assert SelectionOptions.from_env(env) == SelectionOptions(None, (0.0, 0.5), weight="pass-rate")
     assert not SelectionOptions.from_env({}).active

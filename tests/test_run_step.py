@@ -32,13 +32,8 @@ from helpers import latest_metadata, materialize_run
 SPEC = SampleSpec(n_runs=3, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=3)
 NAMES = [f"run{i:03d}" for i in range(SPEC.n_runs)]
 ASSETS = ("run_episodes", "skill_snapshots", "checkpoint_states", "curator_prompts")
-CHECKS = {
-    AssetCheckKey(AssetKey("checkpoint_states"), "no_rejects"),
-    AssetCheckKey(AssetKey("checkpoint_states"), "snapshots_paired"),
-    AssetCheckKey(AssetKey("checkpoint_states"), "states_exist"),
-    AssetCheckKey(AssetKey("skill_snapshots"), "snapshot_versions_match"),
-    AssetCheckKey(AssetKey("curator_prompts"), "every_state_has_prompt"),
-}
+INPUTS_CLEAN = AssetCheckKey(AssetKey("checkpoint_states"), "inputs_clean")
+CHECKS = {INPUTS_CLEAN, AssetCheckKey(AssetKey("curator_prompts"), "states_complete")}
 
 
 def run_range(instance, first: str, last: str, job_name: str = "statepool_job", jobs=()):
@@ -55,10 +50,10 @@ def steps(result) -> list[str]:
     return [e.step_key for e in result.all_events if e.event_type == DagsterEventType.STEP_START]
 
 
-def check_statuses(instance) -> dict[tuple[AssetCheckKey, str], str]:
+def check_statuses(instance, keys=CHECKS) -> dict[tuple[AssetCheckKey, str], str]:
     """The latest recorded result of every check on every partition: SUCCEEDED, FAILED..."""
     latest: dict[tuple[AssetCheckKey, str], str] = {}
-    for key in CHECKS:
+    for key in keys:
         for record in instance.event_log_storage.get_asset_check_execution_history(key, limit=100):
             latest.setdefault((key, record.partition), record.status.value)
     return latest
@@ -123,8 +118,7 @@ def test_a_check_failing_on_one_run_is_recorded_for_that_run_alone(registered, w
     (workspace.run("run001") / "episodes.jsonl").open("a").write("not json\n")
     assert run_range(registered, NAMES[0], NAMES[-1]).success
     statuses = check_statuses(registered)
-    no_rejects = AssetCheckKey(AssetKey("checkpoint_states"), "no_rejects")
-    assert [statuses[(no_rejects, run)] for run in NAMES] == ["SUCCEEDED", "FAILED", "SUCCEEDED"]
+    assert [statuses[(INPUTS_CLEAN, run)] for run in NAMES] == ["SUCCEEDED", "FAILED", "SUCCEEDED"]
 
 
 def test_a_failed_run_does_not_hide_the_others(registered, workspace, monkeypatch):
@@ -181,7 +175,7 @@ def test_materializing_only_the_prompts_rebuilds_them_alone(registered):
     assert steps(result) == ["run_assets"]
     assert materialized(result) == {("curator_prompts", run) for run in NAMES[:2]}
     checks = {(e.check_name, e.partition) for e in result.get_asset_check_evaluations()}
-    assert checks == {("every_state_has_prompt", run) for run in NAMES[:2]}
+    assert checks == {("states_complete", run) for run in NAMES[:2]}
 
 
 def test_materializing_only_the_first_two_assets_builds_nothing_after_them(registered, workspace):
@@ -192,7 +186,7 @@ def test_materializing_only_the_first_two_assets_builds_nothing_after_them(regis
         (asset, run) for asset in ("run_episodes", "skill_snapshots") for run in NAMES
     }
     checks = {(e.check_name, e.partition) for e in result.get_asset_check_evaluations()}
-    assert checks == {("snapshot_versions_match", run) for run in NAMES}
+    assert checks == set()  # both checks read the states: they hang on the later assets
     assert not (workspace.store / "checkpoint_states").exists()
     assert not (workspace.store / "state_pool").exists()
 
@@ -218,3 +212,37 @@ def test_the_code_location_runs_and_loads_without_deprecation_warnings(registere
     assert len(frame) == SPEC.n_checkpoints
     deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
     assert deprecations == [], [str(w.message) for w in deprecations]
+
+
+# The five checks the run assets had before they became two; an instance keeps their results.
+REMOVED_CHECKS = [
+    ("checkpoint_states", "no_rejects"),
+    ("checkpoint_states", "snapshots_paired"),
+    ("checkpoint_states", "states_exist"),
+    ("skill_snapshots", "snapshot_versions_match"),
+    ("curator_prompts", "every_state_has_prompt"),
+]
+
+
+def test_results_of_removed_checks_stay_in_history_and_harm_nothing(workspace, instance):
+    from dagster import AssetCheckEvaluation
+
+    from statepool_dagster.cli.status import run_statuses
+    from statepool_dagster.core.config import Settings
+
+    generate_runs(workspace.runs, SPEC)
+    instance.add_dynamic_partitions(RUNS, NAMES)
+    removed = [AssetCheckKey(AssetKey(asset), name) for asset, name in REMOVED_CHECKS]
+    for key in removed:
+        instance.report_runless_asset_event(
+            AssetCheckEvaluation(
+                asset_key=key.asset_key, check_name=key.name, partition=NAMES[0], passed=False
+            )
+        )
+    assert not sync(instance).failed
+    assert check_statuses(instance, [*removed, *CHECKS]) == {
+        **{(key, NAMES[0]): "FAILED" for key in removed},
+        **{(key, run): "SUCCEEDED" for key in CHECKS for run in NAMES},
+    }
+    statuses = run_statuses(instance, Settings.from_env())
+    assert {(s["run"], s["status"]) for s in statuses} == {(run, "materialized") for run in NAMES}

@@ -100,7 +100,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     except StatepoolError as exc:
         raise StatepoolError(f"--out: {exc}") from None
     try:
-        selection = SelectionOptions.from_args(args)
+        selection = SelectionOptions.from_args(args, SelectionOptions.from_settings(settings))
     except ValueError as exc:
         raise StatepoolError(str(exc)) from None
     empty = "empty"

@@ -1,5 +1,12 @@
 """Asset checks of the run assets, one result per run partition, shown beside each
-materialization in the UI.
+materialization in the UI: one check per severity.
+
+- ``checkpoint_states`` / ``inputs_clean`` (WARN): nothing of the run's files was set
+  aside as a reject, every snapshot was paired with an episode batch, and every
+  snapshot's inner version equals its file name's. Its description says which of the
+  three failed; its metadata keeps each one's facts.
+- ``curator_prompts`` / ``states_complete`` (ERROR): a run with snapshots has states, and
+  every state has a non-empty prompt.
 
 They are ``check_specs`` of the run assets' step (``assets.py``): the step evaluates the
 selected ones for every run it covers, after building, so a run over many partitions
@@ -30,6 +37,9 @@ from ..core.store.pool import read_rejects
 from ..core.store.reading import read_run_infos, read_run_table
 from .partitions import runs_partitions
 
+INPUTS_CLEAN = "inputs_clean"
+STATES_COMPLETE = "states_complete"
+
 # What the checks read of each table, by column, and the checkpoint's fact (its ``info``
 # in the table's index) that holds the same value (None: the checkpoint's version).
 CHECKED = {
@@ -37,6 +47,7 @@ CHECKED = {
     STATES: {"version": None, "state_id": "state_id"},
     PROMPTS: {"prompt_chars": "chars", "state_id": "state_id"},
 }
+SHOWN = 20  # items of each list the details show (the metadata lists keep them all)
 
 
 class _Run:
@@ -70,78 +81,84 @@ class _Run:
         return {column: table.column(column).to_pylist() for column in facts}
 
 
-def no_rejects(run: _Run) -> dict[str, Any]:
-    rejects = read_rejects(run.layout, run.run)
-    shown = [f"- {r.describe()}" for r in rejects[:20]]
-    return dict(
-        passed=not rejects,
-        severity=AssetCheckSeverity.WARN,
-        metadata={REJECTS: len(rejects), "details": MetadataValue.md("\n".join(shown) or "none")},
-    )
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def snapshots_paired(run: _Run) -> dict[str, Any]:
+def _section(ok: str, problem: str, items: list[Any]) -> str:
+    """One line of the details, and under a problem the first items it is about."""
+    if not items:
+        return f"- passed: {ok}"
+    shown = [f"  - {item}" for item in items[:SHOWN]]
+    more = [f"  - … {len(items) - SHOWN} more"] if len(items) > SHOWN else []
+    return "\n".join([f"- **failed: {problem}**", *shown, *more])
+
+
+def inputs_clean(run: _Run) -> dict[str, Any]:
+    rejects = [r.describe() for r in read_rejects(run.layout, run.run)]
     skipped = sorted(set(run.column(SNAPSHOTS, "version")) - set(run.column(STATES, "version")))
+    files, declared = run.column(SNAPSHOTS, "file"), run.column(SNAPSHOTS, "declared_version")
+    pairs = zip(files, run.column(SNAPSHOTS, "version"), declared, strict=True)
+    mismatched = [f for f, v, d in pairs if d != v]
+    parts = [  # (what passing means, what failing means, what failed)
+        ("no rejects", f"{_plural(len(rejects), 'reject')} set aside", rejects),
+        (
+            "every snapshot paired with an episode batch",
+            f"{_plural(len(skipped), 'snapshot')} without an episode batch (skipped)",
+            [f"version {v}" for v in skipped],
+        ),
+        (
+            "every snapshot's version equals its file name's",
+            f"{_plural(len(mismatched), 'snapshot')} whose version differs from its file name's",
+            mismatched,
+        ),
+    ]
+    problems = [problem for _, problem, items in parts if items]
     return dict(
-        passed=not skipped,
+        passed=not problems,
         severity=AssetCheckSeverity.WARN,
-        metadata={"skipped_versions": MetadataValue.json(skipped)},
+        description="; ".join(problems) or "no rejects, every snapshot paired, versions match",
+        metadata={
+            REJECTS: len(rejects),
+            "skipped_versions": MetadataValue.json(skipped),
+            "mismatched_files": MetadataValue.json(mismatched),
+            "details": MetadataValue.md("\n".join(_section(*part) for part in parts)),
+        },
     )
 
 
-def snapshot_versions_match(run: _Run) -> dict[str, Any]:
-    version = run.column(SNAPSHOTS, "version")
-    declared = run.column(SNAPSHOTS, "declared_version")
-    files = run.column(SNAPSHOTS, "file")
-    mismatched = [f for f, v, d in zip(files, version, declared, strict=True) if d != v]
-    return dict(
-        passed=not mismatched,
-        severity=AssetCheckSeverity.WARN,
-        metadata={"mismatched_files": MetadataValue.json(mismatched)},
-    )
-
-
-def states_exist(run: _Run) -> dict[str, Any]:
-    snapshots, states = len(run.column(SNAPSHOTS, "version")), len(run.column(STATES, "version"))
-    return dict(
-        passed=snapshots == 0 or states > 0,
-        severity=AssetCheckSeverity.ERROR,
-        metadata={"snapshots": snapshots, "states": states},
-    )
-
-
-def every_state_has_prompt(run: _Run) -> dict[str, Any]:
+def states_complete(run: _Run) -> dict[str, Any]:
+    snapshots, ids = len(run.column(SNAPSHOTS, "version")), run.column(STATES, "state_id")
     chars = run.column(PROMPTS, "prompt_chars")
-    ids = run.column(PROMPTS, "state_id")
-    prompted = {sid for sid, n in zip(ids, chars, strict=True) if n > 0}
-    missing = sorted(set(run.column(STATES, "state_id")) - prompted)
+    prompted = {sid for sid, n in zip(run.column(PROMPTS, "state_id"), chars, strict=True) if n}
+    missing = sorted(set(ids) - prompted)
+    none = snapshots > 0 and not ids
+    problems = [f"no states from {_plural(snapshots, 'snapshot')}"] if none else []
+    if missing:
+        problems.append(f"{_plural(len(missing), 'state')} without a prompt")
     return dict(
-        passed=not missing,
+        passed=not problems,
         severity=AssetCheckSeverity.ERROR,
-        metadata={"missing": MetadataValue.json(missing)},
+        description="; ".join(problems) or f"{_plural(len(ids), 'state')}, each with its prompt",
+        metadata={
+            "snapshots": snapshots,
+            "states": len(ids),
+            "missing": MetadataValue.json(missing),
+        },
     )
 
 
 _CHECKS: dict[AssetCheckKey, tuple[Callable[[_Run], dict[str, Any]], str]] = {
-    AssetCheckKey(AssetKey(STATES), "no_rejects"): (
-        no_rejects,
-        "No episode line, snapshot or sidecar file of the run was set aside as a reject.",
+    AssetCheckKey(AssetKey(STATES), INPUTS_CLEAN): (
+        inputs_clean,
+        "The run's files went in whole: no episode line, snapshot or sidecar file was set "
+        "aside as a reject, every snapshot was paired with an episode batch, and the "
+        "version inside each snapshot equals its file name's. A failure says which.",
     ),
-    AssetCheckKey(AssetKey(STATES), "snapshots_paired"): (
-        snapshots_paired,
-        "Every snapshot was paired with an episode batch (skipped versions listed).",
-    ),
-    AssetCheckKey(AssetKey(SNAPSHOTS), "snapshot_versions_match"): (
-        snapshot_versions_match,
-        "The version inside each snapshot equals the one in its file name.",
-    ),
-    AssetCheckKey(AssetKey(STATES), "states_exist"): (
-        states_exist,
-        "A run with snapshots has at least one checkpoint state.",
-    ),
-    AssetCheckKey(AssetKey(PROMPTS), "every_state_has_prompt"): (
-        every_state_has_prompt,
-        "Every checkpoint state has a non-empty rendered prompt.",
+    AssetCheckKey(AssetKey(PROMPTS), STATES_COMPLETE): (
+        states_complete,
+        "A run with snapshots has at least one checkpoint state, and every state has a "
+        "non-empty rendered prompt (states without one listed).",
     ),
 }
 

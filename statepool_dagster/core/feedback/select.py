@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 import pyarrow as pa
@@ -59,15 +59,20 @@ class SelectionOptions:
         return bool(self.drop_zero_variance or self.difficulty_band or self.weight)
 
     @staticmethod
-    def from_args(args: argparse.Namespace) -> SelectionOptions:
-        """From the arguments ``arguments.add_selection_arguments`` added."""
+    def from_args(
+        args: argparse.Namespace, defaults: SelectionOptions | None = None
+    ) -> SelectionOptions:
+        """From the arguments ``arguments.add_selection_arguments`` added; a flag not given
+        keeps its value in ``defaults`` (for ``statepool export``: the environment's)."""
+        base = defaults or SelectionOptions()
         band = getattr(args, "difficulty_band", None)
-        return SelectionOptions(
-            drop_zero_variance=getattr(args, "drop_zero_variance", None),
-            difficulty_band=tuple(band) if band else None,
-            band_on=getattr(args, "band_on", None) or "match",
-            weight=getattr(args, "weight", None),
-        )
+        given = {
+            "drop_zero_variance": getattr(args, "drop_zero_variance", None),
+            "difficulty_band": tuple(band) if band else None,
+            "band_on": getattr(args, "band_on", None),
+            "weight": getattr(args, "weight", None),
+        }
+        return replace(base, **{k: v for k, v in given.items() if v is not None})
 
     @staticmethod
     def from_env(environ: Mapping[str, str] | None = None) -> SelectionOptions:

@@ -47,6 +47,7 @@ from .prompts import PromptHandOver
 
 PREVIEW = ["state_id", "version", "batch_version", "n_cards", "n_episodes"]
 _encode = msgspec.json.Encoder().encode
+NO_INPUT = digest("0")  # what a state key holds for no library or batch (computed once)
 
 
 class CheckpointInputs:
@@ -68,12 +69,12 @@ class CheckpointInputs:
 
     def library_digest(self, version: int | None) -> str:
         if version is None:
-            return digest("0")
+            return NO_INPUT
         return self.snapshots.parts[part_name(version)].info["library"]
 
     def batch_digest(self, version: int | None) -> str:
         part = None if version is None else self.episodes.parts.get(part_name(version))
-        return digest("0") if part is None else part.info["batch"]
+        return NO_INPUT if part is None else part.info["batch"]
 
     def n_cards(self, version: int) -> int:
         return self.snapshots.parts[part_name(version)].info["n_cards"]

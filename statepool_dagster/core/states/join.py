@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, Literal, Protocol
 
 from .models import BytesLike, CheckpointState, decode_stored, dumps, state_bytes
-from .reference_ops import next_version_after, reference_ops
+from .reference_ops import reference_ops
 
 OFFLINE_RECEIPT = "(collected offline)"
 
@@ -87,6 +88,8 @@ def plan_states(
 ) -> tuple[list[PlannedState], list[SkippedCheckpoint]]:
     """The pairing for each snapshot version (in the order given), or why it has none."""
     ordered, libraries, batches = sorted(versions), set(versions), set(batch_versions)
+    after = dict(pairwise(ordered))  # each library's next one
+    follow = ("none", "batch", "next_batch").index(followup)
     planned: list[PlannedState] = []
     skipped: list[SkippedCheckpoint] = []
     for k in versions:
@@ -95,8 +98,8 @@ def plan_states(
             skipped.append(SkippedCheckpoint(k, paired))
             continue
         library_version, batch_version = paired
-        followup_version = {"none": None, "batch": batch_version, "next_batch": k}[followup]
-        next_version = next_version_after(ordered, library_version)
+        followup_version = (None, batch_version, k)[follow]
+        next_version = after.get(library_version)
         planned.append(
             PlannedState(k, library_version, batch_version, next_version, followup_version)
         )
