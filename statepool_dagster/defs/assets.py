@@ -95,7 +95,7 @@ def _builds(
         return
     # A forked worker's writes to memory:// would stay in the worker.
     shared = shared_between_processes(as_path(settings.store_dir))
-    jobs = [RunJob(settings, run) for run in runs]
+    jobs = [RunJob(settings, run, frozenset(assets)) for run in runs]
     # stream_stage runs each task under the run's store lock, on a fork pool when there are many.
     workers = settings.workers if shared else 1
     task = partial(_build_run, assets=tuple(assets), checks=tuple(checks))

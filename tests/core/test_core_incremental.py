@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import threading
@@ -148,6 +149,29 @@ def test_a_same_length_edit_deep_inside_a_grown_file_is_seen(tmp_path):
     assert_same_as_fresh(run.parent, store, tmp_path)
 
 
+@pytest.mark.parametrize("edited", [False, True])
+def test_an_older_builds_sha256_mark_is_still_checked(run, tmp_path, edited):
+    """A mark written before the CRC (a SHA-256 of the bytes read): trusted only if it holds."""
+    store = tmp_path / "store"
+    build(run.parent, store)
+    index = store / EPISODES / RUN / TABLE_INDEX
+    older = json.loads(index.read_bytes())
+    seen = older["marks"]["seen"]
+    path = run / "episodes.jsonl"
+    del seen["crc32"]
+    seen["digest"] = hashlib.sha256(path.read_bytes()[: seen["bytes"]]).hexdigest()
+    index.write_text(json.dumps(older))
+    if edited:  # the same length, far from both ends
+        data = bytearray(path.read_bytes())
+        at = data.index(b'"response": "', len(data) // 3) + len(b'"response": "')
+        data[at] = ord("Z") if data[at] != ord("Z") else ord("Y")
+        path.write_bytes(bytes(data))
+    append_checkpoint(run, SPEC, 0)
+    build(run.parent, store)
+    assert_same_as_fresh(run.parent, store, tmp_path)
+    assert isinstance(json.loads(index.read_bytes())["marks"]["seen"]["crc32"], int)
+
+
 def test_bad_lines_before_the_mark_stay_rejected_after_an_append(run, tmp_path):
     store = tmp_path / "store"
     path = run / "episodes.jsonl"
@@ -204,6 +228,24 @@ def test_a_hand_edited_episodes_mark_is_read_again_never_a_crash(run, tmp_path, 
     edited = json.loads(index.read_bytes())
     edited["marks"]["seen"]["bytes"] = size
     index.write_text(json.dumps(edited))
+    append_checkpoint(run, SPEC, 0)
+    build(run.parent, store)
+    assert_same_as_fresh(run.parent, store, tmp_path)
+
+
+@pytest.mark.parametrize("crc", [0, -1, 2**40, "12", None, 1.5])
+def test_a_hand_edited_episodes_checksum_is_read_again_never_a_crash(run, tmp_path, crc):
+    """The CRC-32 of the bytes read, in the index's mark, edited to another or to nonsense."""
+    store = tmp_path / "store"
+    build(run.parent, store)
+    index = store / EPISODES / RUN / TABLE_INDEX
+    edited = json.loads(index.read_bytes())
+    edited["marks"]["seen"]["crc32"] = crc
+    index.write_text(json.dumps(edited))
+    path = run / "episodes.jsonl"
+    data = bytearray(path.read_bytes())
+    data[data.index(b'"response": "') + len(b'"response": "')] ^= 1  # the mark is then wrong
+    path.write_bytes(bytes(data))
     append_checkpoint(run, SPEC, 0)
     build(run.parent, store)
     assert_same_as_fresh(run.parent, store, tmp_path)

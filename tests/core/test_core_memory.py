@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from statepool_dagster.core.config import Settings
-from statepool_dagster.core.names import EPISODES
+from statepool_dagster.core.names import EPISODES, STATES
 from statepool_dagster.core.report import run_numbers
 from statepool_dagster.core.stages import STAGES, RunJob, build_run
+from statepool_dagster.core.stages.job import RenderedPrompts
 from statepool_dagster.core.store.arrow_memory import load_arrow
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
@@ -26,7 +27,9 @@ def _input_bytes(run: Path) -> int:
     return sum(p.stat().st_size for p in run.rglob("*") if p.is_file())
 
 
-def _stage_peaks(tmp_path: Path, checkpoints: int) -> tuple[dict[str, int], int]:
+def _stage_peaks(
+    tmp_path: Path, checkpoints: int, stages: frozenset[str] = frozenset()
+) -> tuple[dict[str, int], int]:
     spec = SampleSpec(
         n_runs=1, n_checkpoints=checkpoints, n_cards=40, emb_dim=64, episodes_per_batch=32
     )
@@ -34,7 +37,7 @@ def _stage_peaks(tmp_path: Path, checkpoints: int) -> tuple[dict[str, int], int]
     settings = Settings(
         runs_dir=str(tmp_path / "runs"), store_dir=str(tmp_path / f"store{checkpoints}")
     )
-    job = RunJob(settings, run.name)
+    job = RunJob(settings, run.name, stages)
     peaks = {}
     for asset, stage in STAGES.items():
         tracemalloc.start()
@@ -54,6 +57,20 @@ def test_peak_memory_of_every_stage_is_flat_in_the_number_of_checkpoints(tmp_pat
     for asset in STAGES:
         # Holding the run would add about the input's growth; the parts' index adds a little.
         assert long[asset] - short[asset] < grown_input // 10, (asset, short, long, grown_input)
+
+
+def test_the_prompts_hand_over_adds_a_constant_to_a_stage_s_peak(tmp_path):
+    """A build's states stage renders prompts for its prompts stage, up to a budget: the
+    peaks stay flat, each above the stage run alone by about that budget at most."""
+    _stage_peaks(tmp_path / "warm", 4, frozenset(STAGES))
+    alone, _ = _stage_peaks(tmp_path / "alone", 160)
+    short, short_bytes = _stage_peaks(tmp_path / "short", 40, frozenset(STAGES))
+    long, long_bytes = _stage_peaks(tmp_path / "long", 160, frozenset(STAGES))
+    for asset in STAGES:
+        assert long[asset] - alone[asset] < 3 * RenderedPrompts.BUDGET, (asset, alone, long)
+    # The prompts stage renders fewer of a short run's prompts itself: only the states
+    # stage, which holds the hand-over, is compared across lengths.
+    assert long[STATES] - short[STATES] < (long_bytes - short_bytes) // 10, (short, long)
 
 
 RECENT_CHILD = r"""

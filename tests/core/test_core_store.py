@@ -57,6 +57,21 @@ def test_layout_refuses_an_asset_folder_that_leaves_the_root(tmp_path):
         StoreLayout(tmp_path / "store").table("../outside", "run000")
 
 
+def test_layout_refuses_a_link_out_of_the_root_and_keeps_one_inside(tmp_path):
+    root, outside = tmp_path / "store", tmp_path / "outside"
+    (root / "inner").mkdir(parents=True)
+    outside.mkdir()
+    (root / "states").symlink_to(outside, target_is_directory=True)
+    (root / "prompts").symlink_to(root / "inner", target_is_directory=True)
+    (root / "episodes").mkdir()
+    (root / "episodes" / "run000").symlink_to(outside, target_is_directory=True)
+    layout = StoreLayout(root)
+    for asset in ("states", "episodes"):
+        with pytest.raises(ValueError, match="leave the store root"):
+            layout.table(asset, "run000")
+    assert layout.table("prompts", "run000") == root / "prompts" / "run000"
+
+
 def test_write_bytes_atomic_writes_the_file_and_leaves_no_temp(tmp_path):
     path = tmp_path / "sub" / "f.json"
     write_bytes_atomic(path, b"first")

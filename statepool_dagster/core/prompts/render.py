@@ -20,6 +20,7 @@ from .template import (
 
 ANALYSIS_KEYS = ("failure_patterns", "observations", "summary")
 EMPTY_CATALOG = "(empty library)"
+_NO_META: dict = {}
 
 
 def card_problem(card: object) -> str | None:
@@ -50,7 +51,15 @@ def render_catalog(cards: list[dict], spec: PromptSpec) -> str:
     limits = spec.limits
     lines = []
     for i, card in enumerate(cards):
-        problem = card_problem(card)
+        get = card.get if type(card) is dict else None
+        plain = (  # the usual card, told in a few lookups; any other is looked at closely
+            get is not None
+            and "card_id" in card
+            and type(get("trigger")) is str
+            and type(get("program")) is str
+            and type(get("meta_info", _NO_META)) is dict
+        )
+        problem = None if plain else card_problem(card)
         if problem:
             known = isinstance(card, dict) and "card_id" in card
             name = f"card {i}" + (f" ({card['card_id']!r})" if known else "")

@@ -104,6 +104,8 @@ class PromptSpec(BaseModel):
     ) -> PromptSpec:
         """Build a spec from references (import paths or files); ``None`` means the default."""
         try:
+            if template is param_rule is tool_specs is episode_formatter is None:
+                return _bundled_spec(limits or PromptLimits())  # package files: built once
             return cls(
                 template=load_text(template, "curator_prompt.txt", "prompt template"),
                 param_rule=load_text(param_rule, "param_rule.txt", "param rule"),
@@ -230,6 +232,17 @@ def load_formatter(ref: str | None) -> EpisodeFormatter:
     if not callable(value):
         raise StatepoolError(f"episode formatter: {ref!r} is not callable")
     return value
+
+
+@lru_cache(maxsize=8)
+def _bundled_spec(limits: PromptLimits) -> PromptSpec:
+    return PromptSpec(
+        template=bundled_text("curator_prompt.txt"),
+        param_rule=bundled_text("param_rule.txt"),
+        tool_specs=load_tool_specs(None),
+        episode_formatter=format_episodes,
+        limits=limits,
+    )
 
 
 @lru_cache(maxsize=8)

@@ -159,40 +159,51 @@ def fingerprint_run(run_path: AnyPath) -> Fingerprint:
         return _fingerprint_fsspec(run_path)
     h = hashlib.blake2b(digest_size=10)
     h.update(f"reader {READER_VERSION}\n".encode())
-    newest = 0.0
-    count = 0
+    newest, newest_ns = 0.0, -1
     stack: list[tuple[str, str]] = [("", str(run_path))]
-    depth_of = {"": 0}
     rows: list[str] = []
     stamps: dict[str, str] = {}
     while stack:
         rel, path = stack.pop()
         try:
-            entries = list(os.scandir(path))
+            # Listed through the folder's descriptor: each stat is then resolved from the
+            # folder, not from the root again (a long run's snapshots are hundreds of files).
+            fd = os.open(path, _FOLDER)
         except OSError:
             rows.append(f"{rel}/!unreadable")
             continue
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            rel_name = f"{rel}/{entry.name}" if rel else entry.name
-            try:
-                if entry.is_dir():
-                    if depth_of[rel] == 0:
-                        depth_of[rel_name] = 1
-                        stack.append((rel_name, entry.path))
+        try:
+            entries = list(os.scandir(fd))
+            prefix = f"{rel}/" if rel else ""
+            for entry in entries:
+                name = entry.name
+                if name.startswith("."):
                     continue
-                st = entry.stat()
-            except OSError:
-                rows.append(f"{rel_name}!vanished")
-                continue
-            rows.append(f"{rel_name}\0{st.st_size}\0{st.st_mtime_ns}")
-            stamps[rel_name] = f"{st.st_size}:{st.st_mtime_ns}"
-            newest = max(newest, st.st_mtime)
-            count += 1
+                rel_name = prefix + name
+                try:
+                    if entry.is_dir():
+                        if not rel:  # the run's own subfolders, not theirs
+                            stack.append((rel_name, os.path.join(path, name)))
+                        continue
+                    st = entry.stat()
+                except OSError:
+                    rows.append(f"{rel_name}!vanished")
+                    continue
+                size, ns = st.st_size, st.st_mtime_ns
+                rows.append(f"{rel_name}\0{size}\0{ns}")
+                stamps[rel_name] = f"{size}:{ns}"
+                if ns > newest_ns:
+                    newest_ns, newest = ns, st.st_mtime
+        except OSError:
+            rows.append(f"{rel}/!unreadable")
+        finally:
+            os.close(fd)
     if rows:  # each row and a newline, hashed in one update
         h.update(("\n".join(sorted(rows)) + "\n").encode("utf-8", "surrogateescape"))
-    return Fingerprint(h.hexdigest(), newest, count, stamps)
+    return Fingerprint(h.hexdigest(), newest, len(stamps), stamps)
+
+
+_FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def _fingerprint_fsspec(run_path: AnyPath) -> Fingerprint:

@@ -129,5 +129,18 @@ class FolderGate:
         """All bytes of a run file (an fsspec file is read as is)."""
         if not is_local(path):
             return path.read_bytes()
-        with os.fdopen(self.open(path), "rb") as f:
-            return f.read()
+        return read_all(self.open(path))
+
+
+def read_all(fd: int) -> bytes:
+    """Everything left in ``fd``, which is then closed: as many bytes as it holds asked for
+    at once (one read for a file that does not grow meanwhile), no buffered file around it."""
+    try:
+        want = max(os.fstat(fd).st_size, 0) + 1
+        chunks = []
+        while chunk := os.read(fd, want):
+            chunks.append(chunk)
+            want = 1 << 20
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    finally:
+        os.close(fd)

@@ -42,10 +42,22 @@ class SnapshotFile:
 
 @dataclass
 class SnapshotListing:
-    """The snapshot files of a run, in numeric version order, and the files passed over."""
+    """The snapshot files of a run, in numeric version order, and the files passed over.
 
-    snapshots: list[SnapshotFile] = field(default_factory=list)
+    ``named``: each one's version and file name (a long run's listing makes no path until
+    one is wanted: ``file``, ``snapshots``).
+    """
+
+    folder: AnyPath
+    named: list[tuple[int, str]] = field(default_factory=list)
     ignored: dict[str, str] = field(default_factory=dict)
+
+    def file(self, version: int, name: str) -> SnapshotFile:
+        return SnapshotFile(version, self.folder / name)
+
+    @property
+    def snapshots(self) -> list[SnapshotFile]:
+        return [self.file(version, name) for version, name in self.named]
 
 
 @dataclass(frozen=True)
@@ -68,21 +80,23 @@ def list_snapshots(snapshots_dir: AnyPath) -> SnapshotListing:
     directory, a link out of the run or a link loop) is listed: reading it makes the
     reject that says why (:func:`read_snapshot` never opens it).
     """
-    listing = SnapshotListing()
+    listing = SnapshotListing(snapshots_dir)
     if not snapshots_dir.is_dir():
         if is_local(snapshots_dir) and os.path.lexists(snapshots_dir):
             problem = run_file_problem(snapshots_dir, snapshots_dir.parent) or "not a folder"
             listing.ignored[snapshots_dir.name + "/"] = problem  # a loop, a FIFO, a file
         return listing
     try:
-        entries = sorted(snapshots_dir.iterdir(), key=lambda p: p.name)
+        if is_local(snapshots_dir):
+            names = sorted(os.listdir(snapshots_dir))
+        else:
+            names = sorted(p.name for p in snapshots_dir.iterdir())
     except OSError as exc:
         listing.ignored[snapshots_dir.name + "/"] = f"unreadable: {exc.strerror or exc}"
         return listing
-    by_version: dict[int, SnapshotFile] = {}
-    duplicates: list[SnapshotFile] = []
-    for entry in entries:
-        name = entry.name
+    by_version: dict[int, str] = {}
+    duplicates: list[tuple[int, str]] = []
+    for name in names:
         if name.startswith("."):
             continue
         match = SNAPSHOT_NAME.fullmatch(name)
@@ -97,12 +111,11 @@ def list_snapshots(snapshots_dir: AnyPath) -> SnapshotListing:
         if held is not None:
             # The original reads the names in this order and its last one's state stays:
             # keep the later name (v3 over v03, v07 over v007, v00 over v0).
-            duplicates.append(held)
-        by_version[version] = SnapshotFile(version, entry)
-    for held in duplicates:
-        kept = by_version[held.version].path.name
-        listing.ignored[held.path.name] = f"duplicate of version {held.version} ({kept})"
-    listing.snapshots = [by_version[v] for v in sorted(by_version)]
+            duplicates.append((version, held))
+        by_version[version] = name
+    for version, held in duplicates:
+        listing.ignored[held] = f"duplicate of version {version} ({by_version[version]})"
+    listing.named = [(v, by_version[v]) for v in sorted(by_version)]
     return listing
 
 

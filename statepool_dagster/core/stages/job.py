@@ -47,6 +47,9 @@ class RunJob:
 
     settings: Settings
     run: str
+    # The stages this job runs, when its runner says (the states stage then renders the
+    # prompts of the states it builds, for the prompts stage of the same job).
+    stages: frozenset[str] = frozenset()
 
     @cached_property
     def layout(self) -> StoreLayout:
@@ -75,11 +78,49 @@ class RunJob:
             )
         return table
 
+    @cached_property
+    def rendered(self) -> RenderedPrompts:
+        """Prompts rendered by this job's states stage, for its prompts stage."""
+        return RenderedPrompts()
+
     def __getstate__(self) -> dict[str, Any]:  # to a worker: what it was made from, no cache
-        return {"settings": self.settings, "run": self.run}
+        return {"settings": self.settings, "run": self.run, "stages": self.stages}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+
+
+class RenderedPrompts:
+    """Prompts handed from the states stage to the prompts stage of one job, by state key,
+    up to a budget of characters (a constant, not a run): the states stage renders from the
+    state it has decoded, the prompts stage then reads and decodes none of these states.
+
+    An entry is ``(render key, prompt or the reason it cannot be rendered, row values)``.
+    """
+
+    BUDGET = 1 << 19  # characters: a small run's prompts, all of them
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[str, str, bool, dict[str, Any]]] = {}
+        self._size = 0
+        self.inputs: tuple[Any, str] | None = None  # the prompt spec and its digest, once loaded
+
+    def full(self) -> bool:
+        return self._size >= self.BUDGET
+
+    def put(self, key: str, render_key: str, text: str, ok: bool, row: dict[str, Any]) -> None:
+        """Keep ``text`` (the prompt if ``ok``, else why not) unless the budget is spent."""
+        if self._size + len(text) <= self.BUDGET and key not in self._entries:
+            self._entries[key] = (render_key, text, ok, row)
+            self._size += len(text)
+
+    def take(self, key: str, render_key: str) -> tuple[str, bool, dict[str, Any]] | None:
+        """The entry of state ``key`` if rendered under ``render_key`` (and let go)."""
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return None
+        self._size -= len(entry[1])
+        return entry[1:] if entry[0] == render_key else None
 
 
 def preview(table: RunTable, columns: list[str], rows: int = 10) -> str:

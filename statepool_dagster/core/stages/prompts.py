@@ -17,6 +17,7 @@ from ..prompts.render import build_curator_prompt
 from ..prompts.spec import PromptSpec
 from ..prompts.template import surrogate_problem
 from ..rejects import Reject
+from ..states.join import PlannedState, state_id
 from ..states.models import CheckpointState
 from ..store.arrow_memory import release_arrow_memory, utf8_views
 from ..store.parts import RunTable
@@ -49,6 +50,72 @@ def spec_digest(spec: PromptSpec) -> str:
     )
 
 
+def prompt_inputs(job: RunJob) -> tuple[PromptSpec, str]:
+    """The job's prompt spec and its digest, loaded once for both stages that use them."""
+    if job.rendered.inputs is None:
+        spec = job.settings.prompt_spec()
+        job.rendered.inputs = (spec, spec_digest(spec))
+    return job.rendered.inputs
+
+
+def prompt_text(state: CheckpointState, spec: PromptSpec) -> str:
+    """The prompt of ``state``; :class:`PromptInputError` if it cannot be rendered or stored."""
+    prompt = build_curator_prompt(state, spec)
+    unstorable = surrogate_problem(prompt)  # e.g. from a custom episode formatter
+    if unstorable:
+        raise PromptInputError(f"cannot store the prompt: {unstorable}")
+    return prompt
+
+
+class PromptHandOver:
+    """The states stage's side of :class:`job.RenderedPrompts`: it renders the prompt of each
+    state it builds, from the state it has decoded, when the job's prompts stage follows,
+    the prompt is not stored already and the hand-over has room."""
+
+    def __init__(self, job: RunJob) -> None:
+        self.rendered, self.run = job.rendered, job.run
+        self.spec: PromptSpec | None = None
+        if PROMPTS not in job.stages:
+            return
+        try:
+            self.spec, self.spec_key = prompt_inputs(job)
+        except Exception:  # a bad prompt setting: the prompts stage says so
+            return
+        self.stored = job.table(PROMPTS).parts
+
+    def offer(
+        self,
+        name: str,
+        key: str,
+        text_digest: str,
+        state: Callable[[], CheckpointState],
+        plan: PlannedState,
+        ops: str,
+    ) -> None:
+        """State ``name`` built (its input ``key``, its text's digest, ``state()`` it decoded,
+        its plan and reference ops): render its prompt."""
+        if self.spec is None or self.rendered.full():
+            return
+        render_key = digest(self.spec_key, text_digest)
+        stored = self.stored.get(name)
+        if stored is not None and stored.info.get("render") == render_key:
+            return  # kept as it is stored: nothing to render
+        try:
+            text, ok = prompt_text(state(), self.spec), True
+        except PromptInputError as exc:
+            text, ok = str(exc), False
+        except Exception:  # not a prompt's fault: the prompts stage meets it again and fails
+            return
+        row = {
+            "state_id": state_id(self.run, plan.version),
+            "version": plan.version,
+            "library_version": plan.library_version,
+            "reference_ops": ops,
+            "input_key": key,
+        }
+        self.rendered.put(key, render_key, text, ok, row)
+
+
 def _read_state(states: RunTable, name: str) -> CheckpointState:
     """A stored state, parsed straight from where Arrow holds its text, which is then let go."""
     text = states.read_part(name, ["state"])["state"]
@@ -67,8 +134,7 @@ def _first_prompt(head: pa.Table) -> str:
 
 def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
     """``curator_prompts``: one prompt per state; a state that cannot be rendered is a reject."""
-    spec = spec or job.settings.prompt_spec()
-    spec_key = spec_digest(spec)
+    spec, spec_key = (spec, spec_digest(spec)) if spec else prompt_inputs(job)
     states, table = job.table(STATES), job.table(PROMPTS)
     fingerprint = states.marks.get("fingerprint", "")
     kept: set[str] = set()
@@ -90,18 +156,23 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
         if part is not None and part.key == key:
             kept.add(name)
             continue
-        row = states.read_part(name, COLUMNS).to_pylist()[0]
-        if part is not None and part.info.get("render") == render_key:
+        handed = job.rendered.take(state_part.key, render_key)
+        if handed is not None:
+            prompt, ok, row = handed
+            problem = None if ok else prompt
+        else:
+            row = states.read_part(name, COLUMNS).to_pylist()[0]
+        if handed is None and part is not None and part.info.get("render") == render_key:
             prompt = table.read_part(name, ["prompt"])["prompt"][0].as_py()
         else:
-            try:
-                prompt = build_curator_prompt(_read_state(states, name), spec)
-                unstorable = surrogate_problem(prompt)  # e.g. from a custom episode formatter
-                if unstorable:
-                    raise PromptInputError(f"cannot store the prompt: {unstorable}")
-            except PromptInputError as exc:  # the state is kept as the original keeps it
+            if handed is None:
+                try:
+                    prompt, problem = prompt_text(_read_state(states, name), spec), None
+                except PromptInputError as exc:
+                    problem = str(exc)
+            if problem is not None:  # the state is kept as the original keeps it
                 library = f"{job.run}/{SNAPSHOTS_DIR}/skills_v{row['library_version']}.json"
-                error = f"{row['state_id']}: {exc}"
+                error = f"{row['state_id']}: {problem}"
                 rejects.append(Reject(file=library, line=None, error=error, raw=None))
                 table.drop(name)
                 continue

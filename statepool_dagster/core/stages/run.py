@@ -51,8 +51,8 @@ def build_run(
     settings: Settings, run: str, assets: Iterable[str] = RUN_ASSETS
 ) -> dict[str, StageReport]:
     """The selected stages of one run, in the data's order (the core path, without Dagster)."""
-    job = RunJob(settings, run)
-    wanted = set(assets)
+    wanted = frozenset(assets)
+    job = RunJob(settings, run, wanted)
     with job.layout.lock(run), without_cyclic_gc():
         return {asset: STAGES[asset](job) for asset in RUN_ASSETS if asset in wanted}
 

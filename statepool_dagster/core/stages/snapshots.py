@@ -28,12 +28,14 @@ def build_snapshots(job: RunJob) -> StageReport:
     rejects: list[Reject] = []
     kept: set[str] = set()
     reused = 0
-    for snapshot_file in listing.snapshots:
-        display = f"{job.run}/{SNAPSHOTS_DIR}/{snapshot_file.path.name}"
-        name = part_name(snapshot_file.version)
+    for version, file_name in listing.named:
+        display = f"{job.run}/{SNAPSHOTS_DIR}/{file_name}"
+        name = part_name(version)
         # As the fingerprint saw it (a file changed since is read again next time).
-        stamp = stamps.get(f"{SNAPSHOTS_DIR}/{snapshot_file.path.name}")
+        stamp = stamps.get(f"{SNAPSHOTS_DIR}/{file_name}")
+        snapshot_file = None
         if stamp is None:
+            snapshot_file = listing.file(version, file_name)
             try:
                 stamp = file_stamp(snapshot_file.path)
             except OSError:
@@ -44,6 +46,7 @@ def build_snapshots(job: RunJob) -> StageReport:
             kept.add(name)
             reused += 1
             continue
+        snapshot_file = snapshot_file or listing.file(version, file_name)
         read = read_snapshot(snapshot_file, display, strict=job.settings.strict, gate=gate)
         if isinstance(read, Reject):
             rejects.append(read)

@@ -43,9 +43,11 @@ from .job import (
     preview,
     reject_lines,
 )
+from .prompts import PromptHandOver
 
 PREVIEW = ["state_id", "version", "batch_version", "n_cards", "n_episodes"]
 _encode = msgspec.json.Encoder().encode
+NO_INPUT = digest("0")  # what a state key holds for no library or batch (computed once)
 
 
 class CheckpointInputs:
@@ -67,12 +69,12 @@ class CheckpointInputs:
 
     def library_digest(self, version: int | None) -> str:
         if version is None:
-            return digest("0")
+            return NO_INPUT
         return self.snapshots.parts[part_name(version)].info["library"]
 
     def batch_digest(self, version: int | None) -> str:
         part = None if version is None else self.episodes.parts.get(part_name(version))
-        return digest("0") if part is None else part.info["batch"]
+        return NO_INPUT if part is None else part.info["batch"]
 
     def n_cards(self, version: int) -> int:
         return self.snapshots.parts[part_name(version)].info["n_cards"]
@@ -145,6 +147,8 @@ def build_states(job: RunJob) -> StageReport:
     manifest = not job.layout.local  # a local folder has none: no digest to compute
     kept: set[str] = set()
     reused = 0
+    sidecar_maps = (sidecars.analyses, sidecars.receipts)
+    handing = PromptHandOver(job)
     for plan in planned:
         name = part_name(plan.version)
         key = state_key(settings_key, plan, inputs, sidecars)
@@ -156,11 +160,13 @@ def build_states(job: RunJob) -> StageReport:
                 state = table.read_part(name, ["state"])["state"]
                 writes[part.info["state_id"]] = utf8_views(state)[0]
             continue
-        joined = join_checkpoint(
-            job.run, settings.dataset, plan, inputs, sidecars.analyses, sidecars.receipts
-        )
-        sid, data = joined.state_id, joined.data
-        release_arrow_memory(len(data))  # the batch it was joined from is gone
+        joined = join_checkpoint(job.run, settings.dataset, plan, inputs, *sidecar_maps)
+        sid, data, ops = joined.state_id, joined.data, ops_json(joined.reference_ops)
+        info = {"state_id": sid, "rows": 1, "text": digest_pieces([(data,)])}
+        handing.offer(name, key, info["text"], joined.decoded, plan, ops)
+        n_episodes = joined.n_episodes
+        del joined  # and the batch it was joined from
+        release_arrow_memory(len(data))
         row = StateRow(
             state_id=sid,
             run=job.run,
@@ -168,18 +174,17 @@ def build_states(job: RunJob) -> StageReport:
             library_version=plan.library_version,
             batch_version=plan.batch_version,
             n_cards=inputs.n_cards(plan.library_version),
-            n_episodes=joined.n_episodes,
+            n_episodes=n_episodes,
             state=data,
-            reference_ops=ops_json(joined.reference_ops),
+            reference_ops=ops,
             input_key=key,
         )
-        info = {"state_id": sid, "rows": 1, "text": digest_pieces([(data,)])}
         same_text = part is not None and part.info.get("text") == info["text"]
         table.write_row(name, row, key, info)
         if not (same_text and sid in on_disk):  # e.g. only the reference ops moved on
             write_state_file(job.layout, job.run, sid, data)
             fresh[sid] = file_digest(data) if manifest else ""
-        del joined, row, data
+        del row, data
         kept.add(name)
     for name in set(table.parts) - kept:
         table.drop(name)

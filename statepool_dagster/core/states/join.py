@@ -8,11 +8,12 @@ before producing library k: library k-1 and the batch run under it.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, Literal, Protocol
 
 from .models import BytesLike, CheckpointState, decode_stored, dumps, state_bytes
-from .reference_ops import next_version_after, reference_ops
+from .reference_ops import reference_ops
 
 OFFLINE_RECEIPT = "(collected offline)"
 
@@ -87,6 +88,8 @@ def plan_states(
 ) -> tuple[list[PlannedState], list[SkippedCheckpoint]]:
     """The pairing for each snapshot version (in the order given), or why it has none."""
     ordered, libraries, batches = sorted(versions), set(versions), set(batch_versions)
+    after = dict(pairwise(ordered))  # each library's next one
+    follow = ("none", "batch", "next_batch").index(followup)
     planned: list[PlannedState] = []
     skipped: list[SkippedCheckpoint] = []
     for k in versions:
@@ -95,8 +98,8 @@ def plan_states(
             skipped.append(SkippedCheckpoint(k, paired))
             continue
         library_version, batch_version = paired
-        followup_version = {"none": None, "batch": batch_version, "next_batch": k}[followup]
-        next_version = next_version_after(ordered, library_version)
+        followup_version = (None, batch_version, k)[follow]
+        next_version = after.get(library_version)
         planned.append(
             PlannedState(k, library_version, batch_version, next_version, followup_version)
         )
@@ -161,10 +164,36 @@ class JoinedCheckpoint:
     data: bytes
     reference_ops: dict[str, Any]
     n_episodes: int
+    # What ``decoded`` builds the state from: the library as the source keeps it decoded,
+    # the batch's texts, the other fields.
+    parts: tuple[dict[str, Any], Sequence[str | BytesLike], StateFields, str] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def state(self) -> CheckpointState:
         return CheckpointState.from_json(self.data)
+
+    def decoded(self) -> CheckpointState:
+        """:attr:`state` without validation, built from the decoded parts (the library as the
+        source keeps it: read it, never change it), not from the text.
+
+        Without indentation a value's JSON is the same alone and nested, so decoding
+        ``data`` gives exactly these values; the parts are decoded once, the state never.
+        """
+        if self.parts is None:
+            return CheckpointState.trusted(self.data)
+        library, batch, fields, dataset = self.parts
+        return CheckpointState.model_construct(
+            state_id=fields.state_id,
+            dataset=dataset,
+            lib_snapshot=library,
+            episodes=[decode_stored(t) for t in batch],
+            analysis=fields.analysis,
+            last_receipt=fields.last_receipt,
+            followup_qids=fields.followup_qids,
+            gt_map=fields.gt_map,
+        )
 
 
 def join_checkpoint(
@@ -200,6 +229,7 @@ def join_checkpoint(
         data,
         ops,
         len(batch),
+        (library, batch, fields, dataset),
     )
 
 

@@ -117,9 +117,12 @@ def decode_stored(text: str | bytes | memoryview) -> Any:
         return json.loads(bytes(text) if isinstance(text, memoryview) else text)
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False)  # what json.dumps makes anew at each call
+
+
 def dumps(value: Any) -> str:
     """The original's JSON text for ``value`` (``json.dumps``, ``ensure_ascii=False``)."""
-    return json.dumps(value, ensure_ascii=False)
+    return _ENCODER.encode(value)
 
 
 BytesLike = bytes | bytearray | memoryview

@@ -61,8 +61,12 @@ def write_bytes_atomic(path: AnyPath, data: bytes) -> None:
         except FileNotFoundError:  # the folder's first file
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(tmp, _NEW_FILE, 0o666)
-        with open(fd, "wb") as f:
-            f.write(data)
+        try:  # written as it is, without a buffered file around it (a state file: one call)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import os
 import posixpath
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,6 +49,8 @@ class StoreLayout:
         root = self._checked.get(())
         if root is None:
             root = self._checked[()] = self.root.resolve()
+        if _plain(self.root, parts):  # resolves to root/parts: inside (a few lstats, no walk)
+            return path
         if not path.resolve().is_relative_to(root):
             raise ValueError(f"path {path} would leave the store root {root}")
         return path
@@ -112,6 +115,24 @@ class StoreLayout:
             finally:
                 del _HELD[key]
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _plain(root: Path, parts: tuple[str, ...]) -> bool:
+    """Whether each of ``parts`` under ``root`` is a plain name that is no link (or is not
+    there yet): the path then resolves to the root's own resolution joined with them."""
+    at = os.fspath(root)
+    for part in parts:
+        if part in ("", ".", "..") or "/" in part or "\\" in part:
+            return False
+        at = os.path.join(at, part)
+        try:
+            if stat.S_ISLNK(os.lstat(at).st_mode):
+                return False
+        except FileNotFoundError:
+            return True  # nothing below it exists either
+        except OSError:
+            return False
+    return True
 
 
 _HELD: dict[str, int] = {}  # lock files this process holds, with their depth

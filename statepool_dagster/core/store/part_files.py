@@ -251,14 +251,26 @@ def footer_rows(
         return None, None
 
 
-def sweep(folder: AnyPath) -> None:
-    """Remove what a killed writer left (we hold the run lock) and an old-layout file."""
+def sweep(folder: AnyPath) -> dict[str, str] | None:
+    """Remove what a killed writer left (we hold the run lock) and an old-layout file; on a
+    local disk, the :func:`list_parts` listing of what is left, from the same scan."""
     legacy = folder.parent / f"{folder.name}{SUFFIX}"  # a run's table before parts
     if legacy.is_file():
         legacy.unlink(missing_ok=True)
-    if not is_local(folder) or not folder.is_dir():
-        return
-    for entry in os.scandir(folder):
-        if entry.name.startswith(".p") and ".parquet.tmp-" in entry.name:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(entry.path)
+    if not is_local(folder):
+        return None
+    found: dict[str, str] = {}
+    try:
+        entries = os.scandir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return found
+    with entries:
+        for entry in entries:
+            name = entry.name
+            if name.startswith(".p") and ".parquet.tmp-" in name:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+            elif name.endswith(SUFFIX) and not name.startswith("."):
+                st = entry.stat()
+                found[name] = f"{st.st_size}:{st.st_mtime_ns}"
+    return found

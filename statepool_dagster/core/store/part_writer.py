@@ -8,6 +8,7 @@ import json
 import os
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -78,6 +79,10 @@ class PartWriter:
             return
         pending = self._pending
         table = pa.concat_tables(pending) if len(pending) > 1 else pending[0]
+        if len(pending) > 1 and self._pending_bytes <= SLAB_BYTES:
+            # Parquet writes each chunk of a column on its own: a slice per checkpoint costs
+            # about twice the write; copying the (small) slices together costs less.
+            table = table.combine_chunks()
         self._writer.write_table(table, row_group_size=max(1, table.num_rows))
         self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
         self._groups += 1
@@ -92,7 +97,7 @@ class PartWriter:
         """Write the footer and publish the file under its name."""
         self.flush()
         self._writer.add_key_value_metadata(
-            {ROWS_META.decode(): json.dumps(self.rows), SPANS_META.decode(): json.dumps(self.spans)}
+            {ROWS_META.decode(): _json(self.rows), SPANS_META.decode(): _json(self.spans)}
         )
         self._writer.close()
         if is_local(self._final):
@@ -100,3 +105,11 @@ class PartWriter:
             os.replace(self._target, self._final)
         else:
             self._target.close()
+
+
+def _json(value: Any) -> str:
+    """A footer entry's JSON (msgspec: several times faster than ``json`` on these lists)."""
+    try:
+        return msgspec.json.encode(value).decode("utf-8")
+    except (msgspec.EncodeError, TypeError, ValueError, OverflowError):  # e.g. a huge integer
+        return json.dumps(value)

@@ -190,7 +190,7 @@ class RunTable(Compaction):
         )
         if not tables:
             return wanted.empty_table()
-        return pa.concat_tables([t.replace_schema_metadata(None).cast(wanted) for t in tables])
+        return pa.concat_tables([_conform(t, wanted) for t in tables])
 
     # ------------------------------------------------------------------ writing
 
@@ -279,11 +279,11 @@ class RunTable(Compaction):
         self._stale.clear()
         self._compact()
         self.close()
-        sweep(self.folder)
+        listing = sweep(self.folder)
         if not self._dirty and (self.folder / TABLE_INDEX).exists():
             self._index_stamp = index_stamp(self.folder / TABLE_INDEX)
             return
-        listing = list_parts(self.folder)
+        listing = list_parts(self.folder) if listing is None else listing
         files = {
             name: {"stamp": listing[name], "rows": rows, "spans": self._spans.get(name)}
             for name, rows in self._files.items()
@@ -302,3 +302,10 @@ class RunTable(Compaction):
         return self._index_stamp is not None and index_stamp(self.folder / TABLE_INDEX) == (
             self._index_stamp
         )
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` in ``schema``, no metadata: cast only where it differs (~25 µs a table)."""
+    if table.schema.equals(schema, check_metadata=True):
+        return table
+    return table.replace_schema_metadata(None).cast(schema)

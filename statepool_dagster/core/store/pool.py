@@ -121,6 +121,8 @@ def update_rejects(layout: StoreLayout, run: str, source: str, rejects: Iterable
     """
     lines = [reject_line(r, source) for r in rejects]
     path = layout.rejects(run)
+    if not lines and is_local(path) and not os.path.lexists(path):
+        return  # nothing to set aside, nothing set aside before: no lock, no write
     with layout.lock(run):
         kept: list[str] = []
         if path.exists():

@@ -6,6 +6,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from .arrow_memory import utf8_views
+
 PREVIEW_CELL_CHARS = 200  # a preview cell's text at most: the event log never gets a whole field
 # Per-version maps in a materialization's metadata cover the newest versions only, so what
 # Dagster stores (and serialises) for a new checkpoint does not grow with the run.
@@ -34,6 +36,10 @@ def _cut_strings(table: pa.Table) -> pa.Table:
     for i, f in enumerate(table.schema):
         if pa.types.is_string(f.type) or pa.types.is_large_string(f.type):
             column = table.column(i)
+            if pa.types.is_large_string(f.type) and all(
+                len(cell) <= limit for cell in utf8_views(column)
+            ):
+                continue  # no cell longer (in bytes, so in characters): nothing to cut
             sizes = pc.utf8_length(column).to_pylist()
             cuts = pc.utf8_slice_codeunits(column, 0, limit).to_pylist()
             cells = [

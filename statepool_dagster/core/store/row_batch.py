@@ -15,7 +15,7 @@ from .arrow_memory import LARGE
 from .rows import rows_table
 
 ROWS = 32  # checkpoints gathered at most
-BYTES = 256 << 10  # text gathered at most; a row of LARGE text or more is converted alone
+BYTES = 1 << 20  # text gathered at most (a row group's); a row of LARGE text or more alone
 
 
 def row_bytes(row: tuple) -> int:

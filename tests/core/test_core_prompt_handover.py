@@ -1,0 +1,89 @@
+"""Prompts rendered by the states stage for the prompts stage of the same build: the same
+table, rejects and report as prompts rendered from the stored states."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from statepool_dagster.core.config import Settings
+from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES
+from statepool_dagster.core.stages import STAGES, RunJob, build_run
+from statepool_dagster.core.stages.job import RenderedPrompts
+from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
+
+from helpers import store_pool
+
+SPEC = SampleSpec(n_runs=1, n_checkpoints=6, n_cards=3, emb_dim=4, episodes_per_batch=3)
+RUN = "run000"
+
+
+def _break_a_card(run: Path, version: int) -> None:
+    """A card without a trigger: its library is kept, its prompt is a reject."""
+    path = run / "snapshots" / f"skills_v{version}.json"
+    library = json.loads(path.read_text())
+    del library["cards"][0]["trigger"]
+    path.write_text(json.dumps(library))
+
+
+def _prompts(store: Path) -> list[dict]:
+    table = pq.read_table(store / PROMPTS / RUN).sort_by("version")
+    return table.to_pylist()
+
+
+def _rejects(store: Path) -> list[str]:
+    path = store / "rejects" / f"{RUN}.jsonl"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.fixture
+def run(tmp_path) -> Path:
+    run = generate_run(tmp_path / "runs" / RUN, SPEC, 0)
+    _break_a_card(run, 2)
+    return run
+
+
+def _build(run: Path, store: Path) -> dict:
+    reports = build_run(Settings(runs_dir=str(run.parent), store_dir=str(store)), RUN)
+    return {a: (r.rows, r.reused, r.values, r.markdown) for a, r in reports.items()}
+
+
+@pytest.mark.parametrize("budget", [0, 40_000])
+def test_handed_over_prompts_are_those_rendered_from_the_stored_states(
+    run, tmp_path, monkeypatch, budget
+):
+    """All prompts handed over, some (the budget runs out) or none: one result."""
+    whole = _build(run, tmp_path / "whole")
+    with monkeypatch.context() as patch:
+        patch.setattr(RenderedPrompts, "BUDGET", budget)
+        part = _build(run, tmp_path / "part")
+    assert part == whole
+    assert _prompts(tmp_path / "part") == _prompts(tmp_path / "whole")
+    assert _rejects(tmp_path / "part") == _rejects(tmp_path / "whole")
+    assert any("trigger is missing" in line for line in _rejects(tmp_path / "whole"))
+    assert store_pool(tmp_path / "part") == store_pool(tmp_path / "whole")
+    append_checkpoint(run, SPEC, 0)  # grown: the newest prompts rendered again, the rest kept
+    grown = _build(run, tmp_path / "whole")
+    assert grown[PROMPTS][1] == grown[PROMPTS][0] - 1  # only the new checkpoint rendered
+    assert _build(run, tmp_path / "fresh")[PROMPTS][:1] == grown[PROMPTS][:1]
+    assert _prompts(tmp_path / "whole") == _prompts(tmp_path / "fresh")
+
+
+def test_a_states_stage_without_the_prompts_stage_renders_nothing(run, tmp_path):
+    job = RunJob(Settings(runs_dir=str(run.parent), store_dir=str(tmp_path / "store")), RUN)
+    for asset in (EPISODES, SNAPSHOTS, STATES):
+        STAGES[asset](job)
+    assert job.rendered.inputs is None and not job.rendered.full()
+    assert job.rendered.take("any", "key") is None
+
+
+def test_the_hand_over_keeps_within_its_budget():
+    rendered = RenderedPrompts()
+    for i in range(100):
+        rendered.put(f"s{i}", "r", "x" * (RenderedPrompts.BUDGET // 8), True, {})
+    assert rendered.full()
+    assert sum(rendered.take(f"s{i}", "r") is not None for i in range(100)) == 8
+    assert not rendered.full()
