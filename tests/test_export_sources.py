@@ -215,6 +215,15 @@ def test_cli_export_with_sources_staleness_and_selection(pool, tmp_path):
     assert by_env.returncode == 0, by_env.stderr
     table = pq.read_table(tmp_path / "by_env" / "train.parquet").to_pylist()
     assert {r["weight"] for r in table} == {0.25}
+    flag_wins = subprocess.run(
+        [str(STATEPOOL), "export", "--format", "trl", "--out", "flag", "--sources", "sessions",
+         "--max-staleness", "0", "--val-fraction", "0", "--weight", "pass-rate", "--json"],
+        env=env | {"STATEPOOL_SELECT_WEIGHT": "std"}, cwd=tmp_path, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert flag_wins.returncode == 0, flag_wins.stderr
+    table = pq.read_table(tmp_path / "flag" / "train.parquet").to_pylist()
+    assert {r["weight"] for r in table} == {0.25}  # p(1-p) without feedback; std's would be 0.5
     bad = subprocess.run(
         [str(STATEPOOL), "export", "--format", "trl", "--out", "o2", "--sources", "files"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,

@@ -227,3 +227,39 @@ def test_a_run_with_an_asset_downstream_records_outputs_and_runs_it(
     last_materialization = max(i for i, e in enumerate(events) if e[0] == "m")
     assert all(e[0] == "c" for e in events[last_materialization + 1 :])
     assert len(events) == len(NAMES) * (4 + len(CHECKS))
+
+
+def test_training_dataset_shows_unsynced_once_a_run_it_read_is_built_again(
+    project_instance, tmp_path, monkeypatch
+):
+    from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+    from dagster._time import get_current_datetime
+
+    monkeypatch.setenv("STATEPOOL_SESSIONS_DIR", str(tmp_path / "sessions"))
+    dataset = define_asset_job("dataset_alone", selection=AssetSelection.assets("training_dataset"))
+    merged = Definitions.merge(defs, Definitions(jobs=[dataset]))
+    assert run_all(project_instance).success  # every run recorded as built, not through outputs
+    assert (
+        merged.resolve_job_def("dataset_alone")
+        .execute_in_process(instance=project_instance)
+        .success
+    )
+
+    def status() -> StaleStatus:  # as the UI's asset page asks it
+        graph = merged.resolve_asset_graph()
+        view = AssetGraphView(
+            temporal_context=TemporalContext(
+                effective_dt=get_current_datetime(), last_event_id=None
+            ),
+            instance=project_instance,
+            asset_graph=graph,
+        )
+        resolver = CachingStaleStatusResolver(project_instance, graph, view)
+        return resolver.get_status(AssetKey("training_dataset"))
+
+    assert status() == StaleStatus.FRESH
+    job = merged.resolve_job_def(names.JOB)
+    assert job.execute_in_process(instance=project_instance, partition_key=NAMES[0]).success
+    # The run's new materializations carry a new data version: what training_dataset read is old.
+    assert status() == StaleStatus.STALE

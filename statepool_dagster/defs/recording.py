@@ -7,9 +7,10 @@ before, the materializations exist only once the output is yielded, after the la
 the step is built, and a check result must follow the materialization it checks: nothing
 but log lines could have been recorded early. The run assets are ``skippable`` (their
 outputs optional) so that the step need not yield an output; Dagster's work per event is
-the same either way (``DagsterEvent.asset_materialization``, ``store_event``), minus the
-data-version tags it adds only to materializations it makes from outputs (the project reads
-none). The runs are recorded :data:`RECORD_AT_LEAST` at a time, one write each
+the same either way (``DagsterEvent.asset_materialization``, ``store_event``); each
+materialization carries a data version new in every run, as Dagster gives one it makes from
+an output, so the UI still marks ``training_dataset`` unsynced once a run it read is built
+again. The runs are recorded :data:`RECORD_AT_LEAST` at a time, one write each
 (docs/performance.md, "Dagster's bookkeeping").
 
 A step yielding no output skips the steps downstream of it in the same run, so a run that
@@ -119,9 +120,20 @@ def _log(context: AssetExecutionContext, build: RunBuild, alone: bool) -> None:
         context.log.error(f"{build.run} failed:\n{build.trace}")
 
 
-def _materializations(build: RunBuild) -> Iterator[AssetMaterialization]:
+# Dagster tags a materialization it makes from an output with a data version (for an asset
+# without a code version, new in every run); a downstream asset's record of what it read
+# is compared with it. Ours carry one the same way, so that ``training_dataset`` shows as
+# unsynced in the UI once a run it read is built again.
+DATA_VERSION_TAG = "dagster/data_version"
+
+
+def _materializations(
+    context: AssetExecutionContext, build: RunBuild
+) -> Iterator[AssetMaterialization]:
+    tags = {DATA_VERSION_TAG: context.run.run_id}
     for asset in build.reports:  # in data order; a failed run's stages before the failure too
-        yield AssetMaterialization(asset, partition=build.run, metadata=run_metadata(build, asset))
+        metadata = run_metadata(build, asset)
+        yield AssetMaterialization(asset, partition=build.run, metadata=metadata, tags=tags)
 
 
 # Runs recorded in one write, at least (fewer at the end): each write costs a commit and a
@@ -158,7 +170,7 @@ def record_as_built(
         with batched_writes(context):
             for build in ready:
                 _log(context, build, alone)
-                yield from _materializations(build)
+                yield from _materializations(context, build)
                 if build.error is None:
                     yield from check_evaluations(build.run, build.checks)
         recorded.extend(ready)
@@ -176,7 +188,7 @@ def record_together(
             # One output covers every partition of the step: what was built is recorded one
             # partition at a time instead (the steps downstream are skipped: the step fails).
             for build in builds:
-                yield from _materializations(build)
+                yield from _materializations(context, build)
         else:
             for asset in assets:
                 for build in builds:

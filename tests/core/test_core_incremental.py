@@ -219,14 +219,18 @@ def test_lost_index_falls_back_to_each_parts_own_footer(run, tmp_path):
     assert_same_as_fresh(run.parent, store, tmp_path)
 
 
-@pytest.mark.parametrize("size", [-5, "12", True, 10**12])
-def test_a_hand_edited_episodes_mark_is_read_again_never_a_crash(run, tmp_path, size):
+@pytest.mark.parametrize(
+    ("key", "size"),
+    [("bytes", -5), ("bytes", "12"), ("bytes", True), ("bytes", 10**12),
+     ("lines", "12"), ("lines", None), ("lines", -1), ("blank", 1.5), ("blank", None)],
+)  # fmt: skip
+def test_a_hand_edited_episodes_mark_is_read_again_never_a_crash(run, tmp_path, key, size):
     """The index's record of how far episodes.jsonl was read, edited to nonsense."""
     store = tmp_path / "store"
     build(run.parent, store)
     index = store / EPISODES / RUN / TABLE_INDEX
     edited = json.loads(index.read_bytes())
-    edited["marks"]["seen"]["bytes"] = size
+    edited["marks"]["seen"][key] = size
     index.write_text(json.dumps(edited))
     append_checkpoint(run, SPEC, 0)
     build(run.parent, store)

@@ -87,3 +87,39 @@ def test_the_hand_over_keeps_within_its_budget():
     assert rendered.full()
     assert sum(rendered.take(f"s{i}", "r") is not None for i in range(100)) == 8
     assert not rendered.full()
+
+
+def test_the_states_stage_hands_prompts_over_and_another_template_takes_none(run, tmp_path):
+    """The hand-over holds the new states' prompts until the prompts stage takes them; a
+    prompts stage under another template renders its own, the same as a fresh build's."""
+    from statepool_dagster.core.prompts.spec import PromptSpec, bundled_text
+    from statepool_dagster.core.stages.prompts import build_prompts
+
+    settings = Settings(runs_dir=str(run.parent), store_dir=str(tmp_path / "store"))
+    job = RunJob(settings, RUN, frozenset(STAGES))
+    for asset in (EPISODES, SNAPSHOTS, STATES):
+        STAGES[asset](job)
+    assert job.rendered._size > 0 and len(job.rendered._entries) == SPEC.n_checkpoints
+    STAGES[PROMPTS](job)
+    assert job.rendered._size == 0 and not job.rendered._entries  # every one taken
+
+    other = PromptSpec.load(template=_other_template(tmp_path, bundled_text))
+    job = RunJob(Settings(runs_dir=str(run.parent), store_dir=str(tmp_path / "o")), RUN,
+                 frozenset(STAGES))  # fmt: skip
+    for asset in (EPISODES, SNAPSHOTS, STATES):
+        STAGES[asset](job)
+    assert job.rendered._entries  # rendered under the configured template
+    build_prompts(job, spec=other)
+    fresh = RunJob(Settings(runs_dir=str(run.parent), store_dir=str(tmp_path / "f")), RUN)
+    for asset in (EPISODES, SNAPSHOTS, STATES):
+        STAGES[asset](fresh)
+    build_prompts(fresh, spec=other)
+    assert _prompts(tmp_path / "o") == _prompts(tmp_path / "f")
+    rendered = [row["prompt"] for row in _prompts(tmp_path / "o") if row["prompt"]]
+    assert rendered and all(prompt.startswith("OTHER") for prompt in rendered)
+
+
+def _other_template(tmp_path: Path, bundled_text) -> str:
+    path = tmp_path / "other.txt"
+    path.write_text("OTHER\n" + bundled_text("curator_prompt.txt"), encoding="utf-8")
+    return str(path)

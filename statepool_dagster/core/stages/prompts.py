@@ -78,10 +78,11 @@ class PromptHandOver:
         if PROMPTS not in job.stages:
             return
         try:
-            self.spec, self.spec_key = prompt_inputs(job)
-        except Exception:  # a bad prompt setting: the prompts stage says so
+            spec, self.spec_key = prompt_inputs(job)
+            self.stored = job.table(PROMPTS).parts
+        except Exception:  # a bad prompt setting or prompts table: the prompts stage says so
             return
-        self.stored = job.table(PROMPTS).parts
+        self.spec = spec
 
     def offer(
         self,

@@ -203,20 +203,9 @@ def file_order(file: str) -> tuple[int, str]:
 
 def list_parts(folder: AnyPath) -> dict[str, str]:
     """``{part file: stamp}`` of the Parquet files in ``folder`` (temp files left out)."""
-    found: dict[str, str] = {}
     if is_local(folder):
-        try:
-            entries = os.scandir(folder)
-        except (FileNotFoundError, NotADirectoryError):
-            return found
-        with entries:
-            for entry in entries:
-                if entry.name.endswith(SUFFIX) and not entry.name.startswith("."):
-                    # A part removed meanwhile (a save pruned or merged it) raises here, so
-                    # the reader lists again: a listing that skips it could miss its rows.
-                    st = entry.stat()
-                    found[entry.name] = f"{st.st_size}:{st.st_mtime_ns}"
-        return found
+        return _scan_local(folder, remove_temps=False)
+    found: dict[str, str] = {}
     try:
         infos = folder.fs.ls(folder.path, detail=True, refresh=True)
     except (FileNotFoundError, NotADirectoryError):
@@ -257,8 +246,12 @@ def sweep(folder: AnyPath) -> dict[str, str] | None:
     legacy = folder.parent / f"{folder.name}{SUFFIX}"  # a run's table before parts
     if legacy.is_file():
         legacy.unlink(missing_ok=True)
-    if not is_local(folder):
-        return None
+    return _scan_local(folder, remove_temps=True) if is_local(folder) else None
+
+
+def _scan_local(folder: AnyPath, remove_temps: bool) -> dict[str, str]:
+    """``{part file: stamp}`` of a local folder, in one scan; what a killed writer left
+    removed on the way if ``remove_temps``."""
     found: dict[str, str] = {}
     try:
         entries = os.scandir(folder)
@@ -267,10 +260,12 @@ def sweep(folder: AnyPath) -> dict[str, str] | None:
     with entries:
         for entry in entries:
             name = entry.name
-            if name.startswith(".p") and ".parquet.tmp-" in name:
+            if remove_temps and name.startswith(".p") and ".parquet.tmp-" in name:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(entry.path)
             elif name.endswith(SUFFIX) and not name.startswith("."):
+                # A part removed meanwhile (a save pruned or merged it) raises here, so
+                # the reader lists again: a listing that skips it could miss its rows.
                 st = entry.stat()
                 found[name] = f"{st.st_size}:{st.st_mtime_ns}"
     return found
