@@ -48,7 +48,10 @@ def run_info(bench: Bench, argv: list[str]) -> dict[str, object]:
         "dagster": version("dagster"),
         "code": str(bench.code),
         "code_commit": git(bench.code, "rev-parse", "--short", "HEAD") or "unknown",
-        "code_dirty": bool(git(bench.code, "status", "--porcelain", "--untracked-files=no")),
+        # docs/ left out: the pages a bench run just wrote are no change to the code measured.
+        "code_dirty": bool(
+            git(bench.code, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs")
+        ),
         "bench_commit": git(REPO, "rev-parse", "--short", "HEAD") or "unknown",
         "command": shlex.join(["python", "bench/run_bench.py", *argv]),
     }
