@@ -131,6 +131,14 @@ def graphql(port: int, query: str) -> dict:
         return json.loads(response.read())["data"]
 
 
+def _answers(port: int) -> bool:
+    try:
+        graphql(port, "{ version }")
+    except OSError:  # URLError included: not listening yet
+        return False
+    return True
+
+
 @pytest.mark.slow
 def test_make_dev_is_dg_dev_on_loopback_serving_the_code_location(tmp_path):
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
@@ -143,6 +151,8 @@ def test_make_dev_is_dg_dev_on_loopback_serving_the_code_location(tmp_path):
         wait_until(
             lambda: "Serving dagster-webserver" in log.read_text(errors="replace"), 180, proc, log
         )
+        # The webserver says so just before its socket listens: wait for an answer too.
+        wait_until(lambda: _answers(port), 60, proc, log)
         query = "{ workspaceOrError { ... on Workspace { locationEntries { name } } } }"
         entries = graphql(port, query)["workspaceOrError"]["locationEntries"]
         assert [e["name"] for e in entries] == ["statepool_dagster"]
