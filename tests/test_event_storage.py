@@ -156,17 +156,25 @@ def test_a_new_run_shard_is_the_one_dagster_makes(tmp_path):
 def test_a_batch_is_all_or_nothing(tmp_path):
     storage = StatepoolSqliteEventLogStorage(str(tmp_path))
     storage.store_event_batch([engine_event("r1", str(i)) for i in range(3)])
+    assert_batch_is_all_or_nothing(storage)
+    storage.dispose()
+
+
+def assert_batch_is_all_or_nothing(storage, seen_inside: bool = False) -> None:
+    """With events "0" to "2" of run r1 stored: a failed batch keeps none of its events, a
+    nested one commits once (``seen_inside``: a batch reads its own writes)."""
     assert [e.user_message for e in storage.get_logs_for_run("r1")] == ["0", "1", "2"]
     with pytest.raises(RuntimeError), storage.batched_writes():
         storage.store_event(engine_event("r1", "lost"))
         storage.store_event(engine_event("r2", "lost too"))
+        if seen_inside:
+            assert len(storage.get_logs_for_run("r1")) == 4  # its own writes, seen inside
         raise RuntimeError("stop")
     assert len(storage.get_logs_for_run("r1")) == 3
     assert storage.get_logs_for_run("r2") == []
     with storage.batched_writes(), storage.batched_writes():  # nested: one transaction
         storage.store_event(engine_event("r2", "kept"))
     assert [e.user_message for e in storage.get_logs_for_run("r2")] == ["kept"]
-    storage.dispose()
 
 
 def test_a_forked_child_makes_its_own_connections(tmp_path):

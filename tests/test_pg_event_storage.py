@@ -8,9 +8,8 @@ one transaction, all or nothing. Each test has fresh databases on the server
 
 from __future__ import annotations
 
-import pytest
 from dagster import DagsterInstance, instance_for_test
-from test_event_storage import SPEC, engine_event, synced
+from test_event_storage import SPEC, assert_batch_is_all_or_nothing, engine_event, synced
 
 from statepool_dagster.core import names
 from statepool_dagster.demo.sample_runs import generate_runs
@@ -54,17 +53,7 @@ def test_a_batch_is_all_or_nothing_on_postgres(tmp_path, monkeypatch, pg_url):
         with storage.batched_writes():
             for i in range(3):
                 storage.store_event(engine_event("r1", str(i)))
-        assert [e.user_message for e in storage.get_logs_for_run("r1")] == ["0", "1", "2"]
-        with pytest.raises(RuntimeError), storage.batched_writes():
-            storage.store_event(engine_event("r1", "lost"))
-            storage.store_event(engine_event("r2", "lost too"))
-            assert len(storage.get_logs_for_run("r1")) == 4  # its own writes, seen inside
-            raise RuntimeError("stop")
-        assert len(storage.get_logs_for_run("r1")) == 3
-        assert storage.get_logs_for_run("r2") == []
-        with storage.batched_writes(), storage.batched_writes():  # nested: one transaction
-            storage.store_event(engine_event("r2", "kept"))
-        assert [e.user_message for e in storage.get_logs_for_run("r2")] == ["kept"]
+        assert_batch_is_all_or_nothing(storage, seen_inside=True)
 
 
 def test_a_batch_notifies_each_event_and_keeps_asset_rows_as_dagster_does(
