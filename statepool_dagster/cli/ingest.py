@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import Settings
+from .values import STEP
 
 
 def add_parser(sub: Any) -> None:
@@ -16,7 +17,9 @@ def add_parser(sub: Any) -> None:
         "file", help="JSONL file: one state a line, as CheckpointState.to_json writes it"
     )
     p.add_argument("--session", required=True, help="session name (the rules of run names)")
-    p.add_argument("--policy-step", type=int, default=None, help="policy step of every state")
+    p.add_argument(
+        "--policy-step", type=STEP, default=None, help="policy step of every state (0 or more)"
+    )
     p.add_argument("--writer", default=None, help="writer name (default ingest-<host>-<pid>)")
     p.add_argument(
         "--sessions", default=None, help="sessions root (default STATEPOOL_SESSIONS_DIR)"

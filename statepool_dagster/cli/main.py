@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..core.config import Settings
 from ..core.names import EXPORT_FORMATS, TRAINING_DATASET
-from . import feedback
+from . import feedback, values
 from .console import Reporter, dagster_instance, start_up, summary_json, summary_table
 from .file_commands import cmd_export, cmd_report, cmd_score, pool_report_path, write_pool_report
 from .ingest import add_parser as add_ingest_parser
@@ -195,7 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(name, help=help_text)
         p.set_defaults(func=func)
-        p.add_argument("--settle", type=float, default=None, help="wait for files this old (s)")
+        p.add_argument(
+            "--settle", type=values.SECONDS, default=None, help="wait for files this old (s)"
+        )
         p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
         p.add_argument("--json", action="store_true", help="print the summary as JSON")
         p.add_argument("-v", "--verbose", action="store_true", help="show Dagster's own logs")
@@ -212,8 +214,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="write a trainer-ready export of the store (no Dagster)")
     p.add_argument("--format", required=True, choices=EXPORT_FORMATS)
     p.add_argument("--out", required=True, help="folder to write (new, empty or an earlier export)")
-    p.add_argument("--val-fraction", type=float, default=None, help="share of runs in val")
-    p.add_argument("--test-fraction", type=float, default=None, help="share of runs in test")
+    p.add_argument(
+        "--val-fraction", type=values.FRACTION, default=None, help="share of runs in val (0 to 1)"
+    )
+    p.add_argument(
+        "--test-fraction",
+        type=values.FRACTION,
+        default=None,
+        help="share of runs in test (0 to 1)",
+    )
     p.add_argument("--seed", type=int, default=None, help="seed of the run-level split")
     p.add_argument("--store", default=None, help="store root (default STATEPOOL_STORE_DIR)")
     p.add_argument(
@@ -223,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-prompt-tokens",
-        type=int,
+        type=values.POSITIVE,
         default=None,
         help="leave out (and name) states whose prompt is longer (without --tokenizer: "
         "estimated from characters)",
@@ -236,12 +245,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-staleness",
-        type=int,
+        type=values.STEP,
         default=None,
         metavar="N",
         help="keep only session states at most N policy steps behind their session's newest",
     )
-    from ..core.feedback.arguments import add_selection_arguments
+    from .selection_flags import add_selection_arguments
 
     add_selection_arguments(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")

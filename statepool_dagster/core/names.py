@@ -110,3 +110,11 @@ SESSIONS_PARTITIONS = "sessions"
 SESSION_STATES = "session_states"
 SESSION_PROMPTS = "session_prompts"
 SESSION_REJECTS = "session_rejects"
+
+# The scales feedback is measured on: a graded answer's score (the grader's: an answer
+# with no ops list scores the bottom, one that gets everything right the top) and the
+# ops-match rate (the share of answers whose ops equal the reference's). Selection
+# bands, weights and the report's axes derive from them.
+SCORE_RANGE = (-1.0, 1.0)
+MATCH_RANGE = (0.0, 1.0)
+LAST_STDS = 16  # the most recent group spreads ``state_stats`` keeps per state
