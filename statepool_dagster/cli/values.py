@@ -35,7 +35,7 @@ def number(
         return value
 
     parse.__name__ = kind.__name__
-    parse.scale = scale  # type: ignore[attr-defined]  # read by the tests' property check
+    parse.bounds = (low, high)  # type: ignore[attr-defined]  # the tests' property check reads it
     return parse
 
 
