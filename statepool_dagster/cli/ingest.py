@@ -40,7 +40,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from ..core.sessions.writer import default_writer_name, session_line
 
     settings = Settings.from_env(sessions_dir=args.sessions)
-    source = Path(args.file)
+    source = Path(args.file).absolute()  # rejects name the file wherever they are read
     if not source.is_file():
         raise StatepoolError(f"{source}: no such file")
     try:
@@ -89,11 +89,18 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def _keep_rejects(settings: Settings, session: str, writer: str, rejects: list) -> None:
-    from ..core.locations import as_path
-    from ..core.names import SESSION_REJECTS, RejectSource
+    """Add the rejects to ``session_rejects/<session>/<writer>.ingest.jsonl`` (a writer
+    named again adds to its file), where the session's totals count them."""
+    import contextlib
+
+    from ..core.names import RejectSource
+    from ..core.sessions.store import SessionFolders
     from ..core.store.atomic import write_bytes_atomic
     from ..core.store.pool import reject_line
 
     lines = [reject_line(r, RejectSource.INGEST) for r in rejects]
-    path = as_path(settings.store_dir) / SESSION_REJECTS / session / f".ingest-{writer}.jsonl"
-    write_bytes_atomic(path, ("\n".join(lines) + "\n").encode("utf-8"))
+    path = SessionFolders(settings.store_dir, session).ingest_rejects(writer)
+    data = b""
+    with contextlib.suppress(FileNotFoundError):
+        data = path.read_bytes()
+    write_bytes_atomic(path, data + ("\n".join(lines) + "\n").encode("utf-8"))

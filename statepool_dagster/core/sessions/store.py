@@ -5,7 +5,9 @@ its provenance (the state text on a segment's first copy only),
 ``session_prompts/<session>/<segment>.parquet`` one prompt per state the segment
 brought, ``session_rejects/<session>/<segment>.jsonl`` its rejects, and
 ``session_states/<session>/.index.json`` the segments built and their counts, so a
-session grown by one segment costs one segment's work.
+session grown by one segment costs one segment's work. ``statepool ingest`` keeps the
+lines it could not read in ``session_rejects/<session>/<writer>.ingest.jsonl`` (a name no
+segment's can take); the session's totals count them too.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from .layout import check_session_name
 from .read import SessionState, read_segment
 
 INDEX = ".index.json"
+INGEST_REJECTS = ".ingest.jsonl"  # ``<writer>.ingest.jsonl``: never ``<writer>-<seq>.jsonl``
+_OLD_INGEST_REJECTS = ".ingest-"  # ``.ingest-<writer>.jsonl``, hidden, before they showed
 _BATCH_CHARS = 32 << 20  # state text held before a row group is written
 
 STATES_SCHEMA = pa.schema(
@@ -89,6 +93,43 @@ class SessionFolders:
     def save_index(self, index: dict[str, dict[str, Any]]) -> None:
         data = json.dumps({"segments": index}, sort_keys=True, indent=0).encode("utf-8")
         write_bytes_atomic(self.states / INDEX, data)
+
+    def ingest_rejects(self, writer: str) -> AnyPath:
+        """Where ``statepool ingest`` as ``writer`` keeps the lines it could not read."""
+        return self.rejects / f"{writer}{INGEST_REJECTS}"
+
+    def ingest_reject_counts(self) -> dict[str, int]:
+        """Lines in each of the session's ingest reject files (old hidden ones too)."""
+        counts = {}
+        for path in self._ingest_reject_files():
+            with contextlib.suppress(FileNotFoundError), path.open("rb") as f:
+                counts[path.name] = sum(1 for line in f if line.strip())
+        return counts
+
+    def show_old_ingest_rejects(self) -> None:
+        """Rename an old ingest's hidden ``.ingest-<writer>.jsonl`` to its visible name."""
+        for path in self._ingest_reject_files():
+            if not path.name.startswith(_OLD_INGEST_REJECTS):
+                continue
+            writer = path.name.removeprefix(_OLD_INGEST_REJECTS).removesuffix(".jsonl")
+            target = self.ingest_rejects(writer)
+            data = path.read_bytes()
+            with contextlib.suppress(FileNotFoundError):
+                data = target.read_bytes() + data
+            write_bytes_atomic(target, data)
+            path.unlink()
+
+    def _ingest_reject_files(self) -> list[AnyPath]:
+        try:
+            names = sorted(p.name for p in self.rejects.iterdir())
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return [
+            self.rejects / n
+            for n in names
+            if n.endswith(INGEST_REJECTS)
+            or (n.startswith(_OLD_INGEST_REJECTS) and n.endswith(".jsonl"))
+        ]
 
     def drop(self, segment: str) -> None:
         stem = _stem(segment)
