@@ -99,5 +99,9 @@ def iter_segment_lines(
                 yield number, OversizeLine(length)
                 continue
             line = line.rstrip(b"\r\n")
-            if line.strip():
-                yield number, line
+            if line and not line.isspace():  # strip() would copy a huge line
+                held = [line]
+                del line
+                # Popped as it is yielded: this frame keeps no reference to the line while
+                # the reader works on it (a huge line is then freed as soon as it is read).
+                yield number, held.pop()

@@ -33,6 +33,7 @@ from ..prompts.template import surrogate_problem
 from ..rejects import Reject
 from ..segments.reader import DEFAULT_MAX_LINE, Segment
 from ..store.atomic import write_bytes_atomic
+from ..store.part_files import writer_options
 from ..store.pool import reject_line
 from .layout import check_session_name
 from .read import SessionState, read_segment
@@ -155,7 +156,9 @@ class _PartFile:
             fd, name = tempfile.mkstemp(prefix="statepool-session-", suffix=".parquet")
         os.close(fd)
         self.tmp = Path(name)
-        self.writer = pq.ParquetWriter(self.tmp, schema, compression="zstd")
+        # As the run parts are written: no dictionary or statistics of a text cell (each a
+        # copy of it, of any size), pages compressed from the encoder's buffer.
+        self.writer = pq.ParquetWriter(self.tmp, schema, **writer_options(schema))
         self.rows: list[dict[str, Any]] = []
         self.chars = 0
 
@@ -214,10 +217,11 @@ def build_segment(
         report.states += 1
         if item.policy_step is not None:
             report.policy_steps.add(item.policy_step)
+        prompt = _render(item, spec, display, report.rejects) if first else None
+        item.state = None  # type: ignore[assignment]  # rendered: only its text is stored
         states.add(_state_row(item, session, segment, first), len(item.text) if first else 0)
         if first:
             report.unique += 1
-            prompt = _render(item, spec, display, report.rejects)
             if prompt is not None:
                 report.prompts += 1
                 prompts.add(
