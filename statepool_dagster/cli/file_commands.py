@@ -7,6 +7,7 @@ import json
 import sys
 
 from ..core.config import Settings
+from ..core.words import plural
 
 
 def pool_report_path(settings: Settings):
@@ -157,8 +158,8 @@ def cmd_export(args: argparse.Namespace) -> int:
                 f"{split} {len(n)}" for split, n in summary["sessions"].items()
             )
         print(line)
-        if export.duplicates:
-            print(f"{len(export.duplicates)} duplicate states left out (see above)")
+        if export.duplicates_dropped:
+            print(f"{plural(export.duplicates_dropped, 'duplicate state')} left out (see above)")
         if export.prompt_lengths is not None:
             lengths_seen = export.prompt_lengths
             print(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import Settings
+from ..core.words import plural
 from .values import STEP
 
 
@@ -82,8 +83,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not args.quiet:
         sealed = ", ".join(writer.sealed) or "nothing"
         print(
-            f"ingested {count} states into session {args.session} ({sealed}); "
-            f"{len(rejects)} rejects"
+            f"ingested {plural(count, 'state')} into session {args.session} ({sealed}); "
+            f"{plural(len(rejects), 'reject')}"
         )
     return 1 if rejects else 0
 

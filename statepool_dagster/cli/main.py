@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..core.config import Settings
 from ..core.names import EXPORT_FORMATS, TRAINING_DATASET
+from ..core.words import plural
 from . import feedback, values
 from .console import Reporter, dagster_instance, start_up, summary_json, summary_table
 from .file_commands import cmd_export, cmd_report, cmd_score, pool_report_path, write_pool_report
@@ -48,7 +49,7 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
     except Interrupted as stop:
         # Store files are written whole or not at all; the runs built so far are kept.
         print(
-            f"statepool sync: {stop}; {reporter.done} of {reporter.total} runs done, "
+            f"statepool sync: {stop}; {reporter.done} of {plural(reporter.total, 'run')} done, "
             "the rest left for the next sync",
             file=sys.stderr,
             flush=True,
@@ -186,8 +187,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+# What ``statepool --help`` says: plain text (the module's docstring is reST).
+DESCRIPTION = (
+    "The state pool's command line: sync runs and sessions into the store, export it for "
+    "a trainer, grade answers, record feedback. Each command's --help tells more."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="statepool", description=__doc__)
+    parser = argparse.ArgumentParser(prog="statepool", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, func, help_text in (
         ("sync", cmd_sync, "register new runs, materialize new and changed ones"),

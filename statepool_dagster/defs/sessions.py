@@ -33,6 +33,7 @@ from ..core.sessions.build import SessionBuild, build_session
 from ..core.sessions.layout import check_session_name
 from ..core.sessions.store import SessionFolders
 from ..core.store.preview import markdown_preview
+from ..core.words import plural
 from .resources import StatepoolSettings
 
 sessions_partitions = DynamicPartitionsDefinition(name=SESSIONS_PARTITIONS)
@@ -138,8 +139,8 @@ def session_assets(
         settings.sessions_dir, settings.store_dir, session, settings.prompt_spec()
     )
     context.log.info(
-        f"{session}: built {len(build.built)} segment(s) in {build.seconds:.3f}s; "
-        f"{build.unique} states from {build.segments} segments"
+        f"{session}: built {plural(len(build.built), 'segment')} in {build.seconds:.3f}s; "
+        f"{plural(build.unique, 'state')} from {plural(build.segments, 'segment')}"
     )
     metadata = _metadata(build, _preview(settings.store_dir, session, build))
     yield MaterializeResult(asset_key=SESSION_STATES, metadata=metadata)

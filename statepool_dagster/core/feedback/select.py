@@ -131,6 +131,22 @@ class Selection:
             return Selection(options)
         return Selection.from_table(options, read_stats(store))
 
+    def notice(self) -> str | None:
+        """What to tell when a rule is on but no state has statistics yet: it keeps them all."""
+        if not self.options.active or self.stats:
+            return None
+        rules = " ".join(
+            f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+            for k, v in describe(self.options).items()
+            if v is not None and k != "band_on"
+        )
+        return (
+            f"selection ({rules}): no feedback statistics yet (state_stats holds no state), so "
+            "every state is kept"
+            + (" at the unscored weight" if self.options.weight else "")
+            + "; record feedback, then fold it (statepool feedback --fold)"
+        )
+
     def decide(self, state_id: str) -> Decision:
         o = self.options
         seen = self.stats.get(state_id)
@@ -141,7 +157,8 @@ class Selection:
         if k and len(stds) >= k and all(s <= ZERO_STD for s in stds[-k:]):
             return Decision(
                 False,
-                reason=f"its last {k} groups all had zero reward std (--drop-zero-variance {k})",
+                reason=f"its last {'group' if k == 1 else f'{k} groups all'} had zero reward std "
+                f"(--drop-zero-variance {k})",
             )
         if o.difficulty_band is not None:
             lo, hi = o.difficulty_band
