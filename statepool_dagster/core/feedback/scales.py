@@ -20,7 +20,7 @@ def max_sample_std(low: float, high: float) -> float:
 
     (More values at the ends lower it towards the population std, (high − low) / 2.)
     """
-    return (high - low) / math.sqrt(2)
+    return (high - low) / 2 * math.sqrt(2)
 
 
 STD_TOP = max_sample_std(*SCORE_RANGE)  # √2 ≈ 1.414 for scores in [−1, 1]
