@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from ..core.config import Settings
 from ..core.names import EXPORT_FORMATS, TRAINING_DATASET
@@ -194,8 +195,18 @@ DESCRIPTION = (
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad value is one line naming its flag, as every refusal here is."""
+
+    def error(self, message: str) -> NoReturn:
+        flag, sep, why = message.removeprefix("argument ").partition(": ")
+        if message.startswith("argument ") and sep:
+            self.exit(2, f"statepool: {flag.split('/')[-1]}: {why}\n")
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="statepool", description=DESCRIPTION)
+    parser = Parser(prog="statepool", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, func, help_text in (
         ("sync", cmd_sync, "register new runs, materialize new and changed ones"),

@@ -27,11 +27,11 @@ def number(
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what} ({scale})") from None
+            raise argparse.ArgumentTypeError(f"must be {what}, {scale}, not {text!r}") from None
         if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what} ({scale})")
+            raise argparse.ArgumentTypeError(f"must be {what}, {scale}, not {text!r}")
         if (low is not None and value < low) or (high is not None and value > high):
-            raise argparse.ArgumentTypeError(f"{text} is outside the range: {scale}")
+            raise argparse.ArgumentTypeError(f"must be {scale}, not {text}")
         return value
 
     parse.__name__ = kind.__name__
