@@ -204,6 +204,10 @@ def test_cli_export_with_sources_staleness_and_selection(pool, tmp_path):
     assert summary["rows"] == {"train": 2}  # alpha's step 4, beta's step 7
     assert summary["sources"] == {"sources": ["sessions"], "max_staleness": 0}
     assert "without a policy step" in done.stderr
+    assert (
+        "selection (--weight pass-rate): no feedback statistics yet (state_stats holds no "
+        "state), so every state is kept at the unscored weight" in done.stderr
+    )
     table = pq.read_table(tmp_path / "out" / "train.parquet").to_pylist()
     assert sorted(r["policy_step"] for r in table) == [4, 7]
     assert {r["weight"] for r in table} == {0.25}
