@@ -98,10 +98,12 @@ def parse_state_line(raw: bytes, line: int) -> SessionState:
     step, parent, when, meta = _provenance(record.pop(PROVENANCE_KEY, None))
     unknown = [k for k in record if k not in STATE_FIELDS]
     if unknown:
-        raise ValueError(f"not a state: unknown field(s) {', '.join(map(repr, unknown[:5]))}")
+        fields = "field" if len(unknown) == 1 else "fields"
+        raise ValueError(f"not a state: unknown {fields} {', '.join(map(repr, unknown[:5]))}")
     missing = [k for k in _REQUIRED if k not in record]
     if missing:
-        raise ValueError(f"not a state: missing field(s) {', '.join(map(repr, missing))}")
+        fields = "field" if len(missing) == 1 else "fields"
+        raise ValueError(f"not a state: missing {fields} {', '.join(map(repr, missing))}")
     try:
         state = CheckpointState.model_validate(record, strict=True)
     except ValidationError as exc:
