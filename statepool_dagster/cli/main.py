@@ -7,7 +7,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn
 
 from ..core.config import Settings
 from ..core.names import EXPORT_FORMATS, TRAINING_DATASET
@@ -188,25 +187,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-# What ``statepool --help`` says: plain text (the module's docstring is reST).
-DESCRIPTION = (
-    "The state pool's command line: sync runs and sessions into the store, export it for "
-    "a trainer, grade answers, record feedback. Each command's --help tells more."
-)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, but a bad value is one line naming its flag, as every refusal here is."""
-
-    def error(self, message: str) -> NoReturn:
-        flag, sep, why = message.removeprefix("argument ").partition(": ")
-        if message.startswith("argument ") and sep:
-            self.exit(2, f"statepool: {flag.split('/')[-1]}: {why}\n")
-        super().error(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="statepool", description=DESCRIPTION)
+    parser = values.Parser(prog="statepool", description=values.DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, func, help_text in (
         ("sync", cmd_sync, "register new runs, materialize new and changed ones"),
@@ -214,9 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(name, help=help_text)
         p.set_defaults(func=func)
-        p.add_argument(
-            "--settle", type=values.SECONDS, default=None, help="wait for files this old (s)"
-        )
+        p.add_argument("--settle", type=values.SECONDS, help="wait for files this old (s)")
         p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
         p.add_argument("--json", action="store_true", help="print the summary as JSON")
         p.add_argument("-v", "--verbose", action="store_true", help="show Dagster's own logs")
@@ -233,15 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="write a trainer-ready export of the store (no Dagster)")
     p.add_argument("--format", required=True, choices=EXPORT_FORMATS)
     p.add_argument("--out", required=True, help="folder to write (new, empty or an earlier export)")
-    p.add_argument(
-        "--val-fraction", type=values.FRACTION, default=None, help="share of runs in val (0 to 1)"
-    )
-    p.add_argument(
-        "--test-fraction",
-        type=values.FRACTION,
-        default=None,
-        help="share of runs in test (0 to 1)",
-    )
+    p.add_argument("--val-fraction", type=values.FRACTION, help="share of runs in val (0 to 1)")
+    p.add_argument("--test-fraction", type=values.FRACTION, help="share of runs in test (0 to 1)")
     p.add_argument("--seed", type=int, default=None, help="seed of the run-level split")
     p.add_argument("--store", default=None, help="store root (default STATEPOOL_STORE_DIR)")
     p.add_argument(

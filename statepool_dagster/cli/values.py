@@ -1,7 +1,7 @@
-"""Argument types that check a flag's range at the door.
+"""The command line's parser and argument types that check a flag's range at the door.
 
-argparse reports a bad value under the flag's name, with the range, and exits 2 before
-the command runs, so nothing is written.
+A bad value is reported in one line under the flag's name, with the range, and the
+command exits 2 before it runs, so nothing is written.
 """
 
 from __future__ import annotations
@@ -9,6 +9,23 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import NoReturn
+
+# What ``statepool --help`` says: plain text (the main module's docstring is reST).
+DESCRIPTION = (
+    "The state pool's command line: sync runs and sessions into the store, export it for "
+    "a trainer, grade answers, record feedback. Each command's --help tells more."
+)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad value is one line naming its flag, as every refusal here is."""
+
+    def error(self, message: str) -> NoReturn:
+        flag, sep, why = message.removeprefix("argument ").partition(": ")
+        if message.startswith("argument ") and sep:
+            self.exit(2, f"statepool: {flag.split('/')[-1]}: {why}\n")
+        super().error(message)
 
 
 def number(
