@@ -59,6 +59,7 @@ class LivePool:
         self,
         store: str | os.PathLike[str],
         sessions: str | os.PathLike[str] | None = None,
+        *,
         options: SelectionOptions | None = None,
         feedback: str | os.PathLike[str] | None = None,
         split: str | None = None,
@@ -134,6 +135,8 @@ class LivePool:
             except Stale as exc:
                 problem = exc
                 self._reindex(entry)
+                if self._unreadable.store_down is not None:
+                    break
             except OSError as exc:
                 problem = exc
                 break

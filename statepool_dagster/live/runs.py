@@ -17,7 +17,7 @@ import logging
 from ..core.export.collect import _agree
 from ..core.export.rows import ExportOptions, split_of, state_digest
 from ..core.locations import AnyPath
-from ..core.names import PROMPTS, STATES
+from ..core.names import PROMPTS, STATES, TABLE_INDEX
 from ..core.runs.files import natural_key
 from ..core.runs.names import run_name_problem
 from ..core.store.batches import CheckpointBatches
@@ -25,7 +25,7 @@ from ..core.store.layout import StoreLayout
 from ..core.store.parts import RunTable
 from ..core.store.schemas import SCHEMAS
 from .entries import RUN, Entry
-from .stamps import Stamp, index_stamps
+from .stamps import Stamp, file_stamp, index_stamps
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,13 @@ class RunIndex:
     ) -> tuple[list[Entry], list[tuple]] | None:
         """Index ``run`` again; ``None`` when its tables disagree or could not be read."""
         layout = self.layout
+        if stamp is None:  # out of turn (a row not found): only a run still listed
+            stamp = (
+                file_stamp(layout.table(PROMPTS, run) / TABLE_INDEX),
+                file_stamp(layout.table(STATES, run) / TABLE_INDEX),
+            )
+            if None in stamp:
+                return None
         try:
             prompts = RunTable(layout.table(PROMPTS, run), SCHEMAS[PROMPTS])
             states = RunTable(layout.table(STATES, run), SCHEMAS[STATES])
@@ -92,16 +99,13 @@ class RunIndex:
         self._waiting.pop(run, None)
         old = self.entries.get(run, {})
         self.entries[run] = fresh
-        if stamp is not None:
-            self.stamps[run] = stamp
-        else:
-            self.stamps.pop(run, None)  # indexed out of turn: look at its stamps again
+        self.stamps[run] = stamp
         removed = [e.copy for name, e in old.items() if name not in fresh]
         added = [e for name, e in fresh.items() if _changed(old.get(name), e)]
         return added, removed
 
-    def _wait(self, run: str, stamp: tuple[Stamp, Stamp] | None) -> None:
-        if stamp is not None and self._waiting.get(run) != stamp:
+    def _wait(self, run: str, stamp: tuple[Stamp, Stamp]) -> None:
+        if self._waiting.get(run) != stamp:
             self._waiting[run] = stamp
             log.warning(
                 "live pool: run %s: its prompts were not rendered from its current states "
