@@ -22,14 +22,16 @@ from ..core.runs.files import natural_key
 from ..core.runs.names import run_name_problem
 from ..core.store.batches import CheckpointBatches
 from ..core.store.layout import StoreLayout
+from ..core.store.part_files import read_spans
 from ..core.store.parts import RunTable
 from ..core.store.schemas import SCHEMAS
 from .entries import RUN, Entry
 from .stamps import Stamp, file_stamp, index_stamps
+from .stored import open_parquet
 
 log = logging.getLogger(__name__)
 
-BATCH = 16  # states read at a time for their digests
+BATCH = 256  # states read at a time for their digests
 
 # An entry's locator: (prompts file, its span, states file, its span, the state's key).
 P_FILE, P_SPAN, S_FILE, S_SPAN, S_KEY = range(5)
@@ -140,13 +142,7 @@ class RunIndex:
                 digests[name] = before.digest
             else:
                 unknown.append(name)
-        batches = CheckpointBatches(states)
-        for start in range(0, len(unknown), BATCH):
-            chunk = unknown[start : start + BATCH]
-            texts = batches.read(chunk, ["state"])["state"].to_pylist()
-            for name, text in zip(chunk, texts, strict=True):
-                digests[name] = state_digest(json.loads(text))
-            del texts
+        digests.update(_digests(states, unknown))
         entries = {}
         for name in names:
             p, s = prompts.parts[name], states.parts[name]
@@ -168,6 +164,25 @@ class RunIndex:
                 return dict(zip(names, column.to_pylist(), strict=True))
             ids[name] = sid
         return ids
+
+
+def _digests(states: RunTable, names: list[str]) -> dict[str, bytes]:
+    """Each checkpoint's state digest, its text read a part file and :data:`BATCH` states at
+    a time (one call each, memory-mapped where local) and let go."""
+    by_file: dict[str, list[str]] = {}
+    for name in names:
+        by_file.setdefault(states.parts[name].file, []).append(name)
+    digests = {}
+    for file, wanted in sorted(by_file.items()):
+        with open_parquet(states.folder / file) as parquet:
+            for start in range(0, len(wanted), BATCH):
+                chunk = wanted[start : start + BATCH]
+                spans = [states.parts[name].span() for name in chunk]
+                texts = read_spans(parquet, spans, ["state"])["state"].to_pylist()
+                for name, text in zip(chunk, texts, strict=True):
+                    digests[name] = state_digest(json.loads(text))
+                del texts
+    return digests
 
 
 def _changed(old: Entry | None, new: Entry) -> bool:
