@@ -278,11 +278,20 @@ class LivePool:
         if gone:
             self._order = [s for s in self._order if s not in gone]
             self._change += 1
-        for entry in sorted(new, key=lambda e: e.key):
+        new.sort(key=lambda e: e.key)
+        for entry in new:
             self._order.append(entry.sid)
             self._served[entry.sid] = entry
-            insort(self._keys.setdefault(entry.split, []), entry.key)
-            self._change += 1
+        for split in {e.split for e in new}:
+            keys = self._keys.setdefault(split, [])
+            mine = [e.key for e in new if e.split == split]
+            if len(mine) > 64:  # many at once (an open): one sort, not an insertion each
+                keys += mine
+                keys.sort()
+            else:
+                for key in mine:
+                    insort(keys, key)
+        self._change += len(new)
 
     def _unserve(self, sid: str) -> None:
         self._drop_key(self._served.pop(sid))

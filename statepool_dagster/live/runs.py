@@ -11,11 +11,10 @@ state's text read, a few checkpoints at a time, and let go. A run whose tables d
 
 from __future__ import annotations
 
-import json
 import logging
 
 from ..core.export.collect import _agree
-from ..core.export.rows import ExportOptions, split_of, state_digest
+from ..core.export.rows import ExportOptions, split_of, state_text_digest
 from ..core.locations import AnyPath
 from ..core.names import PROMPTS, STATES, TABLE_INDEX
 from ..core.runs.files import natural_key
@@ -180,7 +179,7 @@ def _digests(states: RunTable, names: list[str]) -> dict[str, bytes]:
                 spans = [states.parts[name].span() for name in chunk]
                 texts = read_spans(parquet, spans, ["state"])["state"].to_pylist()
                 for name, text in zip(chunk, texts, strict=True):
-                    digests[name] = state_digest(json.loads(text))
+                    digests[name] = state_text_digest(text)
                 del texts
     return digests
 

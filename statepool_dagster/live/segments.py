@@ -12,13 +12,12 @@ session folder that is still there leaves the pool with its states.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..core.errors import PromptInputError
-from ..core.export.rows import ExportOptions, split_of, state_digest
+from ..core.export.rows import ExportOptions, split_of, state_text_digest
 from ..core.locations import AnyPath
 from ..core.prompts.spec import PromptSpec
 from ..core.rejects import Reject
@@ -133,7 +132,7 @@ class SegmentIndex:
                 continue
             seen.add(item.state_id)
             ok = self._renders(item, display)
-            digest = state_digest(json.loads(item.text))
+            digest = state_text_digest(item.text)
             key = (1, order, segment.writer, segment.seq, number)
             entries.append(
                 Entry(

@@ -9,13 +9,12 @@ session was stored (same size: the same lines); only otherwise is its text read.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 
 import pyarrow.parquet as pq
 
-from ..core.export.rows import ExportOptions, split_of, state_digest
+from ..core.export.rows import ExportOptions, split_of, state_text_digest
 from ..core.locations import AnyPath, is_local
 from ..core.names import SESSION_STATES
 from ..core.runs.files import natural_key
@@ -157,6 +156,6 @@ class StoredIndex:
                 firsts = table["first_copy"].to_pylist()
                 for at, text in enumerate(table["state"].to_pylist()):
                     if firsts[at]:
-                        digests[lines[at]] = state_digest(json.loads(text))
+                        digests[lines[at]] = state_text_digest(text)
                 del table
         return digests
