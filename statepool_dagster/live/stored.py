@@ -21,6 +21,7 @@ from ..core.runs.files import natural_key
 from ..core.segments.names import parse_segment_name
 from ..core.sessions.layout import session_name_problem
 from ..core.sessions.store import INDEX, SessionFolders
+from ..core.store.arrow_memory import utf8_views
 from .entries import STORED, Entry
 from .stamps import Stamp, index_stamps
 
@@ -41,8 +42,12 @@ def _rows(path: AnyPath, columns: list[str]) -> list[tuple[int, int, dict]]:
     out = []
     with open_parquet(path) as parquet:
         for group in range(parquet.num_row_groups):
-            rows = parquet.read_row_group(group, columns=columns, use_threads=False).to_pylist()
-            out += [(group, at, row) for at, row in enumerate(rows)]
+            table = parquet.read_row_group(group, columns=columns, use_threads=False)
+            values = [table[c].to_pylist() for c in columns]
+            out += [
+                (group, at, dict(zip(columns, row, strict=True)))
+                for at, row in enumerate(zip(*values, strict=True))
+            ]
     return out
 
 
@@ -154,8 +159,8 @@ class StoredIndex:
                 table = parquet.read_row_group(group, columns=["line", "first_copy", "state"])
                 lines = table["line"].to_pylist()
                 firsts = table["first_copy"].to_pylist()
-                for at, text in enumerate(table["state"].to_pylist()):
+                for at, text in enumerate(utf8_views(table["state"])):
                     if firsts[at]:
                         digests[lines[at]] = state_text_digest(text)
-                del table
+                del text, table
         return digests

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -111,27 +112,39 @@ def state_digest(state: dict[str, Any]) -> bytes:
 _FIXED = (1e-4, 1e16)
 
 
-def state_text_digest(text: str | bytes) -> bytes:
-    """:func:`state_digest` of a state's JSON text: the same 16 bytes, parsed and written
-    by msgspec (several times faster), by ``json`` wherever the two could write it
-    differently (a float in exponent form, a NaN, a lone surrogate, not an object)."""
-    odd: list[str] = []
+class _Floats(threading.local):
+    """A decoder per thread that notes the floats ``json`` would write in exponent form."""
 
-    def number(literal: str) -> float:
+    def __init__(self) -> None:
+        self.odd = False
+        self.decoder = msgspec.json.Decoder(float_hook=self.number)
+
+    def number(self, literal: str) -> float:
         value = float(literal)
         if value and not _FIXED[0] <= abs(value) < _FIXED[1]:
-            odd.append(literal)
+            self.odd = True
         return value
 
+
+_FLOATS = _Floats()
+
+
+def state_text_digest(text: str | bytes | memoryview) -> bytes:
+    """:func:`state_digest` of a state's JSON text: the same 16 bytes, parsed and written
+    by msgspec (several times faster), by ``json`` wherever the two could write it
+    differently (a float in exponent form, a NaN, a lone surrogate, not an object).
+    ``text`` may be a view of UTF-8 where Arrow holds it."""
+    floats = _FLOATS
+    floats.odd = False
     try:
-        state = msgspec.json.Decoder(float_hook=number).decode(text)
+        state = floats.decoder.decode(text)
         canonical = msgspec.json.encode(
             [state.get("lib_snapshot"), state.get("episodes")], order="sorted"
         )
     except (msgspec.MsgspecError, AttributeError, TypeError, ValueError):
         canonical = None
-    if canonical is None or odd:
-        return state_digest(json.loads(text))
+    if canonical is None or floats.odd:
+        return state_digest(json.loads(bytes(text) if isinstance(text, memoryview) else text))
     return hashlib.blake2b(canonical, digest_size=16).digest()
 
 
