@@ -170,10 +170,12 @@ class LivePool:
         before = (len(self._order), self._change)
         try:
             self._fold()
+            self._refresh_selection()  # first: new states are decided on the new stats
             self._refresh_sources()
-            self._refresh_selection()
-        except Exception as exc:  # a trainer keeps training on what it has
+        except OSError as exc:  # a trainer keeps training on what it has
             self._unreadable.store_problem(exc)
+        except Exception:
+            self._unreadable.failed(log)
         self.refreshes += 1
         return (len(self._order), self._change) != before
 
