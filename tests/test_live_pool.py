@@ -157,7 +157,7 @@ def test_a_sealed_segment_is_served_before_dagster_then_from_the_store_in_place(
         sid: prompts[sid] for sid in new
     }
     assert early == {sid: _export(pool.store)[sid] for sid in new}  # before and after Dagster
-    live.refresh()
+    assert not live.refresh()  # the same states, now read from the store
     assert live.state_ids() == before + new  # no state twice, none moved
     assert {live._served[s].kind for s in new} == {STORED}
     assert _rows(live) == _export(pool.store)

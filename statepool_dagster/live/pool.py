@@ -272,11 +272,10 @@ class LivePool:
             old = self._served.get(sid)
             if old is None:
                 new.append(entry)
-            elif old is not entry:  # the same state from another copy: same place
+            elif old is not entry:  # the same state from another copy: same place, same row
                 self._drop_key(old)
                 insort(self._keys.setdefault(entry.split, []), entry.key)
                 self._served[sid] = entry
-                self._change += 1
         if gone:
             self._order = [s for s in self._order if s not in gone]
             self._change += 1
