@@ -168,38 +168,45 @@ class LivePool:
             return False
         self._checked = now
         before = (len(self._order), self._change)
-        try:
-            self._fold()
-            self._refresh_selection()  # first: new states are decided on the new stats
-            self._refresh_sources()
-        except OSError as exc:  # a trainer keeps training on what it has
-            self._unreadable.store_problem(exc)
-        except Exception:
-            self._unreadable.failed(log)
+        reachable_now = reachable(self.store)
+        steps = [self._fold, self._refresh_selection, self._refresh_runs, self._refresh_stored]
+        if not reachable_now:
+            self._unreadable.store_problem(FileNotFoundError(f"store {self.store} not reachable"))
+            steps = []
+        troubled = not reachable_now
+        for step in [*steps, self._refresh_segments]:  # one failing leaves the others be
+            try:
+                step()
+            except OSError as exc:  # a trainer keeps training on what it has
+                self._unreadable.store_problem(exc)
+                troubled = True
+            except Exception:
+                self._unreadable.failed(log)
+        if not troubled:
+            self._unreadable.store_back()
         self.refreshes += 1
         return (len(self._order), self._change) != before
 
     _change = 0  # counts changes to the served states
 
-    def _refresh_sources(self) -> None:
-        if not reachable(self.store):
-            self._unreadable.store_problem(FileNotFoundError(f"store {self.store} not reachable"))
-        else:
-            self._unreadable.store_back()
-            runs = self._runs.refresh()
-            if runs is not None:
-                self._apply(*runs)
-            known = self._segments.sizes if self._segments is not None else (lambda s, n: None)
-            stored = self._stored.refresh(known)
-            if stored is not None:
-                added, removed, newly = stored
-                self.with_sessions = self.with_sessions or bool(self._stored.stamps)
-                for session, name in newly:
-                    if self._segments is not None:
-                        removed += [
-                            c for c in self._segments.forget(session, name) if c not in removed
-                        ]
-                self._apply(added, removed)
+    def _refresh_runs(self) -> None:
+        runs = self._runs.refresh()
+        if runs is not None:
+            self._apply(*runs)
+
+    def _refresh_stored(self) -> None:
+        known = self._segments.sizes if self._segments is not None else (lambda s, n: None)
+        stored = self._stored.refresh(known)
+        if stored is None:
+            return
+        added, removed, newly = stored
+        self.with_sessions = self.with_sessions or bool(self._stored.stamps)
+        if self._segments is not None:
+            for session, name in newly:  # served from the store from now on
+                removed += self._segments.forget(session, name)
+        self._apply(added, removed)
+
+    def _refresh_segments(self) -> None:
         if self._segments is not None:
             change = self._segments.refresh(self._stored.has)
             if change is not None:
