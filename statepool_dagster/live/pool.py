@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from bisect import bisect_left, insort
 from typing import Any
 
 from ..core.export.records import verl_record
@@ -33,6 +32,7 @@ from .entries import Candidates, Entry
 from .rows import RowReader, Stale
 from .runs import RunIndex
 from .segments import Rejects, SegmentIndex
+from .served import Served
 from .stamps import file_stamp, reachable
 from .stored import StoredIndex
 from .unavailable import Unreadable
@@ -97,26 +97,24 @@ class LivePool:
         self._selection = Selection(self.options)
         self._stats_stamp: object = None
         self._folded = -1
-        self._order: list[str] = []
-        self._served: dict[str, Entry] = {}
-        self._keys: dict[str, list[tuple]] = {}
+        self._served = Served(split)
         self._checked = float("-inf")
         self.refresh(force=True)
 
     # ------------------------------------------------------------------ what is served
 
     def __len__(self) -> int:
-        return len(self._order)
+        return len(self._served)
 
     def state_ids(self) -> list[str]:
         """The served states' ids, in the served order."""
-        return list(self._order)
+        return list(self._served.order)
 
     def state_id(self, i: int) -> str:
-        return self._order[i]
+        return self._served.order[i]
 
     def weight(self, i: int) -> float | None:
-        return self._served[self._order[i]].weight
+        return self._served.at(i).weight
 
     @property
     def rejects(self) -> list:
@@ -127,10 +125,10 @@ class LivePool:
         """The ``i``-th served state as the export builds it, read now."""
         problem: BaseException = LookupError("moved")
         for delay in (*RETRY_DELAYS, None):
-            sid = self._order[i]
-            entry = self._served[sid]
+            entry = self._served.at(i)
+            sid = entry.sid
             try:
-                row = self._reader.read(entry, bisect_left(self._keys[entry.split], entry.key))
+                row = self._reader.read(entry, self._served.index(entry))
                 return self._unreadable.ok(sid, row)
             except Stale as exc:
                 problem = exc
@@ -140,9 +138,9 @@ class LivePool:
             except OSError as exc:
                 problem = exc
                 break
-            if delay is not None and self._served.get(sid) is entry:  # still where it was
+            if delay is not None and self._served.entries.get(sid) is entry:  # not moved
                 time.sleep(delay)
-        return self._unreadable.fallback(self._order[i], problem, self._readable_row)
+        return self._unreadable.fallback(self.state_id(i), problem, self._readable_row)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         """The ``i``-th served state's row exactly as ``statepool export --format verl``
@@ -150,10 +148,10 @@ class LivePool:
         return verl_record(self.export_row(i), self.with_sessions, self.weighted)
 
     def _readable_row(self) -> ExportRow | None:
-        for sid in self._order[:64]:
-            entry = self._served[sid]
+        for i in range(min(64, len(self._served))):
+            entry = self._served.at(i)
             try:
-                return self._reader.read(entry, bisect_left(self._keys[entry.split], entry.key))
+                return self._reader.read(entry, self._served.index(entry))
             except (OSError, Stale):
                 continue
         return None
@@ -167,7 +165,7 @@ class LivePool:
         if not force and now - self._checked < self.refresh_seconds:
             return False
         self._checked = now
-        before = (len(self._order), self._change)
+        before = (len(self._served), self._served.changes)
         reachable_now = reachable(self.store)
         steps = [self._fold, self._refresh_selection, self._refresh_runs, self._refresh_stored]
         if not reachable_now:
@@ -185,9 +183,7 @@ class LivePool:
         if not troubled:
             self._unreadable.store_back()
         self.refreshes += 1
-        return (len(self._order), self._change) != before
-
-    _change = 0  # counts changes to the served states
+        return (len(self._served), self._served.changes) != before
 
     def _refresh_runs(self) -> None:
         runs = self._runs.refresh()
@@ -255,55 +251,5 @@ class LivePool:
         winners = self._candidates.winners
         self._serve({s for s in changed if s in winners}, set())
 
-    # ------------------------------------------------------------------ the served order
-
     def _serve(self, won: set[str], lost: set[str]) -> None:
-        """Serve the states that won (and pass the selection), stop serving those that lost."""
-        gone = set()
-        for sid in lost:
-            if sid in self._served:
-                self._unserve(sid)
-                gone.add(sid)
-        new: list[Entry] = []
-        for sid in won:
-            entry = self._candidates.winners[sid]
-            decision = self._selection.decide(sid)
-            if not decision.keep or (self.split is not None and entry.split != self.split):
-                if sid in self._served:
-                    self._unserve(sid)
-                    gone.add(sid)
-                continue
-            if entry.weight != decision.weight:
-                entry.weight = decision.weight
-                self._change += 1
-            old = self._served.get(sid)
-            if old is None:
-                new.append(entry)
-            elif old is not entry:  # the same state from another copy: same place, same row
-                self._drop_key(old)
-                insort(self._keys.setdefault(entry.split, []), entry.key)
-                self._served[sid] = entry
-        if gone:
-            self._order = [s for s in self._order if s not in gone]
-            self._change += 1
-        new.sort(key=lambda e: e.key)
-        for entry in new:
-            self._order.append(entry.sid)
-            self._served[entry.sid] = entry
-        for split in {e.split for e in new}:
-            keys = self._keys.setdefault(split, [])
-            mine = [e.key for e in new if e.split == split]
-            if len(mine) > 64:  # many at once (an open): one sort, not an insertion each
-                keys += mine
-                keys.sort()
-            else:
-                for key in mine:
-                    insort(keys, key)
-        self._change += len(new)
-
-    def _unserve(self, sid: str) -> None:
-        self._drop_key(self._served.pop(sid))
-
-    def _drop_key(self, entry: Entry) -> None:
-        keys = self._keys[entry.split]
-        del keys[bisect_left(keys, entry.key)]
+        self._served.update(won, lost, self._candidates.winners, self._selection.decide)
