@@ -156,7 +156,12 @@ class RunIndex:
         self.entries[run] = fresh
         self.stamps[run] = stamp
         removed = [e.copy for name, e in old.items() if name not in fresh]
-        added = [e for name, e in fresh.items() if _changed(old.get(name), e)]
+        added = []
+        for name, entry in fresh.items():
+            if _changed(old.get(name), entry):
+                added.append(entry)
+            else:  # the entry the pool holds already: one object per state, not two
+                fresh[name] = old[name]
         return added, removed
 
     def _wait(self, run: str, stamp: tuple[Stamp, Stamp]) -> None:
