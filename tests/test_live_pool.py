@@ -234,3 +234,25 @@ def test_through_fsspec_the_pool_is_the_same_and_sees_a_sealed_segment(pool):
     assert url.refresh()
     assert url.state_ids()[:-1] == local.state_ids()
     assert url[len(url) - 1]["extra_info"]["session"] == "beta"
+
+
+def test_a_grown_run_keeps_its_places_and_its_new_checkpoint_comes_last(pool, tmp_path):
+    runs = tmp_path / "grown"
+    spec = SampleSpec(n_runs=1, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=2)
+    generate_runs(runs, spec)
+    settings = Settings(runs_dir=str(runs), store_dir=str(pool.store))
+    (runs / "run000").rename(runs / "run009")
+    build_run(settings, "run009")
+    live = LivePool(pool.store, refresh_seconds=0.0)
+    before = live.state_ids()
+    last = live[before.index("run009_ckpt2")]["extra_info"]
+    assert not last["has_reference_ops"]  # no next library yet
+    generate_runs(tmp_path / "longer", SampleSpec(**{**spec.__dict__, "n_checkpoints": 4}))
+    shutil.rmtree(runs / "run009")
+    shutil.copytree(tmp_path / "longer" / "run000", runs / "run009")
+    build_run(settings, "run009")
+    assert live.refresh()
+    assert live.state_ids()[: len(before)] == before
+    assert live.state_ids()[len(before) :] == ["run009_ckpt3"]
+    assert live[before.index("run009_ckpt2")]["extra_info"]["has_reference_ops"]
+    assert _rows(live) == _export(pool.store)
