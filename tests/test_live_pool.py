@@ -22,7 +22,7 @@ from statepool_dagster.core.segments.writer import SegmentWriter
 from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.core.sessions.build import build_session
 from statepool_dagster.core.stages import build_run
-from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
+from statepool_dagster.demo.sample_runs import SampleSpec, generate_run, generate_runs
 from statepool_dagster.live import LivePool
 
 from helpers import cli_env, generated_state, statepool
@@ -239,17 +239,16 @@ def test_through_fsspec_the_pool_is_the_same_and_sees_a_sealed_segment(pool):
 def test_a_grown_run_keeps_its_places_and_its_new_checkpoint_comes_last(pool, tmp_path):
     runs = tmp_path / "grown"
     spec = SampleSpec(n_runs=1, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=2)
-    generate_runs(runs, spec)
+    generate_run(runs / "run009", spec, 9)
     settings = Settings(runs_dir=str(runs), store_dir=str(pool.store))
-    (runs / "run000").rename(runs / "run009")
     build_run(settings, "run009")
     live = LivePool(pool.store, refresh_seconds=0.0)
     before = live.state_ids()
+    assert {f"run009_ckpt{k}" for k in range(3)} <= set(before)
     last = live[before.index("run009_ckpt2")]["extra_info"]
     assert not last["has_reference_ops"]  # no next library yet
-    generate_runs(tmp_path / "longer", SampleSpec(**{**spec.__dict__, "n_checkpoints": 4}))
     shutil.rmtree(runs / "run009")
-    shutil.copytree(tmp_path / "longer" / "run000", runs / "run009")
+    generate_run(runs / "run009", SampleSpec(**{**spec.__dict__, "n_checkpoints": 4}), 9)
     build_run(settings, "run009")
     assert live.refresh()
     assert live.state_ids()[: len(before)] == before
