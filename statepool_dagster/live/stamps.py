@@ -62,7 +62,7 @@ def index_stamps(folder: AnyPath, index: str = TABLE_INDEX) -> dict[str, Stamp] 
         return found
     fresh_listing(folder)
     try:
-        infos = folder.fs.find(folder.path, maxdepth=2, detail=True)
+        infos = folder.fs.find(folder.path, detail=True)  # one listing (no delimiter) on S3
     except FileNotFoundError:
         return found
     except Exception:
