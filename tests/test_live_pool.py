@@ -115,7 +115,9 @@ def test_rows_are_the_verl_exports_rows_with_duplicates_sessions_and_weights(poo
     served = _rows(live)
     assert served == {row["extra_info"]["state_id"]: row for row in exported}
     assert flat not in served and not any(s.startswith("run002") for s in served)
-    assert served[session_state]["weight"] == pytest.approx(0.7071, abs=1e-3)
+    selection = Selection.from_options(options, pool.store)
+    assert served[session_state]["weight"] == selection.decide(session_state).weight
+    assert served[session_state]["weight"] != served["run000_ckpt1"]["weight"]  # seen, unseen
     assert live.state_ids() == [live.state_id(i) for i in range(len(live))]
     assert [live.weight(i) for i in range(len(live))] == [
         served[s]["weight"] for s in live.state_ids()
@@ -196,11 +198,11 @@ def test_a_fold_decides_again_only_the_states_whose_stats_changed(pool):
     assert live.refresh()
     assert live.state_ids() == [s for s in before if s != flat]
     after = dict(zip(live.state_ids(), [live.weight(i) for i in range(len(live))], strict=True))
-    assert after[spread] == pytest.approx(0.7071, abs=1e-3)
+    selection = Selection.from_options(options, pool.store)
+    assert after[spread] == selection.decide(spread).weight != weights[spread]
     assert {s: w for s, w in after.items() if s != spread} == {
         s: w for s, w in weights.items() if s not in (flat, spread)
     }
-    selection = Selection.from_options(options, pool.store)
     assert _rows(live) == _export(pool.store, selection)
 
 
@@ -255,3 +257,16 @@ def test_a_grown_run_keeps_its_places_and_its_new_checkpoint_comes_last(pool, tm
     assert live.state_ids()[len(before) :] == ["run009_ckpt3"]
     assert live[before.index("run009_ckpt2")]["extra_info"]["has_reference_ops"]
     assert _rows(live) == _export(pool.store)
+
+
+def test_a_difficulty_band_and_pass_rate_weights_select_as_the_export_does(pool):
+    served = LivePool(pool.store).state_ids()
+    easy, hard, middle = served[0], served[1], served[-1]
+    _feedback(pool.store, {easy: [[1.0, 1.0, 1.0]], hard: [[0.0, 0.0]], middle: [[0.0, 1.0]]})
+    options = SelectionOptions(difficulty_band=(0.2, 0.8), weight="pass-rate")
+    live = LivePool(pool.store, options=options)
+    assert easy not in live.state_ids() and hard not in live.state_ids()
+    selection = Selection.from_options(options, pool.store)
+    weight = live.weight(live.state_ids().index(middle))
+    assert weight is not None and weight == selection.decide(middle).weight
+    assert _rows(live) == _export(pool.store, selection)
