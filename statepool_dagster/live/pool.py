@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from ..core.export.records import verl_record
-from ..core.export.rows import ExportOptions, ExportRow
+from ..core.export.rows import SPLITS, ExportOptions, ExportRow
 from ..core.feedback.select import Selection, SelectionOptions
 from ..core.feedback.stats_store import TABLE, stats_folder, update_stats
 from ..core.locations import AnyPath, as_path
@@ -69,6 +69,8 @@ class LivePool:
         storage_options: dict[str, Any] | None = None,
         prompt_spec: PromptSpec | None = None,
     ):
+        if split not in (None, *SPLITS):
+            raise ValueError(f"split {split!r}: None (every state) or one of {', '.join(SPLITS)}")
         self.store = _location(store, storage_options)
         self.sessions = None if sessions is None else _location(sessions, storage_options)
         self.options = options or SelectionOptions()

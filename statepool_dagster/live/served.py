@@ -55,10 +55,10 @@ class Served:
                     self._drop_key(self.entries.pop(sid))
                     gone.add(sid)
                 continue
-            if entry.weight != decision.weight:
-                entry.weight = decision.weight
-                self.changes += 1
             old = self.entries.get(sid)
+            if old is not None and old.weight != decision.weight:
+                self.changes += 1
+            entry.weight = decision.weight
             if old is None:
                 new.append(entry)
             elif old is not entry:  # the same state from another copy: same place, same row
