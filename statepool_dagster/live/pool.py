@@ -120,7 +120,8 @@ class LivePool:
 
     @property
     def rejects(self) -> list:
-        """Bad segment lines met so far (``Reject``: file, line, error), never served."""
+        """Bad segment lines met so far (``Reject``: file, line, error; the first 10,000,
+        ``reject_log.count`` counts them all), never served."""
         return list(self.reject_log.kept)
 
     def export_row(self, i: int) -> ExportRow:
