@@ -127,7 +127,10 @@ class LivePool:
     def export_row(self, i: int) -> ExportRow:
         """The ``i``-th served state as the export builds it, read now."""
         problem: BaseException = LookupError("moved")
+        sid = self.state_id(i)  # an IndexError for an index past the end, as a list's
         for delay in (*RETRY_DELAYS, None):
+            if not -len(self._served) <= i < len(self._served):  # states left meanwhile
+                break
             entry = self._served.at(i)
             sid = entry.sid
             try:
@@ -143,7 +146,7 @@ class LivePool:
                 break
             if delay is not None and self._served.entries.get(sid) is entry:  # not moved
                 time.sleep(delay)
-        return self._unreadable.fallback(self.state_id(i), problem, self._readable_row)
+        return self._unreadable.fallback(sid, problem, self._readable_row)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         """The ``i``-th served state's row exactly as ``statepool export --format verl``
