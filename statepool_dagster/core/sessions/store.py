@@ -32,10 +32,9 @@ from ..rejects import Reject
 from ..segments.reader import DEFAULT_MAX_LINE, Segment
 from ..store.atomic import write_bytes_atomic
 from ..store.pool import reject_line
-from .layout import check_session_name
+from .layout import INDEX, check_session_name
 from .read import SessionState, read_segment
 
-INDEX = ".index.json"
 _BATCH_CHARS = 32 << 20  # state text held before a row group is written
 
 STATES_SCHEMA = pa.schema(
