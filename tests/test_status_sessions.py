@@ -13,6 +13,7 @@ from pathlib import Path
 
 from dagster import DagsterInstance
 
+from statepool_dagster.core.names import SESSIONS_JOB
 from statepool_dagster.definitions import defs
 
 from helpers import STATEPOOL, cli_env
@@ -86,6 +87,14 @@ def test_status_lists_sessions_states_segments_writers_rejects_and_seal(workspac
     ]  # fmt: skip
     row = next(line for line in text if line.startswith("ext "))
     assert row.split()[:7] == ["ext", "stale", "2", "1", "1", "1", "3"]
+
+    # Its next build fails (a full disk, a bad setting): failed until a build succeeds.
+    with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        job = defs.resolve_job_def(SESSIONS_JOB)
+        instance.report_run_failed(
+            instance.create_run_for_job(job, tags={"dagster/partition": "ext"})
+        )
+    assert _status(env, tmp_path)["sessions"][0]["status"] == "failed"
 
 
 def test_status_counts_reject_files_with_or_without_a_leading_dot(workspace, tmp_path):

@@ -25,6 +25,7 @@ from ..core.names import (
     SESSION_PROMPTS,
     SESSION_REJECTS,
     SESSION_STATES,
+    SESSIONS_JOB,
     SESSIONS_PARTITIONS,
     STATE_STATS,
     RunStatus,
@@ -99,7 +100,8 @@ def _failed_sessions(instance: DagsterInstance, last_success: dict[str, float]) 
     for record in instance.get_run_records(RunsFilter(statuses=[DagsterRunStatus.FAILURE])):
         run = record.dagster_run
         session = run.tags.get(PARTITION_TAG)
-        if not session or not (run.asset_selection or set()) & _SESSION_ASSETS:
+        ours = run.job_name == SESSIONS_JOB or (run.asset_selection or set()) & _SESSION_ASSETS
+        if not session or not ours:
             continue
         stamp = record.update_timestamp.timestamp()
         if stamp > last_success.get(session, 0.0):

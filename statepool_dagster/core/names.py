@@ -20,6 +20,7 @@ STATE_STATS = "state_stats"  # the feedback fold's asset
 # The Dagster skin's job, group and resource keys (SETTINGS is also the parameter name
 # assets and sensors take the settings resource by).
 JOB = "statepool_job"
+SESSIONS_JOB = "statepool_sessions_job"
 GROUP = "statepool"
 SETTINGS = "statepool"
 STORE = "statepool_store"
