@@ -101,6 +101,7 @@ def test_ui_shows_assets_partitions_launches_and_metadata(synced, tmp_path):
     except ImportError:
         require(False, "the playwright package is not installed (pip install -e '.[dev]')")
 
+    expect.set_options(timeout=TIMEOUT_MS)  # its own default is 5 s, whatever the context's
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     workspace_yaml = str(REPO / "workspace.yaml")

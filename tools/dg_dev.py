@@ -1,13 +1,14 @@
 """``make dev``: ``dg dev`` (webserver and daemon) that stops on Ctrl-C and on SIGTERM alike.
 
 ``dagster dev`` shuts its webserver and daemon down on SIGINT and maps SIGTERM to whatever
-SIGINT does; a shell starts a background job with SIGINT ignored, so there both signals
-did nothing and the two servers had to be killed one by one. Here ``dg dev`` runs in a
+SIGINT does; a shell starts a background job with SIGINT ignored, and there both signals
+would be ignored, leaving the two servers to be killed one by one. Here ``dg dev`` runs in a
 process group of its own with SIGINT restored; SIGINT, SIGTERM or SIGHUP to this wrapper
 (or to its group: a terminal's Ctrl-C, ``kill %1``, ``make``'s own forwarding) becomes one
-SIGINT to ``dg dev``, which stops both servers. Whatever of its group is still there after
-``GRACE`` seconds, or once it exited, is ended. Exit code: 130 on SIGINT, 143 on SIGTERM,
-129 on SIGHUP, else ``dg dev``'s own.
+SIGINT to ``dg dev``'s group, as a terminal's Ctrl-C sends it, which stops both servers.
+Whatever of the group is still there after ``GRACE`` seconds (or a second signal), or once
+``dg dev`` exited, is ended. Exit code: 130 on SIGINT, 143 on SIGTERM, 129 on SIGHUP, else
+``dg dev``'s own.
 
 Usage (from the repository's root): ``python -m tools.dg_dev [dg dev options]``.
 """
@@ -36,22 +37,27 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _end_group(proc: subprocess.Popen, grace: float) -> None:
-    """Give ``dg dev`` ``grace`` seconds to stop, then end what is left of its group.
+def _end_group(proc: subprocess.Popen, grace: float, received: list[int]) -> None:
+    """Give ``dg dev`` ``grace`` seconds to stop (cut short by a second signal), then end
+    what is left of its group.
 
     Its code servers outlive it until their heartbeat times out: they get SIGTERM at once,
     and SIGKILL a second later.
     """
     deadline = time.monotonic() + grace
-    while proc.poll() is None and time.monotonic() < deadline:
+    signals = len(received)
+    while proc.poll() is None and time.monotonic() < deadline and len(received) == signals:
         time.sleep(0.1)
     for signum, wait in ((signal.SIGTERM, 1.0), (signal.SIGKILL, 0.0)):
+        proc.poll()  # reaped, so that a dg dev that has exited no longer counts
         if not _group_alive(proc.pid):
             break
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signum)
         until = time.monotonic() + wait
-        while _group_alive(proc.pid) and time.monotonic() < until:
+        while proc.poll() is None or _group_alive(proc.pid):
+            if time.monotonic() >= until:
+                break
             time.sleep(0.1)
     proc.wait()
 
@@ -71,9 +77,9 @@ def main(argv: list[str]) -> int:
         break
     if received:
         print(f"\ndg_dev: {signal.Signals(received[0]).name}: stopping dg dev", file=sys.stderr)
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGINT)
-    _end_group(proc, GRACE if received else 0.0)
+        with contextlib.suppress(ProcessLookupError):  # as a terminal's Ctrl-C reaches it
+            os.killpg(proc.pid, signal.SIGINT)
+    _end_group(proc, GRACE if received else 0.0, received)
     return 128 + received[0] if received else proc.returncode
 
 

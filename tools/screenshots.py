@@ -153,6 +153,7 @@ def shoot(root: Path, env: dict[str, str], docs: Path) -> list[Path]:
     """The three pictures, each checked, written into ``docs``."""
     from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=TIMEOUT_MS)  # its own default is 5 s, whatever the context's
     assets = _asset_names()
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
