@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-GRACE = 8.0  # seconds for dg dev to stop its servers before its group is killed
+GRACE = 6.0  # seconds for dg dev to stop its servers; then its group is ended (7 s at most)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
