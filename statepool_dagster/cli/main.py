@@ -15,6 +15,7 @@ from . import feedback, values
 from .console import Reporter, dagster_instance, start_up, summary_json, summary_table
 from .file_commands import cmd_export, cmd_report, cmd_score, pool_report_path, write_pool_report
 from .ingest import add_parser as add_ingest_parser
+from .status_view import cmd_status
 
 
 def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
@@ -165,28 +166,6 @@ def _materialize_training_dataset(verbose: bool = False) -> str | None:
     return None if result.success else first_error(result)
 
 
-def cmd_status(args: argparse.Namespace) -> int:
-    with start_up():
-        from ..defs.resources import statepool_settings
-        from . import preflight
-        from .status import run_statuses
-
-        settings = statepool_settings.settings()
-        preflight.runs_folder(settings)
-        preflight.store_folder(settings.store_dir, must_exist=True)
-        instance = dagster_instance()
-    rows = run_statuses(instance, settings)
-    if args.json:
-        print(json.dumps(rows, indent=1))
-        return 0
-    print(f"{'run':<32}{'status':<14}{'states':>8}{'ignored':>9}  last materialized")
-    for row in rows:
-        when = row["last_materialized"] or "-"
-        ignored = row["ignored_files"]
-        print(f"{row['run']:<32}{row['status']:<14}{row['states']:>8}{ignored:>9}  {when}")
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = values.Parser(prog="statepool", description=values.DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -207,7 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also run a small simulated rollout writing a session (STATEPOOL_SESSIONS_DIR)",
     )
-    p = sub.add_parser("status", help="each run's partition state")
+    p = sub.add_parser(
+        "status", help="each run's and session's partition state, and the feedback fold"
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
     p = sub.add_parser("export", help="write a trainer-ready export of the store (no Dagster)")

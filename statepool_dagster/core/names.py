@@ -15,10 +15,12 @@ PROMPTS = "curator_prompts"
 RUN_ASSETS = (EPISODES, SNAPSHOTS, STATES, PROMPTS)  # each built from the ones before it
 FINAL_ASSET = PROMPTS  # a run is done once its prompts are materialized
 TRAINING_DATASET = "training_dataset"
+STATE_STATS = "state_stats"  # the feedback fold's asset
 
 # The Dagster skin's job, group and resource keys (SETTINGS is also the parameter name
 # assets and sensors take the settings resource by).
 JOB = "statepool_job"
+SESSIONS_JOB = "statepool_sessions_job"
 GROUP = "statepool"
 SETTINGS = "statepool"
 STORE = "statepool_store"

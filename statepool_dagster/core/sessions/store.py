@@ -36,10 +36,9 @@ from ..states.models import CheckpointState
 from ..store.atomic import write_bytes_atomic
 from ..store.part_files import writer_options
 from ..store.pool import reject_line
-from .layout import check_session_name
+from .layout import INDEX, check_session_name
 from .read import SessionState, read_segment
 
-INDEX = ".index.json"
 INGEST_REJECTS = ".ingest.jsonl"  # ``<writer>.ingest.jsonl``: never ``<writer>-<seq>.jsonl``
 _OLD_INGEST_REJECTS = ".ingest-"  # ``.ingest-<writer>.jsonl``, hidden, before they showed
 _BATCH_CHARS = 32 << 20  # state text held before a row group is written
