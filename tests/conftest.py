@@ -138,6 +138,13 @@ def pg_url(pg_server: str) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="class")
+def pg_class_url(pg_server: str) -> Iterator[str]:
+    """A fresh, empty database for a whole test class, dropped after it."""
+    with fresh_database(pg_server) as url:
+        yield url
+
+
 @pytest.fixture
 def other_pg_url(pg_server: str) -> Iterator[str]:
     """A second fresh database on the server, dropped after the test."""
