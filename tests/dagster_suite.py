@@ -129,11 +129,17 @@ def _drop_run_storage(path: Path) -> None:
 def _on_path() -> Path:
     folder = suite_dir()
     if not folder.is_dir():
+        failed = CACHE / "fetch-failed.txt"
+        last = (
+            f"; the last try: {failed.read_text(encoding='utf-8').strip()}"
+            if failed.exists()
+            else ""
+        )
         raise SuiteUnavailable(
-            f"Dagster's contract suite is not fetched ({folder.relative_to(REPO)} is missing): "
+            f"Dagster's contract suite is not fetched ({folder} is missing): "
             "run `make contract-suite` (pip downloads the source releases of "
             + ", ".join(f"{n}=={v}" for n, v in releases().items())
-            + ")"
+            + f"){last}"
         )
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
@@ -170,7 +176,10 @@ def postgres_suite() -> ModuleType:
 
 
 if __name__ == "__main__":
+    failed = CACHE / "fetch-failed.txt"
     try:
         print(fetch())
+        failed.unlink(missing_ok=True)
     except SuiteUnavailable as error:
+        failed.write_text(f"{error}\n", encoding="utf-8")
         sys.exit(f"dagster_suite: {error}")
