@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOME_DIR := $(CURDIR)/.dagster_home
 export DAGSTER_HOME := $(HOME_DIR)
 
-.PHONY: install dg-env demo test test-fast lint fmt dev validate screenshots docs docs-serve clean
+.PHONY: install dg-env demo test test-fast contract-suite lint fmt dev validate screenshots docs docs-serve clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,8 +49,16 @@ demo: install  ## generate sample runs (if ./runs is empty), sync them into ./st
 test: install $(TBIN)/.installed  ## lint, then the whole test suite (the trainer tests in .venv-trainer)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	-$(BIN)/python tests/dagster_suite.py
 	$(BIN)/python -m pytest -m "not trainer"
 	$(TBIN)/python -m pytest -m trainer
+
+# Dagster's own event-log contract suite (tests/test_contract_*.py) is not in its wheels: this
+# downloads the pinned releases' source distributions with pip and keeps the suite's files in
+# .dagster_suite/ (git-ignored). `make test` runs it first; offline, the suite's tests skip
+# (and fail under CI=true).
+contract-suite: install  ## fetch Dagster's event-log contract suite from its source releases
+	$(BIN)/python tests/dagster_suite.py
 
 # The inner loop: every test but those marked `slow` (servers, daemons, browsers, trainers,
 # many processes; see [tool.pytest.ini_options] markers). `make test` still runs them all.

@@ -75,7 +75,7 @@ def seed() -> ModuleType:
     return module
 
 
-# PostgreSQL (deploy/postgres/): tests/test_postgres.py, tests/test_celery.py.
+# PostgreSQL (deploy/postgres/): tests/test_postgres.py, tests/test_celery.py, the event logs' tests.
 @pytest.fixture(scope="session")
 def pg_server() -> str:
     """The superuser URL of a reachable PostgreSQL server (``STATEPOOL_TEST_PG_URL``)."""
@@ -134,6 +134,13 @@ def fresh_database(pg_server: str) -> Iterator[str]:
 @pytest.fixture
 def pg_url(pg_server: str) -> Iterator[str]:
     """A fresh, empty database on the server, dropped after the test."""
+    with fresh_database(pg_server) as url:
+        yield url
+
+
+@pytest.fixture(scope="class")
+def pg_class_url(pg_server: str) -> Iterator[str]:
+    """A fresh, empty database for a whole test class, dropped after it."""
     with fresh_database(pg_server) as url:
         yield url
 
