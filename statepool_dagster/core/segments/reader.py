@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from ..locations import AnyPath, as_path, entry_name, info_stamp, is_local
 from .names import parse_segment_name
 
 DEFAULT_MAX_LINE = 256 << 20
 _SKIP_CHUNK = 1 << 20
+_READ_BUFFER = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,30 @@ def list_segments(folder: str | os.PathLike[str] | AnyPath) -> list[Segment]:
     return found
 
 
+@contextlib.contextmanager
+def open_segment(path: AnyPath) -> Iterator[BinaryIO]:
+    """A sealed segment opened for reading, whose ``readline`` takes a size on any filesystem.
+
+    fsspec's buffered files (s3fs, gcsfs) take none: they are read through a buffer.
+    """
+    if is_local(path):
+        with open(path, "rb") as f:
+            yield f
+        return
+    with path.open("rb") as raw:
+        if _readline_takes_size(raw):
+            yield raw
+            return
+        with io.BufferedReader(raw, _READ_BUFFER) as f:
+            yield f
+
+
+def _readline_takes_size(f: object) -> bool:
+    from fsspec.spec import AbstractBufferedFile
+
+    return not isinstance(f, AbstractBufferedFile)
+
+
 def iter_segment_lines(
     path: AnyPath, max_line: int = DEFAULT_MAX_LINE
 ) -> Iterator[tuple[int, bytes | OversizeLine]]:
@@ -82,7 +110,7 @@ def iter_segment_lines(
     :class:`OversizeLine`: memory holds at most one line of ``max_line`` bytes.
     Blank lines are skipped (numbers still count them).
     """
-    with path.open("rb") as f:
+    with open_segment(path) as f:
         number = 0
         while True:
             line = f.readline(max_line + 1)
