@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from ..locations import AnyPath, as_path, entry_name, info_stamp, is_local
+from ..locations import AnyPath, as_path, entry_name, fresh_listing, info_stamp, is_local
 from .names import parse_segment_name
 
 DEFAULT_MAX_LINE = 256 << 20
@@ -44,7 +44,8 @@ class OversizeLine:
 def list_segments(folder: str | os.PathLike[str] | AnyPath) -> list[Segment]:
     """The sealed segments in ``folder``, by writer then number; unsealed (dot) names never.
 
-    One directory listing: ``os.scandir`` locally, one ``ls`` with details through fsspec.
+    One directory listing: ``os.scandir`` locally, one ``ls`` with details through fsspec
+    (listed afresh: a long-lived reader sees what other processes sealed since).
     """
     folder = as_path(folder)
     found: list[Segment] = []
@@ -63,7 +64,7 @@ def list_segments(folder: str | os.PathLike[str] | AnyPath) -> list[Segment]:
             return []
     else:
         try:
-            infos = folder.fs.ls(folder.path, detail=True)
+            infos = fresh_listing(folder)
         except (FileNotFoundError, NotADirectoryError):
             return []
         for info in infos:

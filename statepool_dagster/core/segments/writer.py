@@ -26,7 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
-from ..locations import AnyPath, as_path, entry_name, is_local
+from ..locations import AnyPath, as_path, entry_name, fresh_listing, is_local
 from ..store.atomic import libc_function, put_new
 from .names import check_writer_name, parse_segment_name, segment_name, unsealed_name
 
@@ -49,7 +49,7 @@ def highest_seq(folder: AnyPath, writer: str) -> int:
             return best
     else:
         try:
-            names = [entry_name(i) for i in folder.fs.ls(folder.path, detail=True)]
+            names = [entry_name(i) for i in fresh_listing(folder)]
         except FileNotFoundError:
             return best
     for name in names:
