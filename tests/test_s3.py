@@ -7,7 +7,10 @@ prefix, ETags, whole-object puts. Everything here must equal what the local stor
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 import subprocess
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,6 +30,7 @@ from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.core.sessions.spec import SessionSpecMismatch
 from statepool_dagster.core.store.atomic import put_new
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
+from statepool_dagster.live import LivePool
 
 from helpers import STATEPOOL, assert_same_store, cli_env, generated_state
 
@@ -68,25 +72,35 @@ def statepool(env: dict[str, str], cwd: Path, *args: str) -> subprocess.Complete
     return done
 
 
-def test_sync_and_export_on_s3_write_what_the_local_store_holds(local, s3_bucket, tmp_path):
-    store, sessions = f"{s3_bucket}/store", f"{s3_bucket}/sessions"
+@pytest.fixture(scope="module")
+def on_s3(local, moto_s3, tmp_path_factory) -> SimpleNamespace:
+    """The same runs and session, synced by ``statepool sync`` into a store on S3 (read only)."""
+    bucket = moto_s3.make_bucket(f"store-{uuid.uuid4().hex[:12]}")
+    store, sessions = f"{bucket}/store", f"{bucket}/sessions"
     upload_tree(local.sessions, as_path(sessions))  # the same segment bytes as the local one
-    env = cli_env(SimpleNamespace(runs=local.runs, store=store), tmp_path / "home")
-    env["STATEPOOL_SESSIONS_DIR"] = sessions  # AWS_ENDPOINT_URL etc. come from s3_bucket
+    cwd = tmp_path_factory.mktemp("s3sync")
+    env = cli_env(SimpleNamespace(runs=local.runs, store=store), cwd / "home")
+    env["STATEPOOL_SESSIONS_DIR"] = sessions  # AWS_ENDPOINT_URL etc. come from moto_s3
+    first = json.loads(statepool(env, cwd, "sync", "--json").stdout)
+    return SimpleNamespace(
+        bucket=bucket, store=store, sessions=sessions, env=env, cwd=cwd, first=first
+    )
 
-    first = json.loads(statepool(env, tmp_path, "sync", "--json").stdout)
-    assert (first["new"], first["failed"]) == (SPEC.n_runs, 0)
+
+def test_sync_and_export_on_s3_write_what_the_local_store_holds(local, on_s3, tmp_path):
+    env, store = on_s3.env, on_s3.store
+    assert (on_s3.first["new"], on_s3.first["failed"]) == (SPEC.n_runs, 0)
+    assert [s["ok"] for s in on_s3.first["sessions"]] == [True]
     assert_same_store(store, local.store)
     again = json.loads(statepool(env, tmp_path, "sync", "--json").stdout)
-    assert (again["unchanged"], again["states_written"]) == (SPEC.n_runs, 0)
+    assert (again["unchanged"], again["states_written"], again["sessions"]) == (SPEC.n_runs, 0, [])
 
     for fmt in FORMATS:
         export_store(local.store, fmt, tmp_path / "expected" / fmt)
-        statepool(
-            env, tmp_path, "export", "--format", fmt, "--store", store, "--out", str(tmp_path / fmt)
-        )
+        out = str(tmp_path / fmt)
+        statepool(env, tmp_path, "export", "--format", fmt, "--store", store, "--out", out)
         assert_same_store(tmp_path / fmt, tmp_path / "expected" / fmt)
-    out = f"{s3_bucket}/exports/verl"
+    out = f"{on_s3.bucket}/exports-{uuid.uuid4().hex[:8]}/verl"
     for _ in range(2):  # the second replaces the first in place
         statepool(env, tmp_path, "export", "--format", "verl", "--store", store, "--out", out)
         assert_same_store(out, tmp_path / "expected" / "verl")
@@ -133,3 +147,96 @@ def test_a_name_on_s3_is_put_once_and_never_overwritten(s3_bucket, moto_s3):
     with pytest.raises(SessionSpecMismatch):
         StateWriter(f"{s3_bucket}/sessions", SESSION, spec={"model": "a"}).close()
         StateWriter(f"{s3_bucket}/sessions", SESSION, spec={"model": "b"})
+
+
+# ---------------------------------------------------------------- the live pool on S3
+
+
+def sessions_copy(on_s3) -> str:
+    """A sessions folder of this test's own on S3, holding what the store was synced from."""
+    url = f"{on_s3.bucket}/sessions-{uuid.uuid4().hex[:8]}"
+    source = as_path(on_s3.sessions)
+    for path in source.fs.find(source.path):
+        rest = path[len(source.path.rstrip("/")) + 1 :]
+        as_path(f"{url}/{rest}").write_bytes(source.fs.cat_file(path))
+    return url
+
+
+def written(rows) -> list[int]:
+    """Which ``generated_state(k)`` each row is (a session state's id is a digest)."""
+    return [json.loads(row["extra_info"]["state"])["lib_snapshot"]["version"] for row in rows]
+
+
+def segment_key(sessions: str, name: str) -> str:
+    """How the server names a segment's object in its request log: ``/bucket/key``."""
+    return f"/{sessions.removeprefix('s3://')}/{SESSION}/segments/{name}"
+
+
+def test_the_live_pool_on_s3_serves_what_it_serves_locally(local, on_s3, tmp_path):
+    here = tmp_path / "sessions"
+    shutil.copytree(local.sessions, here)
+    write_session(here, range(10, 15))  # sealed after the sync: served from the folder itself
+    there = sessions_copy(on_s3)
+    upload_tree(here, as_path(there))
+    ours, theirs = LivePool(on_s3.store, there), LivePool(local.store, here)
+    assert len(theirs) == SPEC.n_runs * SPEC.n_checkpoints + 4 + 5
+    assert ours.state_ids() == theirs.state_ids()
+    assert [ours[i] for i in range(len(ours))] == [theirs[i] for i in range(len(theirs))]
+
+
+def test_a_refresh_on_s3_reads_the_new_segment_and_nothing_else(on_s3, moto_s3):
+    sessions = sessions_copy(on_s3)
+    # The pool's own options, so its s3fs client (and listings cache) is not the writer's:
+    # the writer is another process as far as the pool can tell.
+    pool = LivePool(on_s3.store, sessions, storage_options=moto_s3.storage_options())
+    served = pool.state_ids()
+    moto_s3.reset_requests()
+    assert not pool.refresh(force=True)
+    idle = moto_s3.requests[:]
+    assert idle and all(r.is_listing or r.method == "HEAD" for r in idle)  # no object read
+
+    sealed = write_session(sessions, range(20, 25))
+    moto_s3.reset_requests()
+    assert pool.refresh(force=True)
+    assert pool.state_ids()[: len(served)] == served and len(pool) == len(served) + 5
+    reads = [r.path for r in moto_s3.requests if r.is_object_read]
+    assert reads == [segment_key(sessions, sealed[0])]  # once, whole, at indexing
+    assert len(moto_s3.requests) == len(idle) + 1  # the same listings as when nothing changed
+
+    moto_s3.reset_requests()
+    rows = [pool[i] for i in range(len(served), len(pool))]
+    assert written(rows) == list(range(20, 25))
+    assert {r.path for r in moto_s3.requests if r.is_object_read} == {
+        segment_key(sessions, sealed[0])
+    }
+
+
+def test_the_live_pool_keeps_serving_while_the_s3_endpoint_is_gone(on_s3, moto_s3, caplog):
+    sessions = sessions_copy(on_s3)
+    write_session(sessions, range(40, 42))  # rows read from the sessions folder at each read
+    options = moto_s3.storage_options()  # fail fast: one attempt a call, no retries
+    options["config_kwargs"] = {"retries": {"max_attempts": 1}, "connect_timeout": 2}
+    pool = LivePool(on_s3.store, sessions, storage_options=options)
+    served = pool.state_ids()
+    rows = [pool[i] for i in range(len(pool))]
+    assert written(rows[-2:]) == [40, 41]
+    caplog.set_level(logging.WARNING, logger="statepool_dagster.live")
+    moto_s3.stop()
+    try:
+        assert not pool.refresh(force=True)
+        assert not pool.refresh(force=True)
+        assert pool.state_ids() == served
+        for _ in range(2):  # a row it could read before in place of one it cannot read now
+            assert pool[len(pool) - 1] in rows
+    finally:
+        moto_s3.start()  # the same port, the same buckets
+    messages = [r.getMessage() for r in caplog.records]
+    assert len([m for m in messages if "the store cannot be read now" in m]) == 1
+    assert len([m for m in messages if f"state {served[-1]} cannot be read now" in m]) == 1
+
+    write_session(sessions, range(30, 33))
+    assert pool.refresh(force=True)
+    assert pool.state_ids()[: len(served)] == served
+    assert [pool[i] for i in range(len(served))] == rows
+    assert written(pool[i] for i in range(len(served), len(pool))) == [30, 31, 32]
+    assert any("readable again" in m.getMessage() for m in caplog.records)
