@@ -94,6 +94,7 @@ class Candidates:
         affected states again. ``(state ids that won or changed copy, state ids that lost)``."""
         seeds_sid: set[str] = set()
         seeds_digest: set[bytes] = set()
+        new: list[Entry] = []
         for copy in removed:
             old = self.copies.pop(copy, None)
             if old is not None:
@@ -105,9 +106,21 @@ class Candidates:
             self.copies[entry.copy] = entry
             _add(self._by_sid, entry.sid, entry)
             _add(self._by_digest, entry.digest, entry)
-            seeds_sid.add(entry.sid)
-            seeds_digest.add(entry.digest)
-        return self._decide(self._component(seeds_sid, seeds_digest), seeds_sid)
+            new.append(entry)
+        won: set[str] = set()
+        for entry in new:  # most copies share neither id nor digest: decided alone
+            alone = self._by_sid[entry.sid] is entry and self._by_digest[entry.digest] is entry
+            if alone and (entry.kind == RUN or entry.ok):
+                if self.winners.get(entry.sid) is not entry:
+                    self.winners[entry.sid] = entry
+                    won.add(entry.sid)
+            else:
+                seeds_sid.add(entry.sid)
+                seeds_digest.add(entry.digest)
+        if not seeds_sid and not seeds_digest:
+            return won, set()
+        more, lost = self._decide(self._component(seeds_sid, seeds_digest), seeds_sid)
+        return won | more, lost - more
 
     def _forget(self, old: Entry, seeds_sid: set[str], seeds_digest: set[bytes]) -> None:
         _remove(self._by_sid, old.sid, old)

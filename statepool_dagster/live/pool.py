@@ -170,10 +170,12 @@ class LivePool:
         before = (len(self._order), self._change)
         try:
             self._fold()
+            self._refresh_selection()  # first: new states are decided on the new stats
             self._refresh_sources()
-            self._refresh_selection()
-        except Exception as exc:  # a trainer keeps training on what it has
+        except OSError as exc:  # a trainer keeps training on what it has
             self._unreadable.store_problem(exc)
+        except Exception:
+            self._unreadable.failed(log)
         self.refreshes += 1
         return (len(self._order), self._change) != before
 
@@ -270,19 +272,27 @@ class LivePool:
             old = self._served.get(sid)
             if old is None:
                 new.append(entry)
-            elif old is not entry:  # the same state from another copy: same place
+            elif old is not entry:  # the same state from another copy: same place, same row
                 self._drop_key(old)
                 insort(self._keys.setdefault(entry.split, []), entry.key)
                 self._served[sid] = entry
-                self._change += 1
         if gone:
             self._order = [s for s in self._order if s not in gone]
             self._change += 1
-        for entry in sorted(new, key=lambda e: e.key):
+        new.sort(key=lambda e: e.key)
+        for entry in new:
             self._order.append(entry.sid)
             self._served[entry.sid] = entry
-            insort(self._keys.setdefault(entry.split, []), entry.key)
-            self._change += 1
+        for split in {e.split for e in new}:
+            keys = self._keys.setdefault(split, [])
+            mine = [e.key for e in new if e.split == split]
+            if len(mine) > 64:  # many at once (an open): one sort, not an insertion each
+                keys += mine
+                keys.sort()
+            else:
+                for key in mine:
+                    insort(keys, key)
+        self._change += len(new)
 
     def _unserve(self, sid: str) -> None:
         self._drop_key(self._served.pop(sid))

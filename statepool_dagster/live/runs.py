@@ -11,15 +11,15 @@ state's text read, a few checkpoints at a time, and let go. A run whose tables d
 
 from __future__ import annotations
 
-import json
 import logging
 
 from ..core.export.collect import _agree
-from ..core.export.rows import ExportOptions, split_of, state_digest
+from ..core.export.rows import ExportOptions, split_of, state_text_digest
 from ..core.locations import AnyPath
 from ..core.names import PROMPTS, STATES, TABLE_INDEX
 from ..core.runs.files import natural_key
 from ..core.runs.names import run_name_problem
+from ..core.store.arrow_memory import utf8_views
 from ..core.store.batches import CheckpointBatches
 from ..core.store.layout import StoreLayout
 from ..core.store.part_files import read_spans
@@ -178,10 +178,10 @@ def _digests(states: RunTable, names: list[str]) -> dict[str, bytes]:
             for start in range(0, len(wanted), BATCH):
                 chunk = wanted[start : start + BATCH]
                 spans = [states.parts[name].span() for name in chunk]
-                texts = read_spans(parquet, spans, ["state"])["state"].to_pylist()
-                for name, text in zip(chunk, texts, strict=True):
-                    digests[name] = state_digest(json.loads(text))
-                del texts
+                column = read_spans(parquet, spans, ["state"])["state"]
+                for name, text in zip(chunk, utf8_views(column), strict=True):
+                    digests[name] = state_text_digest(text)
+                del text, column
     return digests
 
 

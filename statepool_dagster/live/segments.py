@@ -12,13 +12,12 @@ session folder that is still there leaves the pool with its states.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..core.errors import PromptInputError
-from ..core.export.rows import ExportOptions, split_of, state_digest
+from ..core.export.rows import ExportOptions, split_of, state_text_digest
 from ..core.locations import AnyPath
 from ..core.prompts.spec import PromptSpec
 from ..core.rejects import Reject
@@ -28,7 +27,7 @@ from ..core.sessions.layout import SEGMENTS_DIR, session_name_problem
 from ..core.sessions.read import SessionState, parse_line
 from ..core.sessions.store import session_prompt
 from .entries import SEGMENT, Entry
-from .stamps import subfolders
+from .stamps import fresh_listing, subfolders
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +67,7 @@ class SegmentIndex:
         self.root, self.spec, self.options = root, spec, options
         self.rejects, self.max_line = rejects, max_line
         self.stamps: dict[tuple[str, str], tuple[int, float]] = {}
+        self.read: dict[str, set[str]] = {}  # session -> its segments read here
         self.copies: dict[tuple[str, str], list[tuple]] = {}
         self.digests: dict[tuple[str, str], dict[int, bytes]] = {}  # for the stored switch
 
@@ -83,11 +83,11 @@ class SegmentIndex:
             if session_name_problem(session) is not None:
                 continue
             folder = self.root / session / SEGMENTS_DIR
+            fresh_listing(folder)
             listed = {s.name: s for s in list_segments(folder)}
             if listed:
-                gone = [k for k in self.stamps if k[0] == session and k[1] not in listed]
-                for key in gone:
-                    removed += self.forget(*key)
+                for name in [n for n in self.read.get(session, ()) if n not in listed]:
+                    removed += self.forget(session, name)
             for segment in listed.values():
                 key = (session, segment.name)
                 stamp = (segment.size, segment.mtime)
@@ -100,6 +100,7 @@ class SegmentIndex:
                     log.debug("live pool: segment %s not read now: %s", segment.name, exc)
                     continue
                 self.stamps[key] = stamp
+                self.read.setdefault(session, set()).add(segment.name)
                 self.copies[key] = [e.copy for e in entries]
                 self.digests[key] = {e.copy[2]: e.digest for e in entries}
                 added += entries
@@ -108,6 +109,7 @@ class SegmentIndex:
     def forget(self, session: str, segment: str) -> list[tuple]:
         """Drop one segment's record (its copies, which the caller removes or replaces)."""
         self.stamps.pop((session, segment), None)
+        self.read.get(session, set()).discard(segment)
         self.digests.pop((session, segment), None)
         return self.copies.pop((session, segment), [])
 
@@ -133,7 +135,7 @@ class SegmentIndex:
                 continue
             seen.add(item.state_id)
             ok = self._renders(item, display)
-            digest = state_digest(json.loads(item.text))
+            digest = state_text_digest(item.text)
             key = (1, order, segment.writer, segment.seq, number)
             entries.append(
                 Entry(

@@ -9,19 +9,19 @@ session was stored (same size: the same lines); only otherwise is its text read.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 
 import pyarrow.parquet as pq
 
-from ..core.export.rows import ExportOptions, split_of, state_digest
+from ..core.export.rows import ExportOptions, split_of, state_text_digest
 from ..core.locations import AnyPath, is_local
 from ..core.names import SESSION_STATES
 from ..core.runs.files import natural_key
 from ..core.segments.names import parse_segment_name
 from ..core.sessions.layout import session_name_problem
 from ..core.sessions.store import INDEX, SessionFolders
+from ..core.store.arrow_memory import utf8_views
 from .entries import STORED, Entry
 from .stamps import Stamp, index_stamps
 
@@ -42,8 +42,12 @@ def _rows(path: AnyPath, columns: list[str]) -> list[tuple[int, int, dict]]:
     out = []
     with open_parquet(path) as parquet:
         for group in range(parquet.num_row_groups):
-            rows = parquet.read_row_group(group, columns=columns, use_threads=False).to_pylist()
-            out += [(group, at, row) for at, row in enumerate(rows)]
+            table = parquet.read_row_group(group, columns=columns, use_threads=False)
+            values = [table[c].to_pylist() for c in columns]
+            out += [
+                (group, at, dict(zip(columns, row, strict=True)))
+                for at, row in enumerate(zip(*values, strict=True))
+            ]
     return out
 
 
@@ -155,8 +159,8 @@ class StoredIndex:
                 table = parquet.read_row_group(group, columns=["line", "first_copy", "state"])
                 lines = table["line"].to_pylist()
                 firsts = table["first_copy"].to_pylist()
-                for at, text in enumerate(table["state"].to_pylist()):
+                for at, text in enumerate(utf8_views(table["state"])):
                     if firsts[at]:
-                        digests[lines[at]] = state_digest(json.loads(text))
-                del table
+                        digests[lines[at]] = state_text_digest(text)
+                del text, table
         return digests
