@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import subprocess
 import uuid
@@ -28,7 +29,7 @@ from statepool_dagster.core.segments.names import segment_name
 from statepool_dagster.core.segments.reader import iter_segment_lines
 from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.core.sessions.spec import SessionSpecMismatch
-from statepool_dagster.core.store.atomic import put_new
+from statepool_dagster.core.store.atomic import put_new, write_bytes_atomic
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 from statepool_dagster.live import LivePool
 
@@ -95,15 +96,14 @@ def test_sync_and_export_on_s3_write_what_the_local_store_holds(local, on_s3, tm
     again = json.loads(statepool(env, tmp_path, "sync", "--json").stdout)
     assert (again["unchanged"], again["states_written"], again["sessions"]) == (SPEC.n_runs, 0, [])
 
-    for fmt in FORMATS:
+    for fmt in FORMATS:  # every format in this process; the command below
         export_store(local.store, fmt, tmp_path / "expected" / fmt)
-        out = str(tmp_path / fmt)
-        statepool(env, tmp_path, "export", "--format", fmt, "--store", store, "--out", out)
+        export_store(store, fmt, tmp_path / fmt)
         assert_same_store(tmp_path / fmt, tmp_path / "expected" / fmt)
     out = f"{on_s3.bucket}/exports-{uuid.uuid4().hex[:8]}/verl"
-    for _ in range(2):  # the second replaces the first in place
-        statepool(env, tmp_path, "export", "--format", "verl", "--store", store, "--out", out)
-        assert_same_store(out, tmp_path / "expected" / "verl")
+    for target in (str(tmp_path / "cli"), out, out):  # the last replaces the one before it
+        statepool(env, tmp_path, "export", "--format", "verl", "--store", store, "--out", target)
+        assert_same_store(target, tmp_path / "expected" / "verl")
 
 
 def test_a_session_writer_seals_segments_into_s3(s3_bucket, tmp_path):
@@ -147,6 +147,25 @@ def test_a_name_on_s3_is_put_once_and_never_overwritten(s3_bucket, moto_s3):
     with pytest.raises(SessionSpecMismatch):
         StateWriter(f"{s3_bucket}/sessions", SESSION, spec={"model": "a"}).close()
         StateWriter(f"{s3_bucket}/sessions", SESSION, spec={"model": "b"})
+
+
+def test_a_store_file_larger_than_a_part_goes_up_in_parts_and_reads_back_whole(s3_bucket, moto_s3):
+    from upath import UPath
+
+    options = {**moto_s3.storage_options(), "default_block_size": 5 << 20}  # S3's least part
+    path = UPath(f"{s3_bucket}/store/exports/big.parquet", **options)
+    data = os.urandom(12 << 20)
+    moto_s3.reset_requests()
+    write_bytes_atomic(path, data)
+    calls = [
+        (r.method, r.query.split("=")[0])
+        for r in moto_s3.requests
+        if r.path.endswith("big.parquet")
+    ]
+    # a multipart upload: started, its parts put, completed (the object appears then, whole)
+    assert calls[0] == ("POST", "uploads") and calls[-1] == ("POST", "uploadId")
+    assert set(calls[1:-1]) == {("PUT", "partNumber")}
+    assert path.read_bytes() == data
 
 
 # ---------------------------------------------------------------- the live pool on S3
