@@ -33,15 +33,23 @@ CREDENTIALS = {
 
 @dataclass(frozen=True)
 class Request:
-    """One request the server answered: method, bucket/key path (unquoted), query string."""
+    """One request the server answered: method, bucket/key path (unquoted), query string,
+    and the byte range asked for (``Range: bytes=a-b``; ``""`` for a whole object)."""
 
     method: str
     path: str
     query: str
+    range: str = ""
 
     @property
     def is_listing(self) -> bool:
         return self.method == "GET" and "list-type=" in self.query
+
+    @property
+    def bytes_asked(self) -> int | None:
+        """How many bytes a ranged read asked for (``None``: not a closed range)."""
+        first, _, last = self.range.removeprefix("bytes=").partition("-")
+        return int(last) - int(first) + 1 if first.isdigit() and last.isdigit() else None
 
     @property
     def is_object_read(self) -> bool:
@@ -134,6 +142,7 @@ class S3Server:
                 environ.get("REQUEST_METHOD", ""),
                 unquote(environ.get("PATH_INFO", "")),
                 environ.get("QUERY_STRING", ""),
+                environ.get("HTTP_RANGE", ""),
             )
             with self._lock:
                 self.requests.append(request)

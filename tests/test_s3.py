@@ -23,7 +23,7 @@ from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.export.rows import FORMATS
 from statepool_dagster.core.export.write import export_store
-from statepool_dagster.core.locations import as_path, upload_tree
+from statepool_dagster.core.locations import RANGED_BLOCK, as_path, open_ranged, upload_tree
 from statepool_dagster.core.segments import list_segments
 from statepool_dagster.core.segments.names import segment_name
 from statepool_dagster.core.segments.reader import iter_segment_lines
@@ -149,7 +149,7 @@ def test_a_name_on_s3_is_put_once_and_never_overwritten(s3_bucket, moto_s3):
         StateWriter(f"{s3_bucket}/sessions", SESSION, spec={"model": "b"})
 
 
-def test_a_store_file_larger_than_a_part_goes_up_in_parts_and_reads_back_whole(s3_bucket, moto_s3):
+def test_a_store_file_larger_than_a_part_goes_up_in_parts_and_is_read_by_ranges(s3_bucket, moto_s3):
     from upath import UPath
 
     options = {**moto_s3.storage_options(), "default_block_size": 5 << 20}  # S3's least part
@@ -166,6 +166,12 @@ def test_a_store_file_larger_than_a_part_goes_up_in_parts_and_reads_back_whole(s
     assert calls[0] == ("POST", "uploads") and calls[-1] == ("POST", "uploadId")
     assert set(calls[1:-1]) == {("PUT", "partNumber")}
     assert path.read_bytes() == data
+    moto_s3.reset_requests()
+    with open_ranged(path) as f:  # a read at a chosen place fetches about what it asks
+        f.seek(5 << 20)
+        assert f.read(100) == data[5 << 20 : (5 << 20) + 100]
+    asked = [r.bytes_asked for r in moto_s3.requests if r.is_object_read]
+    assert len(asked) == 1 and asked[0] <= 100 + RANGED_BLOCK
 
 
 # ---------------------------------------------------------------- the live pool on S3

@@ -80,6 +80,17 @@ def fresh_listing(folder: AnyPath) -> list[dict[str, Any]]:
         return folder.fs.ls(folder.path, detail=True)
 
 
+# What a file opened by ``open_ranged`` fetches past a read, at most.
+RANGED_BLOCK = 1 << 20
+
+
+def open_ranged(path: AnyPath, mode: str = "rb"):
+    """An fsspec file opened for reads at chosen places (a Parquet footer and a few row
+    groups, one line of a segment): each read fetches at most :data:`RANGED_BLOCK` past
+    what it asks, not the backend's read-ahead block (s3fs's 50 MiB suits whole files)."""
+    return path.open(mode, block_size=RANGED_BLOCK)
+
+
 _MTIME_KEYS = ("mtime", "LastModified", "last_modified", "updated", "modified", "created")
 _TAG_KEYS = ("ETag", "etag", "md5Hash", "generation", "version_id", "VersionId")
 

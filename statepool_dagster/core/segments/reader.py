@@ -9,7 +9,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from ..locations import AnyPath, as_path, entry_name, fresh_listing, info_stamp, is_local
+from ..locations import (
+    RANGED_BLOCK,
+    AnyPath,
+    as_path,
+    entry_name,
+    fresh_listing,
+    info_stamp,
+    is_local,
+)
 from .names import parse_segment_name
 
 DEFAULT_MAX_LINE = 256 << 20
@@ -148,6 +156,6 @@ def iter_segment_records(
 
 def read_segment_line(path: AnyPath, offset: int, max_line: int = DEFAULT_MAX_LINE) -> bytes:
     """The line of a sealed segment that starts at ``offset``, line end removed."""
-    with open_segment(path, block_size=_READ_BUFFER) as f:  # not the whole segment
+    with open_segment(path, block_size=RANGED_BLOCK) as f:  # not the whole segment
         f.seek(offset)
         return f.readline(max_line + 1).rstrip(b"\r\n")
