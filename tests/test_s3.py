@@ -28,6 +28,7 @@ from statepool_dagster.core.segments import list_segments
 from statepool_dagster.core.segments.names import segment_name
 from statepool_dagster.core.segments.reader import iter_segment_lines
 from statepool_dagster.core.sessions import StateWriter
+from statepool_dagster.core.sessions.layout import discover_sessions
 from statepool_dagster.core.sessions.spec import SessionSpecMismatch
 from statepool_dagster.core.store.atomic import put_new, write_bytes_atomic
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
@@ -134,6 +135,21 @@ def test_an_unsealed_segment_is_never_on_s3(s3_bucket):
     writer.segments.abandon()  # killed before sealing: nothing of it was ever put
     folder.fs.invalidate_cache()
     assert folder.fs.find(folder.path) == [f"{folder.path}/session.json"]
+
+
+def test_a_long_lived_reader_on_s3_sees_what_other_clients_add(s3_bucket, moto_s3):
+    from upath import UPath
+
+    sessions = f"{s3_bucket}/sessions"
+    other = UPath(sessions, **moto_s3.storage_options())  # its own client and listings cache
+    write_session(other, range(2))
+    assert discover_sessions(sessions) == ([SESSION], {})  # as the sessions sensor lists
+    assert len(list_segments(f"{sessions}/{SESSION}/segments")) == 1
+    with StateWriter(other, "later", writer="w") as writer:
+        writer.append(generated_state(9), policy_step=0)
+    write_session(other, range(2, 4))
+    assert discover_sessions(sessions) == (["later", SESSION], {})
+    assert len(list_segments(f"{sessions}/{SESSION}/segments")) == 2
 
 
 def test_a_name_on_s3_is_put_once_and_never_overwritten(s3_bucket, moto_s3):

@@ -80,6 +80,13 @@ def fresh_listing(folder: AnyPath) -> list[dict[str, Any]]:
         return folder.fs.ls(folder.path, detail=True)
 
 
+def forget_listing(folder: AnyPath) -> None:
+    """Drop fsspec's cached listing of ``folder`` before listing it again (``iterdir``): a
+    long-lived process (a sensor, a trainer) must see what other processes wrote since."""
+    if not is_local(folder):
+        folder.fs.invalidate_cache(folder.path)
+
+
 # What a file opened by ``open_ranged`` fetches past a read, at most.
 RANGED_BLOCK = 1 << 20
 
