@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOME_DIR := $(CURDIR)/.dagster_home
 export DAGSTER_HOME := $(HOME_DIR)
 
-.PHONY: install demo test test-fast lint fmt dev validate docs docs-serve clean
+.PHONY: install dg-env demo test test-fast lint fmt dev validate screenshots docs docs-serve clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,7 +34,13 @@ $(HOME_DIR)/dagster.yaml: dagster.yaml
 	mkdir -p $(HOME_DIR)
 	ln -sf ../dagster.yaml $@
 
-install: $(BIN)/.installed $(HOME_DIR)/dagster.yaml
+# Dagster's own commands (dg dev, dg launch, dagster ...) read ./.env before they open an
+# instance: its DAGSTER_HOME line sends them to this one, the one statepool uses, with no
+# variable set (one set in the environment still wins).
+dg-env: $(BIN)/.installed
+	@$(BIN)/python -m statepool_dagster.cli.dg_home $(HOME_DIR)
+
+install: $(BIN)/.installed $(HOME_DIR)/dagster.yaml dg-env
 
 demo: install  ## generate sample runs (if ./runs is empty), sync them into ./store, build the exports
 	$(BIN)/statepool demo
@@ -64,8 +70,16 @@ fmt: install
 validate: install  ## check that the code location loads and its definitions validate
 	$(BIN)/dg check defs
 
-dev: install  ## the Dagster UI and daemon on http://127.0.0.1:3000, sensor live
-	$(BIN)/dg dev --host 127.0.0.1 --port 3000
+# dg dev through tools/dg_dev.py: in a process group of its own, so that Ctrl-C and SIGTERM
+# (`kill %1` on a background `make dev &`) stop the webserver and the daemon within seconds.
+dev: install  ## the Dagster UI and daemon on http://127.0.0.1:3000, sensor live (Ctrl-C or SIGTERM stops both)
+	$(BIN)/python -m tools.dg_dev --host 127.0.0.1 --port 3000
+
+# The docs' pictures (docs/ui-asset-graph.png, docs/ui-partition-metadata.png, docs/report.png),
+# taken again from a fresh `statepool demo --sessions` in a temp folder and the Dagster UI, with
+# Playwright driving the system's Chromium (apt-get install chromium; never a browser download).
+screenshots: install  ## retake the docs' screenshots from a fresh demo and the UI
+	$(BIN)/python -m tools.screenshots
 
 # The documentation site: docs/ and mkdocs.yml, built into ./site (the reference pages are
 # generated from the code at build time by tools/mkdocs_hooks.py). --strict: a broken link fails.

@@ -269,3 +269,34 @@ def assert_same_store(store, expected: Path) -> None:
             assert table.equals(read_parquet(expected / rel), check_metadata=True), rel
         else:
             assert data == theirs[rel], rel
+
+
+# The command in a child that reports its own high-water mark (VmHWM) as it exits: a
+# forked child's ru_maxrss would include the test process's memory at the fork.
+CHILD = """
+import atexit, os, sys
+
+def peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            open(os.environ["PEAK_FILE_FOR_TEST"], "w").write(line.split()[1])
+
+atexit.register(peak)
+from statepool_dagster.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def peak_rss_mb(env: dict[str, str], cwd: Path, *args: str) -> float:
+    """The peak resident memory of one ``statepool`` command, in MB (it must succeed)."""
+    report = cwd / "peak_kb"
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, *args],
+        env={**env, "PEAK_FILE_FOR_TEST": str(report)},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    return int(report.read_text()) / 1024

@@ -21,10 +21,9 @@ import pyarrow as pa
 from ..locations import AnyPath, as_path, is_local
 from ..segments import list_segments
 from ..store.atomic import read_parquet, write_bytes_atomic, write_parquet_atomic
+from .folders import MANIFEST, STATS_DIR
 from .stats import DEFAULT_CLOSE_SECONDS, Fold
 
-STATS_DIR = "feedback_stats"
-MANIFEST = "fold.json"
 TABLE = "state_stats.parquet"
 _STATE_ACC = pa.schema(
     [
@@ -123,6 +122,7 @@ def _save(folder: AnyPath, fold: Fold, feedback: str) -> pa.Table:
         "bad": fold.bad,
         "bad_examples": fold.bad_examples,
         "open_groups": len(fold.groups),
+        "states": stats.num_rows,
         "saved": time.time(),
     }
     write_bytes_atomic(folder / MANIFEST, json.dumps(manifest, indent=1).encode())

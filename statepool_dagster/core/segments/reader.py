@@ -123,7 +123,9 @@ def iter_segment_lines(
     Blank lines are skipped (numbers still count them).
     """
     for number, _, line in iter_segment_records(path, max_line):
-        yield number, line
+        held = [line]
+        del line
+        yield number, held.pop()  # see iter_segment_records
 
 
 def iter_segment_records(
@@ -150,8 +152,12 @@ def iter_segment_records(
                 yield number, start, OversizeLine(length)
                 continue
             line = line.rstrip(b"\r\n")
-            if line.strip():
-                yield number, start, line
+            if line and not line.isspace():  # strip() would copy a huge line
+                held = [line]
+                del line
+                # Popped as it is yielded: this frame keeps no reference to the line while
+                # the reader works on it (a huge line is then freed as soon as it is read).
+                yield number, start, held.pop()
 
 
 def read_segment_line(path: AnyPath, offset: int, max_line: int = DEFAULT_MAX_LINE) -> bytes:

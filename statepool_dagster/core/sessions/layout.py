@@ -10,6 +10,8 @@ from ..runs.names import run_name_problem
 
 SESSION_FILE = "session.json"
 SEGMENTS_DIR = "segments"
+# In the store, beside a session's parts: the segments built and their counts.
+INDEX = ".index.json"
 
 
 def session_name_problem(name: str) -> str | None:
