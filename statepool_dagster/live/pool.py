@@ -141,7 +141,7 @@ class LivePool:
                 self._reindex(entry)
                 if self._unreadable.store_down is not None:
                     break
-            except OSError as exc:
+            except Exception as exc:  # an object store's client raises its own, not OSError
                 problem = exc
                 break
             if delay is not None and self._served.entries.get(sid) is entry:  # not moved
@@ -158,7 +158,7 @@ class LivePool:
             entry = self._served.at(i)
             try:
                 return self._reader.read(entry, self._served.index(entry))
-            except (OSError, Stale):
+            except Exception:  # Stale, OSError, an object store client's own errors
                 continue
         return None
 
