@@ -171,11 +171,17 @@ class Settings(BaseModel):
         return ENV_PREFIX + field.upper()
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
-        """Settings from the environment; explicit ``overrides`` (not ``None``) win."""
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        only: tuple[str, ...] | None = None,
+        **overrides: object,
+    ) -> Settings:
+        """Settings from the environment; explicit ``overrides`` (not ``None``) win. With
+        ``only``, the other fields keep their defaults (a bad value there is not read)."""
         environ = os.environ if environ is None else environ
         values: dict[str, object] = {}
-        for name in cls.model_fields:
+        for name in only or cls.model_fields:
             raw = environ.get(cls.env_name(name))
             if raw not in (None, ""):
                 values[name] = raw

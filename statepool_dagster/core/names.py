@@ -19,6 +19,10 @@ TRAINING_DATASET = "training_dataset"
 # The Dagster skin's job, group and resource keys (SETTINGS is also the parameter name
 # assets and sensors take the settings resource by).
 JOB = "statepool_job"
+SESSIONS_JOB = "statepool_sessions_job"
+STATE_STATS = "state_stats"
+STATE_STATS_JOB = "state_stats_job"
+RUNS = "runs"  # the runs' dynamic partitions (one per run folder)
 GROUP = "statepool"
 SETTINGS = "statepool"
 STORE = "statepool_store"

@@ -18,13 +18,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..locations import AnyPath, as_path, is_local
+from ..locations import AnyPath, is_local
 from ..segments import list_segments
 from ..store.atomic import read_parquet, write_bytes_atomic, write_parquet_atomic
+from .manifest import MANIFEST, stats_folder
 from .stats import DEFAULT_CLOSE_SECONDS, Fold
 
-STATS_DIR = "feedback_stats"
-MANIFEST = "fold.json"
 TABLE = "state_stats.parquet"
 _STATE_ACC = pa.schema(
     [
@@ -53,10 +52,6 @@ _GROUP_ACC = pa.schema(
         ("last_time", pa.float64()),
     ]
 )
-
-
-def stats_folder(store: str | os.PathLike[str]) -> AnyPath:
-    return as_path(store) / STATS_DIR
 
 
 @contextlib.contextmanager
