@@ -22,13 +22,14 @@ import shutil
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from ..errors import StatepoolError
 from ..locations import AnyPath, is_local
 from ..names import DIR_MANIFEST
+
+if TYPE_CHECKING:  # Arrow is imported by the Parquet functions alone: the JSON ones are light
+    import pyarrow as pa
 
 
 def temp_sibling(path: Path) -> Path:
@@ -77,6 +78,8 @@ _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
+    import pyarrow.parquet as pq
+
     sink = io.BytesIO()
     pq.write_table(table, sink, compression="zstd")
     return sink.getvalue()
@@ -87,6 +90,8 @@ def write_parquet_atomic(path: AnyPath, table: pa.Table) -> None:
         _make_folder(path.parent)
         _put(path, parquet_bytes(table))
         return
+    import pyarrow.parquet as pq
+
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(path)
     try:
@@ -98,6 +103,8 @@ def write_parquet_atomic(path: AnyPath, table: pa.Table) -> None:
 
 def read_parquet(path: AnyPath, columns: list[str] | None = None) -> pa.Table:
     """A Parquet file of the store, from a local disk or through fsspec."""
+    import pyarrow.parquet as pq
+
     if is_local(path):  # one file: skip the dataset machinery of read_table
         with pq.ParquetFile(path) as parquet:
             return parquet.read(columns=columns)
