@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import (
@@ -231,3 +232,21 @@ class Settings(BaseModel):
             episode_formatter=self.episode_formatter,
             limits=self.prompt_limits(),
         )
+
+
+def settings_key() -> tuple[tuple[str, str], ...]:
+    """The ``STATEPOOL_*`` variables now set: what settings read now (and a cached grade)
+    depend on."""
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(ENV_PREFIX)))
+
+
+@lru_cache(maxsize=64)
+def _validated(only: tuple[str, ...], values: tuple[str | None, ...]) -> Settings:
+    environ = {Settings.env_name(f): v for f, v in zip(only, values, strict=True) if v is not None}
+    return Settings.from_env(environ, only=only)
+
+
+def settings_now(*only: str) -> Settings:
+    """The settings ``only`` names, from the environment as it is now; the others keep their
+    defaults. Validated once per distinct value: cheap enough for every reward call."""
+    return _validated(only, tuple(os.environ.get(Settings.env_name(f)) for f in only))
