@@ -140,7 +140,9 @@ class Settings(BaseModel):
     workers: int = Field(
         0, ge=0, description="Processes for a run covering several partitions (0: one per core)."
     )
-    sensor_interval: int = Field(30, ge=1, description="Seconds between sensor ticks.")
+    sensor_interval: int = Field(
+        30, ge=1, description="Seconds between sensor ticks. Read when the code location loads."
+    )
     settle_seconds: float = Field(
         10.0, ge=0, description="A run is requested once its files are this many seconds old."
     )
