@@ -11,9 +11,6 @@ files it no longer names are deleted after it is written.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
-import functools
 import hashlib
 import io
 import json
@@ -27,6 +24,7 @@ from typing import TYPE_CHECKING
 from ..errors import StatepoolError
 from ..locations import AnyPath, is_local
 from ..names import DIR_MANIFEST
+from .renames import exchange
 
 if TYPE_CHECKING:  # Arrow is imported by the Parquet functions alone: the JSON ones are light
     import pyarrow as pa
@@ -112,30 +110,6 @@ def read_parquet(path: AnyPath, columns: list[str] | None = None) -> pa.Table:
         return parquet.read(columns=columns)
 
 
-_RENAME_EXCHANGE = 2
-
-
-_AT_FDCWD = -100
-
-
-@functools.cache
-def libc_function(name: str):
-    """A function of the C library (Linux system calls Python lacks), or ``None``."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return getattr(libc, name)
-    except (OSError, AttributeError):
-        return None
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (Linux ``renameat2``); ``False`` where unsupported."""
-    renameat2 = libc_function("renameat2")
-    if renameat2 is None:
-        return False
-    return renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
-
-
 def replace_dir_atomic(final: AnyPath, files: Iterable[tuple[str, bytes]]) -> int:
     """Make ``final`` a folder holding exactly ``files``, swapped in whole; returns the count.
 
@@ -155,7 +129,7 @@ def replace_dir_atomic(final: AnyPath, files: Iterable[tuple[str, bytes]]) -> in
             count += 1
         if not final.exists():
             os.replace(staging, final)
-        elif not _exchange(staging, final):
+        elif not exchange(staging, final):
             # No atomic swap on this system: move the old folder aside (a brief gap, never torn).
             old = temp_sibling(final)
             os.replace(final, old)
