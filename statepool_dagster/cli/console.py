@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import gc
 import os
 import sys
@@ -46,12 +45,10 @@ SETUP_LOCK = ".statepool-setup.lock"
 def _setup_lock(home: Path) -> Iterator[None]:
     """Held while the instance is opened: Dagster sets up a new SQLite home in several
     statements, and two commands doing it at once fail ("table ... already exists")."""
-    with open(home / SETUP_LOCK, "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    from ..core.store.locks import file_lock
+
+    with file_lock(home / SETUP_LOCK):
+        yield
 
 
 @contextlib.contextmanager

@@ -60,15 +60,10 @@ def _locked(folder: AnyPath) -> Iterator[None]:
     if not is_local(folder):
         yield
         return
-    import fcntl
+    from ..store.locks import file_lock
 
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with file_lock(folder / ".lock"):
+        yield
 
 
 def load_fold(store: str | os.PathLike[str]) -> tuple[Fold, dict[str, Any]]:
