@@ -75,7 +75,7 @@ def seed() -> ModuleType:
     return module
 
 
-# PostgreSQL (deploy/postgres/): tests/test_postgres.py, tests/test_celery.py, the event logs' tests.
+# PostgreSQL (deploy/postgres/): test_postgres.py, test_celery.py, the event logs' tests.
 @pytest.fixture(scope="session")
 def pg_server() -> str:
     """The superuser URL of a reachable PostgreSQL server (``STATEPOOL_TEST_PG_URL``)."""

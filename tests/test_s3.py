@@ -18,9 +18,7 @@ from types import SimpleNamespace
 import pytest
 from dagster import instance_for_test
 
-from statepool_dagster.cli.session_sync import sync_sessions
 from statepool_dagster.cli.sync import sync
-from statepool_dagster.core.config import Settings
 from statepool_dagster.core.export.rows import FORMATS
 from statepool_dagster.core.export.write import export_store
 from statepool_dagster.core.locations import RANGED_BLOCK, as_path, open_ranged, upload_tree
@@ -61,8 +59,9 @@ def local(tmp_path_factory) -> SimpleNamespace:
         env.setenv("STATEPOOL_RUNS_DIR", str(root / "runs"))
         env.setenv("STATEPOOL_STORE_DIR", str(root / "store"))
         env.setenv("STATEPOOL_SESSIONS_DIR", str(root / "sessions"))
-        assert not sync(i).failed
-        assert [o.ok for o in sync_sessions(i, Settings.from_env())] == [True]
+        summary = sync(i)
+        assert not summary.failed
+        assert [o.ok for o in summary.sessions] == [True]
     return SimpleNamespace(runs=root / "runs", sessions=root / "sessions", store=root / "store")
 
 

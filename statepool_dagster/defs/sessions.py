@@ -18,7 +18,6 @@ from dagster import (
     AssetKey,
     AssetSelection,
     AssetSpec,
-    DynamicPartitionsDefinition,
     MaterializeResult,
     MetadataValue,
     Output,
@@ -27,23 +26,15 @@ from dagster import (
     multi_asset,
 )
 
-from ..core.names import (
-    GROUP,
-    ROW_COUNT,
-    SESSION_PROMPTS,
-    SESSION_STATES,
-    SESSIONS_JOB,
-    SESSIONS_PARTITIONS,
-)
+from ..core.names import GROUP, ROW_COUNT, SESSION_PROMPTS, SESSION_STATES, SESSIONS_JOB
 from ..core.sessions.build import SessionBuild, build_session
 from ..core.sessions.layout import check_session_name
 from ..core.sessions.store import SessionFolders
 from ..core.store.atomic import read_parquet
 from ..core.store.preview import markdown_preview
 from ..core.words import plural
+from .partitions import sessions_partitions
 from .resources import StatepoolSettings
-
-sessions_partitions = DynamicPartitionsDefinition(name=SESSIONS_PARTITIONS)
 
 NO_REJECTS = "no_rejects"
 EVERY_STATE_HAS_A_PROMPT = "every_state_has_prompt"
