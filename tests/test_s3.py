@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -280,3 +281,25 @@ def test_the_live_pool_keeps_serving_while_the_s3_endpoint_is_gone(on_s3, moto_s
     assert [pool[i] for i in range(len(served))] == rows
     assert written(pool[i] for i in range(len(served), len(pool))) == [30, 31, 32]
     assert any("readable again" in m.getMessage() for m in caplog.records)
+
+
+def test_a_refresh_on_s3_reads_new_segments_at_once_and_lists_the_tables_at_a_pace(on_s3, moto_s3):
+    sessions = sessions_copy(on_s3)
+    pool = LivePool(
+        on_s3.store, sessions, refresh_seconds=0.0, storage_options=moto_s3.storage_options()
+    )
+    served = pool.state_ids()
+
+    def tables_listed() -> bool:
+        return any(r.is_listing and "prompts" in r.query for r in moto_s3.requests)
+
+    write_session(sessions, range(60, 65))
+    moto_s3.reset_requests()
+    assert pool.refresh()  # right after the open's listing: the segments only
+    assert len(pool) == len(served) + 5 and not tables_listed()
+
+    deadline = time.monotonic() + 60
+    while not tables_listed() and time.monotonic() < deadline:  # at most a tenth of the time
+        time.sleep(0.2)
+        pool.refresh()
+    assert tables_listed()
