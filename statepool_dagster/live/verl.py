@@ -4,9 +4,10 @@
 under ``data.statepool``: ``store`` (else ``STATEPOOL_STORE_DIR``), ``sessions`` (the
 folder rollout workers seal states into, else ``STATEPOOL_SESSIONS_DIR``), ``feedback``,
 ``select`` (keys of :class:`SelectionOptions`, else the ``STATEPOOL_SELECT_*``
-variables), ``split``, ``cache_dir``, ``new_first``. ``data.train_files`` is not read, but
-verl requires it. Rows are those of ``statepool export --format verl`` (``extra_info``
-with the source fields; ``weight``, with a weight, as it was when the state came in).
+variables), ``split`` (with ``val_fraction`` and ``seed``, as the export splits runs),
+``cache_dir``, ``new_first``. ``data.train_files`` is not read, but verl requires it.
+Rows are those of ``statepool export --format verl`` (``extra_info`` with the source
+fields; ``weight``, with a weight, as it was when the state came in).
 
 Each state's row is written once, when it first comes in, to an Arrow file in a folder of
 this process (under ``cache_dir``, else the temporary folder; removed at exit; never in
@@ -132,6 +133,8 @@ class LiveRLDataset(RLHFDataset):
             options=options,
             feedback=own.get("feedback") or feedback_folder(settings),
             split=own.get("split"),
+            val_fraction=float(own.get("val_fraction", 0.0)),
+            seed=int(own.get("seed", 0)),
             refresh_seconds=0.0,
         )
         self.new_first = bool(own.get("new_first", True))
