@@ -21,12 +21,12 @@ holds so stays valid, and the length never shrinks. With ``new_first`` (the defa
 states are served first, whatever index is asked for. Changes reach the dataloader only
 with ``data.dataloader_num_workers=0`` (workers hold a copy until the next epoch).
 
-The v1 trainer never calls ``on_batch_end``: its replay buffer is the hook there
-(:mod:`.verl_v1`), refreshing every live dataset of the process before each sample.
+The v1 trainer never calls ``on_batch_end``: its replay buffer (:mod:`.verl_v1`) does.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import tempfile
@@ -39,6 +39,7 @@ from typing import Any
 import datasets
 import numpy as np
 import pyarrow as pa
+from datasets.table import InMemoryTable, MemoryMappedTable, concat_tables
 from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.utils.tokenizer import normalize_token_ids
 
@@ -52,6 +53,7 @@ from .pool import LivePool
 log = logging.getLogger(__name__)
 _live: weakref.WeakSet[LiveRLDataset] = weakref.WeakSet()
 BATCH_ROWS = 1_000  # rows read, measured and written at a time: what a load holds at once
+COUNT_ROWS = 64  # prompts tokenized at once (their token ids are Python ints for a while)
 
 
 def refresh_live_datasets() -> int:
@@ -76,7 +78,7 @@ def _options(config: Any) -> SelectionOptions:
 
 
 class RowFiles:
-    """Rows appended to Arrow files in ``folder``, memory-mapped and read as one dataset.
+    """Rows appended to Arrow files in ``folder``, memory-mapped and read as one table.
 
     A row keeps its number for good. The last two files are merged while the last is at
     least half the size of the one before (as a binary counter carries): a few files,
@@ -85,39 +87,39 @@ class RowFiles:
 
     def __init__(self, folder: Path, schema: pa.Schema):
         self.folder, self.schema = folder, schema
-        self.parts: list[datasets.Dataset] = []
-        self.rows = 0
+        self.info = datasets.DatasetInfo(features=datasets.Features.from_arrow_schema(schema))
+        self.parts: list[tuple[Path, MemoryMappedTable]] = []
         self._files = 0
-        self._joined: datasets.Dataset | None = None
 
     def add(self, tables: Iterable[pa.Table]) -> int:
         """Append the rows of ``tables`` (one file); how many."""
-        part = self._write(tables)
-        if len(part):
-            self.parts.append(part)
-            self.rows += len(part)
-            self._joined = None
-            while len(self.parts) > 1 and 2 * len(self.parts[-1]) >= len(self.parts[-2]):
-                merged = self._write(p.data.table for p in self.parts[-2:])
-                for old in self.parts[-2:]:
-                    Path(old.cache_files[0]["filename"]).unlink()
-                self.parts[-2:] = [merged]
-        return len(part)
+        path, part = self._write(tables)
+        if not part.num_rows:
+            path.unlink()
+            return 0
+        self.parts.append((path, part))
+        while len(self.parts) > 1 and 2 * self.parts[-1][1].num_rows >= self.parts[-2][1].num_rows:
+            merged = self._write(table.table for _, table in self.parts[-2:])
+            for old, _ in self.parts[-2:]:
+                old.unlink()
+            self.parts[-2:] = [merged]
+        return part.num_rows
 
-    def _write(self, tables: Iterable[pa.Table]) -> datasets.Dataset:
+    def _write(self, tables: Iterable[pa.Table]) -> tuple[Path, MemoryMappedTable]:
         path = self.folder / f"rows-{self._files:06d}.arrow"
         self._files += 1
         with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, self.schema) as out:
             for table in tables:
                 out.write_table(table, max_chunksize=BATCH_ROWS)
-        return datasets.Dataset.from_file(str(path))
+        return path, MemoryMappedTable.from_file(str(path))
 
-    def dataset(self) -> datasets.Dataset:
-        if self._joined is None:
-            if not self.parts:
-                return datasets.Dataset(datasets.table.InMemoryTable(self.schema.empty_table()))
-            self._joined = datasets.concatenate_datasets(self.parts)
-        return self._joined
+    def dataset(self, fingerprint: str) -> datasets.Dataset:
+        """Every row written, as one dataset (no row copied)."""
+        if not self.parts:
+            table = InMemoryTable(self.schema.empty_table())
+        else:
+            table = concat_tables([part for _, part in self.parts])
+        return datasets.Dataset(table, info=self.info, fingerprint=fingerprint)
 
 
 class LiveRLDataset(RLHFDataset):
@@ -140,12 +142,14 @@ class LiveRLDataset(RLHFDataset):
         self.new_first = bool(own.get("new_first", True))
         folder = tempfile.mkdtemp(prefix="statepool-live-", dir=own.get("cache_dir"))
         weakref.finalize(self, shutil.rmtree, folder, True)
-        self.files = RowFiles(Path(folder), verl_schema(True, options.weight is not None))
-        self.prompt_tokens: dict[str, int] = {}  # every state measured, kept or not
+        schema = datasets.Features.from_arrow_schema(verl_schema(True, options.weight is not None))
+        self.files = RowFiles(Path(folder), schema.arrow_schema)  # as datasets writes it
+        self.prompt_tokens: dict[str, int] = {}  # each state measured (0: not counted)
         self._ids: list[str] = []  # a row's state
         self._row_of: dict[str, int] = {}
         self._slots = np.zeros(0, dtype=np.int64)  # an index's row
-        self._slot_of: dict[str, int] = {}
+        self._slot_of: dict[str, int] = {}  # a served state's slot
+        self._spare: list[int] = []  # slots serving a state that has another slot
         self._fresh: deque[str] = deque()
         self._loads = 0
         self._unread = False
@@ -160,9 +164,7 @@ class LiveRLDataset(RLHFDataset):
     def on_batch_end(self, batch: Any = None) -> None:
         """Take in what changed in the pool (verl's legacy trainer calls it after each step)."""
         if self.pool.refresh() or self._unread:
-            before = len(self._slot_of)
             self._update()
-            log.info("statepool: %d -> %d states after a step", before, len(self._slot_of))
 
     def __getitem__(self, item: int) -> dict:
         while self._fresh:
@@ -179,14 +181,9 @@ class LiveRLDataset(RLHFDataset):
         if new:
             self._write(new)
         added = set(self._ids[first:])
-        wanted = [sid for sid in ids if self._fits(sid)]
+        tokens, limit = self.prompt_tokens, self._limit()
+        wanted = [sid for sid in ids if (n := tokens.get(sid)) is not None and n <= limit]
         self._place(wanted, [sid for sid in wanted if sid in added])
-
-    def _fits(self, state_id: str) -> bool:
-        tokens = self.prompt_tokens.get(state_id)
-        if tokens is None:
-            return False
-        return not self.filter_overlong_prompts or tokens <= self.max_prompt_length
 
     def _write(self, positions: list[int]) -> None:
         """Read, measure and write the rows of these pool positions (those that fit)."""
@@ -208,24 +205,19 @@ class LiveRLDataset(RLHFDataset):
             self._row_of[sid] = len(self._ids)
             self._ids.append(sid)
         self.prompt_tokens.update(measured)
-        if len(kept) < len(measured):
-            log.info(
-                "statepool: %d of %d new states over max_prompt_length %d, not served",
-                len(measured) - len(kept), len(measured), self.max_prompt_length,
-            )  # fmt: skip
+        log.info("statepool: %d new states, %d too long", len(measured), len(measured) - len(kept))
 
     def _rows(self, positions: list[int]) -> list[ExportRow]:
         """The rows that can be read now; the others are read at the next step."""
         rows = []
         for i in positions:
             try:
-                row = self.pool.export_row(i)
+                rows.append(self.pool.export_row(i))
             except OSError:  # the pool has logged it
-                row = None
-            if row is not None and row.state_id == self.pool.state_id(i):  # not a stand-in
-                rows.append(row)
-            else:
-                self._unread = True
+                continue
+            if rows[-1].state_id != self.pool.state_id(i):  # a stand-in row
+                rows.pop()
+        self._unread = self._unread or len(rows) < len(positions)
         return rows
 
     def _limit(self) -> float:
@@ -235,64 +227,72 @@ class LiveRLDataset(RLHFDataset):
         """Each row's prompt tokens: the export's count, else counted as verl counts them."""
         counts = {r.state_id: r.prompt_tokens for r in rows if r.prompt_tokens is not None}
         todo = [r for r in rows if r.prompt_tokens is None]
-        if not self.filter_overlong_prompts:
+        if not todo or not self.filter_overlong_prompts:
             return counts | {r.state_id: 0 for r in todo}
-        if self.processor is not None:  # verl's own filter: images, videos, processor
-            light = datasets.Dataset.from_dict(
-                {self.prompt_key: [r.messages() for r in todo], "_k": list(range(len(todo)))}
-            )
-            workers, self.num_workers = self.num_workers, None
-            try:
-                fit = set(self.maybe_filter_out_long_prompts(light)["_k"])
-            finally:
-                self.num_workers = workers
+        if self.processor is not None:  # verl's own filter (a processor), in this process
+            messages = [r.messages() for r in todo]
+            light = datasets.Dataset.from_dict({self.prompt_key: messages, "_k": range(len(todo))})
+            self.num_workers, workers = None, self.num_workers
+            fit = set(self.maybe_filter_out_long_prompts(light)["_k"])
+            self.num_workers = workers
             over = self.max_prompt_length + 1
             return counts | {r.state_id: 0 if k in fit else over for k, r in enumerate(todo)}
-        return counts | {r.state_id: self._count(r.messages()) for r in todo}
+        return counts | dict(zip([r.state_id for r in todo], self._count(todo), strict=True))
 
-    def _count(self, messages: list[dict[str, str]]) -> int:
-        """verl 0.9's ``doc2len`` for a tokenizer (a prompt it cannot template is too long)."""
+    def _count(self, rows: list[ExportRow]) -> list[int]:
+        """verl 0.9's ``doc2len`` for a tokenizer, a batch at a time (a prompt it cannot
+        template is too long, as in verl)."""
         kwargs = dict(self.apply_chat_template_kwargs)
         if self.tool_schemas is not None:
             kwargs["tools"] = self.tool_schemas
         for key in ("tokenize", "return_dict", "return_tensors"):
             kwargs.pop(key, None)
+        template = functools.partial(
+            self.tokenizer.apply_chat_template, add_generation_prompt=True, tokenize=True, **kwargs
+        )
         try:
-            ids = self.tokenizer.apply_chat_template(
-                messages, add_generation_prompt=True, tokenize=True, **kwargs
-            )
-        except Exception as exc:  # verl drops such a prompt too (and prints its traceback)
-            log.warning("statepool: a prompt could not be templated, not served: %s", exc)
-            return self.max_prompt_length + 1
-        return len(normalize_token_ids(ids))
+            counts = []
+            for start in range(0, len(rows), COUNT_ROWS):
+                ids = template([r.messages() for r in rows[start : start + COUNT_ROWS]])
+                ids = ids["input_ids"] if hasattr(ids, "keys") else ids
+                counts += [len(one) if isinstance(one, list) else len(normalize_token_ids(one))
+                           for one in ids]  # fmt: skip
+            return counts
+        except Exception:  # one prompt spoilt the batch: each alone
+            counts = []
+            for row in rows:
+                try:
+                    counts.append(len(normalize_token_ids(template(row.messages()))))
+                except Exception as exc:  # verl drops such a prompt too
+                    log.warning("statepool: state %s: prompt not templated: %s", row.state_id, exc)
+                    counts.append(self.max_prompt_length + 1)
+            return counts
 
     def _place(self, wanted: list[str], added: list[str]) -> None:
         """Give each wanted state a slot; a slot keeps its state while it is wanted."""
         keep = set(wanted)
-        placed: dict[str, int] = {}
-        holes: list[int] = []
-        for slot, row in enumerate(self._slots.tolist()):
-            sid = self._ids[row]
-            if sid in keep and sid not in placed:
-                placed[sid] = slot
-            else:  # left out, or a second slot of a state: a new state may take it
-                holes.append(slot)
-        incoming = [sid for sid in wanted if sid not in placed]
-        grown = max(0, len(incoming) - len(holes))
+        gone = [sid for sid in self._slot_of if sid not in keep]
+        incoming = [sid for sid in wanted if sid not in self._slot_of]
+        # free: slots of states left out, and spare ones (a second slot of a served state)
+        free = sorted([*self._spare, *(self._slot_of.pop(sid) for sid in gone)])
+        grown = max(0, len(incoming) - len(free))
         slots = np.concatenate([self._slots, np.zeros(grown, dtype=np.int64)])
-        free = [*holes, *range(len(self._slots), len(slots))]
+        free += range(len(self._slots), len(slots))
         for slot, sid in zip(free, incoming, strict=False):
-            slots[slot], placed[sid] = self._row_of[sid], slot
-        left = holes[len(incoming) :]
-        for k, slot in enumerate(left if wanted else ()):  # the pool shrank: serve served ones
-            slots[slot] = slots[placed[wanted[k * len(wanted) // len(left)]]]
-        if left and not wanted:
+            slots[slot], self._slot_of[sid] = self._row_of[sid], slot
+        self._spare = free[len(incoming) :]
+        moved = [slot for slot in self._spare if self._ids[slots[slot]] not in keep]
+        for k, slot in enumerate(moved if wanted else ()):  # the pool shrank: a served state
+            slots[slot] = slots[self._slot_of[wanted[k * len(wanted) // len(moved)]]]
+        if moved and not wanted:
             log.warning("statepool: the selection leaves every state out; serving the last ones")
-        self._slots, self._slot_of = slots, placed
+        self._slots = slots
         if self.new_first and self._loads:
             self._fresh.extend(added)
         self._loads += 1
         fingerprint = f"statepool-live-{id(self):x}-{self._loads}"
-        self.dataframe = self.files.dataset().select(
-            slots, keep_in_memory=True, new_fingerprint=fingerprint
-        )
+        self.dataframe = self.files.dataset(fingerprint)
+        if not np.array_equal(slots, np.arange(len(self.dataframe))):
+            self.dataframe = self.dataframe.select(
+                slots, keep_in_memory=True, new_fingerprint=fingerprint + "-slots"
+            )
