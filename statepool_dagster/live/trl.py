@@ -43,6 +43,7 @@ def trl_row(row: ExportRow, weight: float | None, with_weight: bool) -> dict[str
         "state": row.state,
         "source": row.source,  # runs or sessions
         "session": row.session or "",  # a string on every row: one inferred type
+        "policy_step": row.policy_step,  # None for a run state
     }
     if with_weight:
         out["weight"] = 1.0 if weight is None else float(weight)
