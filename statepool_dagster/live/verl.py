@@ -65,16 +65,12 @@ def refresh_live_datasets() -> int:
 
 
 def _options(config: Any) -> SelectionOptions:
-    select = (config.get("statepool") or {}).get("select") if config is not None else None
+    select = dict((config.get("statepool") or {}).get("select") or {})
     if not select:
         return SelectionOptions.from_env()
-    band = select.get("difficulty_band")
-    return SelectionOptions(
-        drop_zero_variance=select.get("drop_zero_variance"),
-        difficulty_band=tuple(band) if band else None,
-        band_on=select.get("band_on") or "match",
-        weight=select.get("weight"),
-    )
+    if select.get("difficulty_band"):
+        select["difficulty_band"] = tuple(select["difficulty_band"])
+    return SelectionOptions(**select)  # an unknown key: a TypeError that names it
 
 
 class RowFiles:
@@ -140,19 +136,19 @@ class LiveRLDataset(RLHFDataset):
             refresh_seconds=0.0,
         )
         self.new_first = bool(own.get("new_first", True))
+        self._limit = self.max_prompt_length if self.filter_overlong_prompts else float("inf")
         folder = tempfile.mkdtemp(prefix="statepool-live-", dir=own.get("cache_dir"))
         weakref.finalize(self, shutil.rmtree, folder, True)
         schema = datasets.Features.from_arrow_schema(verl_schema(True, options.weight is not None))
         self.files = RowFiles(Path(folder), schema.arrow_schema)  # as datasets writes it
         self.prompt_tokens: dict[str, int] = {}  # each state measured (0: not counted)
-        self._ids: list[str] = []  # a row's state
-        self._row_of: dict[str, int] = {}
+        self._ids, self._row_of = [], {}  # a row's state, a state's row
         self._slots = np.zeros(0, dtype=np.int64)  # an index's row
         self._slot_of: dict[str, int] = {}  # a served state's slot
         self._spare: list[int] = []  # slots serving a state that has another slot
+        self._pooled: set[str] = set()  # the states the pool served at the last update
         self._fresh: deque[str] = deque()
-        self._loads = 0
-        self._unread = False
+        self._loads, self._unread = 0, False
         self._update()
         _live.add(self)
 
@@ -175,18 +171,29 @@ class LiveRLDataset(RLHFDataset):
 
     def _update(self) -> None:
         ids = self.pool.state_ids()
+        cut = len(ids)  # the pool's new states come after those it served before
+        while cut and ids[cut - 1] not in self._pooled:
+            cut -= 1
+        left = cut < len(self._pooled)  # a state the pool served is gone
+        if left:
+            self._pooled = set(ids)
+        self._pooled.update(ids[cut:])
+        start = 0 if left or self._unread else cut  # else only the new states are looked at
         self._unread = False
-        new = [i for i, sid in enumerate(ids) if sid not in self.prompt_tokens]
+        tokens = self.prompt_tokens
         first = len(self._ids)
-        if new:
-            self._write(new)
+        self._write([i for i in range(start, len(ids)) if ids[i] not in tokens])
         added = set(self._ids[first:])
-        tokens, limit = self.prompt_tokens, self._limit()
-        wanted = [sid for sid in ids if (n := tokens.get(sid)) is not None and n <= limit]
-        self._place(wanted, [sid for sid in wanted if sid in added])
+        limit = self._limit
+        incoming = [sid for sid in ids[start:] if sid not in self._slot_of
+                    and (n := tokens.get(sid)) is not None and n <= limit]  # fmt: skip
+        gone = [sid for sid in self._slot_of if sid not in self._pooled] if left else []
+        self._place(incoming, gone, [sid for sid in incoming if sid in added])
 
     def _write(self, positions: list[int]) -> None:
         """Read, measure and write the rows of these pool positions (those that fit)."""
+        if not positions:
+            return
         weighted = "weight" in self.files.schema.names
         kept: list[str] = []
         measured: dict[str, int] = {}
@@ -195,7 +202,7 @@ class LiveRLDataset(RLHFDataset):
             for start in range(0, len(positions), BATCH_ROWS):
                 rows = self._rows(positions[start : start + BATCH_ROWS])
                 measured.update(self._measure(rows))
-                rows = [r for r in rows if measured[r.state_id] <= self._limit()]
+                rows = [r for r in rows if measured[r.state_id] <= self._limit]
                 kept.extend(r.state_id for r in rows)
                 records = [verl_record(r, True, weighted) for r in rows]
                 yield pa.Table.from_pylist(records, schema=self.files.schema)
@@ -219,9 +226,6 @@ class LiveRLDataset(RLHFDataset):
                 rows.pop()
         self._unread = self._unread or len(rows) < len(positions)
         return rows
-
-    def _limit(self) -> float:
-        return self.max_prompt_length if self.filter_overlong_prompts else float("inf")
 
     def _measure(self, rows: list[ExportRow]) -> dict[str, int]:
         """Each row's prompt tokens: the export's count, else counted as verl counts them."""
@@ -268,12 +272,9 @@ class LiveRLDataset(RLHFDataset):
                     counts.append(self.max_prompt_length + 1)
             return counts
 
-    def _place(self, wanted: list[str], added: list[str]) -> None:
-        """Give each wanted state a slot; a slot keeps its state while it is wanted."""
-        keep = set(wanted)
-        gone = [sid for sid in self._slot_of if sid not in keep]
-        incoming = [sid for sid in wanted if sid not in self._slot_of]
-        # free: slots of states left out, and spare ones (a second slot of a served state)
+    def _place(self, incoming: list[str], gone: list[str], added: list[str]) -> None:
+        """Slots for the incoming states; a slot keeps its state while it is served."""
+        # free: slots of states gone, and spare ones (a second slot of a served state)
         free = sorted([*self._spare, *(self._slot_of.pop(sid) for sid in gone)])
         grown = max(0, len(incoming) - len(free))
         slots = np.concatenate([self._slots, np.zeros(grown, dtype=np.int64)])
@@ -281,10 +282,11 @@ class LiveRLDataset(RLHFDataset):
         for slot, sid in zip(free, incoming, strict=False):
             slots[slot], self._slot_of[sid] = self._row_of[sid], slot
         self._spare = free[len(incoming) :]
-        moved = [slot for slot in self._spare if self._ids[slots[slot]] not in keep]
-        for k, slot in enumerate(moved if wanted else ()):  # the pool shrank: a served state
-            slots[slot] = slots[self._slot_of[wanted[k * len(wanted) // len(moved)]]]
-        if moved and not wanted:
+        moved = [slot for slot in self._spare if self._ids[slots[slot]] not in self._slot_of]
+        served = list(self._slot_of) if moved else []
+        for k, slot in enumerate(moved if served else ()):  # the pool shrank: a served state
+            slots[slot] = slots[self._slot_of[served[k * len(served) // len(moved)]]]
+        if moved and not served:
             log.warning("statepool: the selection leaves every state out; serving the last ones")
         self._slots = slots
         if self.new_first and self._loads:
