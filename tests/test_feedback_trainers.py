@@ -13,6 +13,7 @@ import itertools
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -354,3 +355,20 @@ def test_verl_v1_builds_the_live_replay_buffer_and_its_sample_refreshes_the_pool
     # the prompts verl draws next (the dataloader indexes the dataset) are the new states
     assert {dataset[i]["extra_info"]["state_id"] for i in range(len(new))} == new
     assert served[1] == after  # the async buffer refreshes too (nothing changed since)
+
+
+@pytest.mark.slow  # a trainer process: verl, torch and transformers imported
+def test_the_live_verl_bench_runs_on_a_small_pool(pool, tmp_path):
+    _need("verl", "torch")
+    copy = _copy(pool, tmp_path)
+    bench = Path(__file__).resolve().parents[1] / "bench" / "live_verl.py"
+    done = subprocess.run(
+        [sys.executable, str(bench), "--store", str(copy.store), "--sessions", str(copy.sessions),
+         "--tokenizer", str(pool.tokenizer), "--segments", "2", "--cache", str(tmp_path)],
+        env=copy.env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["states_served"] == [6, 11, 16]
+    assert len(result["on_batch_end_seconds"]) == 2 and result["on_batch_end_max"] > 0
+    assert result["rss_anon_mb_imports"] <= result["rss_anon_mb_open"] <= result["vm_hwm_mb"]
