@@ -194,6 +194,26 @@ def test_the_trl_stream_serves_a_state_sealed_while_it_streams(pool, tmp_path):
     assert [r["state_id"] for r in rows[3:]] == first[2:6]  # round robin goes on
 
 
+def test_the_trl_stream_draws_by_weight_once_each_state_was_served(pool, tmp_path):
+    from statepool_dagster.live.trl import live_rows
+
+    copy = _copy(pool, tmp_path)
+    feedback = tmp_path / "feedback"
+    ids = sorted(load_prompts(copy.store)["state_id"])
+    with SegmentWriter(feedback, "earlier-run") as writer:  # one group a state; one varied
+        for sid in ids:
+            for score in (-1.0, 1.0) if sid == ids[2] else (0.5, 0.5):
+                writer.append({"state_id": sid, "score": score, "group": f"g-{sid}",
+                               "time": 1.0, "source": "trl", "step": 0})  # fmt: skip
+    stream = live_rows(str(copy.store), str(copy.sessions), options={"weight": "std"},
+                       feedback=str(feedback), refresh_seconds=0.0)  # fmt: skip
+    rows = list(itertools.islice(stream, 6 + 40))
+    assert [r["state_id"] for r in rows[:6]] == ids  # each once, in the pool's order
+    weights = {r["state_id"]: r["weight"] for r in rows[:6]}
+    assert weights.pop(ids[2]) > 0 and set(weights.values()) == {0.0}
+    assert {r["state_id"] for r in rows[6:]} == {ids[2]}  # then by weight: zero std never
+
+
 @pytest.mark.slow
 def test_grpo_on_the_live_pool_serves_states_sealed_in_training_and_drops_flat_ones(
     pool, tmp_path, monkeypatch

@@ -60,17 +60,24 @@ class _Order:
         self.fresh: deque[str] = deque()
         self.cursor = 0  # round robin: the next position
         self.last: str | None = None
+        self.position: dict[str, int] = {}
+        self.cumulative: list[float] = []
         self.update()
 
     def update(self) -> None:
-        """Take in a change of the pool: O(states), once per change."""
+        """Take in a change of the pool: its new states (they come last), all of it when one
+        left (positions shift), every weight when weighted."""
         ids = self.pool.state_ids()
-        self.position = {sid: i for i, sid in enumerate(ids)}
-        queued = set(self.fresh)
-        self.fresh.extend(s for s in ids if s not in self.served and s not in queued)
-        if self.last in self.position:  # round robin goes on after the last one served
-            self.cursor = self.position[self.last] + 1
-        self.cumulative: list[float] = []
+        cut = len(ids)
+        while cut and ids[cut - 1] not in self.position:
+            cut -= 1
+        if cut < len(self.position):  # a state left
+            self.position = {sid: i for i, sid in enumerate(ids)}
+            if self.last in self.position:  # round robin goes on after the last one served
+                self.cursor = self.position[self.last] + 1
+        else:
+            self.position.update((ids[i], i) for i in range(cut, len(ids)))
+        self.fresh.extend(sid for sid in ids[cut:] if sid not in self.served)
         if self.weighted:
             weights = (self.pool.weight(i) for i in range(len(ids)))
             self.cumulative = list(accumulate(1.0 if w is None else max(w, 1e-6) for w in weights))
@@ -80,9 +87,9 @@ class _Order:
         if not self.position:
             return None
         while self.fresh:
-            i = self.position.get(self.fresh.popleft())
-            if i is not None:
-                return self._served(i)
+            sid = self.fresh.popleft()
+            if sid in self.position and sid not in self.served:
+                return self._served(self.position[sid])
         if self.weighted:
             draw = self.rng.random() * self.cumulative[-1]
             return self._served(min(bisect_right(self.cumulative, draw), len(self.position) - 1))
