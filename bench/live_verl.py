@@ -7,18 +7,19 @@ In ``.venv-trainer`` (verl, datasets, transformers). ``LiveRLDataset`` is built 
 own dataset factory (``create_rl_dataset``) from verl's Hydra config with the overrides
 the docs give (``data.custom_cls``, ``data.statepool.store`` and ``.sessions``). Then
 ``--segments`` times: a writer seals one segment of ``--states`` new states into the
-session ``live-verl-<pid>`` of ``SESSIONS`` (they stay there: use a copy of the pool you
-keep), and ``on_batch_end`` is timed, as verl's trainer calls it after a step. Without
+session ``live-verl-<pid>`` of ``SESSIONS`` (they stay there: run it on a copy of the
+pool), and ``on_batch_end`` is timed, as verl's trainer calls it after a step. Without
 ``--tokenizer`` (a local folder), a small BPE with a chat template is trained on the
 pool's first prompts. Every prompt is counted (``filter_overlong_prompts``) against
 ``--max-prompt-length`` (default: none is too long).
 
-Prints one JSON line: the open's seconds, each ``on_batch_end``'s seconds (and the
-median, the largest), the states served before and after, and the process's memory:
-RssAnon (its own pages; the memory-mapped rows are page cache) before the open (torch,
-verl and transformers imported: most of it), after it and the largest after a step, and
-VmHWM (peak resident, page cache included). The open reads and counts every prompt, as
-verl's own load does: at 100,000 states it takes minutes.
+Prints one JSON line: the open's seconds, each ``on_batch_end``'s seconds (their median
+and largest, and the median of its process CPU seconds, steadier on a busy machine), the
+states served before and after, and the process's memory: RssAnon (its own pages; the
+memory-mapped rows are page cache) before the open (torch, verl and transformers
+imported: most of it), after it and the largest after a step, and VmHWM (peak resident,
+page cache included). The open reads and counts every prompt, as verl's own load does: at
+100,000 states it takes minutes.
 """
 
 from __future__ import annotations
@@ -139,16 +140,17 @@ def main() -> None:
         opened = time.perf_counter() - start
         served = [len(dataset)]
         anon_open = status_mb("RssAnon")
-        anon, steps = anon_open, []
+        anon, steps, cpus = anon_open, [], []
         session = f"live-verl-{os.getpid()}"
         base = os.getpid() * 1_000_000
         for segment in range(args.segments):
             with StateWriter(args.sessions, session, writer="bench") as writer:
                 for j in range(args.states):
                     writer.append(new_state(base + segment * args.states + j), policy_step=segment)
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             dataset.on_batch_end()
             steps.append(time.perf_counter() - start)
+            cpus.append(time.process_time() - cpu)
             served.append(len(dataset))
             anon = max(anon, status_mb("RssAnon"))
     result = {
@@ -157,6 +159,7 @@ def main() -> None:
         "on_batch_end_seconds": [round(s, 4) for s in steps],
         "on_batch_end_median": round(statistics.median(steps), 4) if steps else None,
         "on_batch_end_max": round(max(steps), 4) if steps else None,
+        "on_batch_end_cpu_median": round(statistics.median(cpus), 4) if cpus else None,
         "rss_anon_mb_imports": round(anon_imports, 1),
         "rss_anon_mb_open": round(anon_open, 1),
         "rss_anon_mb_max": round(anon, 1),
