@@ -112,6 +112,7 @@ def live_rows(
     seed: int = 0,
     split: str | None = None,
     val_fraction: float = 0.0,
+    storage_options: dict[str, Any] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Rows forever: states never served first (in the pool's order), then round robin or a
     weighted draw."""
@@ -119,6 +120,7 @@ def live_rows(
     pool = LivePool(
         store, sessions=sessions, options=selection, feedback=feedback, split=split,
         val_fraction=val_fraction, seed=seed, refresh_seconds=refresh_seconds,
+        storage_options=storage_options,
     )  # fmt: skip
     weighted = selection.weight is not None
     order = _Order(pool, weighted, seed)
@@ -142,6 +144,7 @@ def live_trl_dataset(
     seed: int = 0,
     split: str | None = None,
     val_fraction: float = 0.0,
+    storage_options: dict[str, Any] | None = None,
 ):
     """An endless ``datasets.IterableDataset`` over the pool in ``store`` (default: the setting).
 
@@ -173,5 +176,6 @@ def live_trl_dataset(
         "seed": seed,
         "split": split,
         "val_fraction": val_fraction,
+        "storage_options": storage_options,  # fsspec's, for a store or sessions URL
     }
     return IterableDataset.from_generator(live_rows, gen_kwargs=kwargs)

@@ -5,9 +5,10 @@ under ``data.statepool``: ``store`` (else ``STATEPOOL_STORE_DIR``), ``sessions``
 folder rollout workers seal states into, else ``STATEPOOL_SESSIONS_DIR``), ``feedback``,
 ``select`` (keys of :class:`SelectionOptions`, else the ``STATEPOOL_SELECT_*``
 variables), ``split`` (with ``val_fraction`` and ``seed``, as the export splits runs),
-``cache_dir``, ``new_first``. ``data.train_files`` is not read, but verl requires it.
-Rows are those of ``statepool export --format verl`` (``extra_info`` with the source
-fields; ``weight``, with a weight, as it was when the state came in).
+``storage_options`` (fsspec's, for URLs), ``cache_dir``, ``new_first``.
+``data.train_files`` is not read, but verl requires it. Rows are those of ``statepool
+export --format verl`` (``extra_info`` with the source fields; ``weight``, with a weight,
+as it was when the state came in).
 
 Each state's row is written once, when it first comes in, to an Arrow file in a folder of
 this process (under ``cache_dir``, else the temporary folder; removed at exit; never in
@@ -19,9 +20,8 @@ keeps its state while the selection keeps it; a slot whose state was left out ta
 state, else a served one; further new states get slots at the end. An index the sampler
 holds so stays valid, and the length never shrinks. With ``new_first`` (the default) new
 states are served first, whatever index is asked for. Changes reach the dataloader only
-with ``data.dataloader_num_workers=0`` (workers hold a copy until the next epoch).
-
-The v1 trainer never calls ``on_batch_end``: its replay buffer (:mod:`.verl_v1`) does.
+with ``data.dataloader_num_workers=0`` (workers hold a copy until the next epoch). The v1
+trainer never calls ``on_batch_end``: its replay buffer (:mod:`.verl_v1`) does.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import datasets
 import numpy as np
 import pyarrow as pa
 from datasets.table import InMemoryTable, MemoryMappedTable, concat_tables
+from omegaconf import OmegaConf
 from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.utils.tokenizer import normalize_token_ids
 
@@ -64,8 +65,7 @@ def refresh_live_datasets() -> int:
     return len(datasets_)
 
 
-def _options(config: Any) -> SelectionOptions:
-    select = dict((config.get("statepool") or {}).get("select") or {})
+def _options(select: dict[str, Any] | None) -> SelectionOptions:
     if not select:
         return SelectionOptions.from_env()
     if select.get("difficulty_band"):
@@ -123,17 +123,17 @@ class LiveRLDataset(RLHFDataset):
 
     def _read_files_and_tokenize(self) -> None:
         own = self.config.get("statepool") or {}
+        own = OmegaConf.to_container(own, resolve=True) if OmegaConf.is_config(own) else own
         settings = Settings.from_env(store_dir=own.get("store"))
-        options = _options(self.config)
+        options = _options(own.get("select"))
+        passed = ("split", "val_fraction", "seed", "storage_options")
         self.pool = LivePool(
             settings.store_dir,
             sessions=own.get("sessions") or settings.sessions_dir,
             options=options,
             feedback=own.get("feedback") or feedback_folder(settings),
-            split=own.get("split"),
-            val_fraction=float(own.get("val_fraction", 0.0)),
-            seed=int(own.get("seed", 0)),
             refresh_seconds=0.0,
+            **{key: own[key] for key in passed if own.get(key) is not None},
         )
         self.new_first = bool(own.get("new_first", True))
         self._limit = self.max_prompt_length if self.filter_overlong_prompts else float("inf")
