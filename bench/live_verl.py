@@ -2,6 +2,7 @@
 
 .venv-trainer/bin/python bench/live_verl.py --store STORE --sessions SESSIONS
     [--tokenizer DIR] [--segments 5] [--states 5] [--max-prompt-length N] [--cache DIR]
+    [--no-filter]
 
 In ``.venv-trainer`` (verl, datasets, transformers). ``LiveRLDataset`` is built by verl's
 own dataset factory (``create_rl_dataset``) from verl's Hydra config with the overrides
@@ -11,7 +12,8 @@ session ``live-verl-<pid>`` of ``SESSIONS`` (they stay there: run it on a copy o
 pool), and ``on_batch_end`` is timed, as verl's trainer calls it after a step. Without
 ``--tokenizer`` (a local folder), a small BPE with a chat template is trained on the
 pool's first prompts. Every prompt is counted (``filter_overlong_prompts``) against
-``--max-prompt-length`` (default: none is too long).
+``--max-prompt-length`` (default: none is too long); ``--no-filter`` counts none, for a
+quicker open (then ``on_batch_end`` counts nothing either).
 
 Prints one JSON line: the open's seconds, each ``on_batch_end``'s seconds (their median
 and largest, and the median of its process CPU seconds, steadier on a busy machine), the
@@ -107,7 +109,7 @@ def verl_config(args: argparse.Namespace, cache: Path):
         f"+data.statepool.sessions={args.sessions}",
         f"+data.statepool.cache_dir={cache}",
         f"data.max_prompt_length={args.max_prompt_length}",
-        "data.filter_overlong_prompts=True",
+        f"data.filter_overlong_prompts={not args.no_filter}",
         "data.dataloader_num_workers=0",
     ]
     folder = str(Path(verl_config_package.__file__).parent)
@@ -124,6 +126,11 @@ def main() -> None:
     parser.add_argument("--states", type=int, default=5, help="states in each new segment")
     parser.add_argument("--max-prompt-length", type=int, default=10**7)
     parser.add_argument("--cache", help="where the dataset's Arrow files go (default: a temp)")
+    parser.add_argument(
+        "--no-filter",
+        action="store_true",
+        help="count no prompt (a quicker open; not verl's default)",
+    )
     args = parser.parse_args()
 
     from transformers import AutoTokenizer
