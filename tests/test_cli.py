@@ -92,7 +92,7 @@ def test_status_lists_each_run(cli, workspace):
     generate_runs(workspace.runs, SPEC)
     summary(cli)
     append_checkpoint(workspace.run("run000"), SPEC, 0)
-    rows = {r["run"]: r for r in json.loads(cli("status", "--json").stdout)}
+    rows = {r["run"]: r for r in json.loads(cli("status", "--json").stdout)["runs"]}
     assert rows["run000"]["status"] == "stale"
     assert rows["run001"]["status"] == "materialized"
     assert rows["run001"]["states"] == SPEC.n_checkpoints

@@ -135,3 +135,21 @@ def test_a_writer_killed_mid_segment_loses_no_sealed_state_and_serves_no_unseale
     live = LivePool(store, sessions=root)
     assert _questions(live) == {f"q{k}" for k in (100, 101, 102, 103, 200, 201, 202)}
     assert live.rejects == []
+
+
+def test_a_served_segment_removed_leaves_and_its_place_still_answers(tmp_path):
+    from statepool_dagster.core.sessions import StateWriter
+
+    from helpers import generated_state
+
+    root, store = tmp_path / "sessions", tmp_path / "store"
+    store.mkdir()
+    for writer, k in (("a", 1), ("b", 2)):
+        with StateWriter(root, "s", writer=writer) as w:
+            w.append(generated_state(k), policy_step=k)
+    live = LivePool(store, sessions=root, refresh_seconds=0.0)
+    assert len(live) == 2
+    (root / "s" / "segments" / "b-000000.jsonl").unlink()
+    row = live[1]  # its line is gone: the pool looks again, and answers with what it has
+    assert json.loads(row["extra_info"]["state"])["episodes"][0]["question"] == "q1"
+    assert len(live) == 1 and live.rejects == []

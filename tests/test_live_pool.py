@@ -22,9 +22,8 @@ from statepool_dagster.core.segments.writer import SegmentWriter
 from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.core.sessions.build import build_session
 from statepool_dagster.core.stages import build_run
-from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
+from statepool_dagster.demo.sample_runs import SampleSpec, generate_run, generate_runs
 from statepool_dagster.live import LivePool
-from statepool_dagster.live.entries import SEGMENT, STORED
 
 from helpers import cli_env, generated_state, statepool
 
@@ -116,7 +115,9 @@ def test_rows_are_the_verl_exports_rows_with_duplicates_sessions_and_weights(poo
     served = _rows(live)
     assert served == {row["extra_info"]["state_id"]: row for row in exported}
     assert flat not in served and not any(s.startswith("run002") for s in served)
-    assert served[session_state]["weight"] == pytest.approx(0.7071, abs=1e-3)
+    selection = Selection.from_options(options, pool.store)
+    assert served[session_state]["weight"] == selection.decide(session_state).weight
+    assert served[session_state]["weight"] != served["run000_ckpt1"]["weight"]  # seen, unseen
     assert live.state_ids() == [live.state_id(i) for i in range(len(live))]
     assert [live.weight(i) for i in range(len(live))] == [
         served[s]["weight"] for s in live.state_ids()
@@ -149,7 +150,6 @@ def test_a_sealed_segment_is_served_before_dagster_then_from_the_store_in_place(
     new = live.state_ids()[len(before) :]
     assert len(new) == 2
     early = {sid: live[live.state_ids().index(sid)] for sid in new}
-    assert {live._served[s].kind for s in new} == {SEGMENT}
     build_session(pool.sessions, pool.store, "beta", pool.settings.prompt_spec())
     stored = pq.read_table(pool.store / "session_prompts" / "beta" / "v-000000.parquet")
     prompts = dict(zip(stored["state_id"].to_pylist(), stored["prompt"].to_pylist(), strict=True))
@@ -159,7 +159,7 @@ def test_a_sealed_segment_is_served_before_dagster_then_from_the_store_in_place(
     assert early == {sid: _export(pool.store)[sid] for sid in new}  # before and after Dagster
     assert not live.refresh()  # the same states, now read from the store
     assert live.state_ids() == before + new  # no state twice, none moved
-    assert {live._served[s].kind for s in new} == {STORED}
+    (pool.sessions / "beta" / "segments" / "v-000000.jsonl").unlink()  # read from the store now
     assert _rows(live) == _export(pool.store)
 
 
@@ -198,11 +198,11 @@ def test_a_fold_decides_again_only_the_states_whose_stats_changed(pool):
     assert live.refresh()
     assert live.state_ids() == [s for s in before if s != flat]
     after = dict(zip(live.state_ids(), [live.weight(i) for i in range(len(live))], strict=True))
-    assert after[spread] == pytest.approx(0.7071, abs=1e-3)
+    selection = Selection.from_options(options, pool.store)
+    assert after[spread] == selection.decide(spread).weight != weights[spread]
     assert {s: w for s, w in after.items() if s != spread} == {
         s: w for s, w in weights.items() if s not in (flat, spread)
     }
-    selection = Selection.from_options(options, pool.store)
     assert _rows(live) == _export(pool.store, selection)
 
 
@@ -236,3 +236,37 @@ def test_through_fsspec_the_pool_is_the_same_and_sees_a_sealed_segment(pool):
     assert url.refresh()
     assert url.state_ids()[:-1] == local.state_ids()
     assert url[len(url) - 1]["extra_info"]["session"] == "beta"
+
+
+def test_a_grown_run_keeps_its_places_and_its_new_checkpoint_comes_last(pool, tmp_path):
+    runs = tmp_path / "grown"
+    spec = SampleSpec(n_runs=1, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=2)
+    generate_run(runs / "run009", spec, 9)
+    settings = Settings(runs_dir=str(runs), store_dir=str(pool.store))
+    build_run(settings, "run009")
+    live = LivePool(pool.store, refresh_seconds=0.0)
+    before = live.state_ids()
+    assert {f"run009_ckpt{k}" for k in range(3)} <= set(before)
+    last = live[before.index("run009_ckpt2")]["extra_info"]
+    assert not last["has_reference_ops"]  # no next library yet
+    shutil.rmtree(runs / "run009")
+    generate_run(runs / "run009", SampleSpec(**{**spec.__dict__, "n_checkpoints": 4}), 9)
+    build_run(settings, "run009")
+    assert live.refresh()
+    assert live.state_ids()[: len(before)] == before
+    assert live.state_ids()[len(before) :] == ["run009_ckpt3"]
+    assert live[before.index("run009_ckpt2")]["extra_info"]["has_reference_ops"]
+    assert _rows(live) == _export(pool.store)
+
+
+def test_a_difficulty_band_and_pass_rate_weights_select_as_the_export_does(pool):
+    served = LivePool(pool.store).state_ids()
+    easy, hard, middle = served[0], served[1], served[-1]
+    _feedback(pool.store, {easy: [[1.0, 1.0, 1.0]], hard: [[0.0, 0.0]], middle: [[0.0, 1.0]]})
+    options = SelectionOptions(difficulty_band=(0.2, 0.8), weight="pass-rate")
+    live = LivePool(pool.store, options=options)
+    assert easy not in live.state_ids() and hard not in live.state_ids()
+    selection = Selection.from_options(options, pool.store)
+    weight = live.weight(live.state_ids().index(middle))
+    assert weight is not None and weight == selection.decide(middle).weight
+    assert _rows(live) == _export(pool.store, selection)

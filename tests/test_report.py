@@ -51,8 +51,10 @@ def synced(tmp_path_factory) -> SimpleNamespace:
         env.setenv("STATEPOOL_RUNS_DIR", str(runs))
         env.setenv("STATEPOOL_STORE_DIR", str(store))
         assert not sync(instance).failed
-        result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-            instance=instance, asset_selection=[AssetKey("training_dataset")]
+        result = (
+            defs()
+            .resolve_implicit_global_asset_job_def()
+            .execute_in_process(instance=instance, asset_selection=[AssetKey("training_dataset")])
         )
         assert result.success
         metadata = latest_metadata(instance, "training_dataset")
@@ -204,7 +206,7 @@ def test_report_pages_hold_the_store_numbers(synced):
         line = dict(zip(COLUMNS, overview.lines[run], strict=True))
         assert int(line["add"]) == sum(k["add"] for k in expected["ops"][run].values())
     run001 = (report / "runs" / "run001.html").read_text(encoding="utf-8")
-    assert "1 rejects" in run001 and "skills_v1.bak" in run001
+    assert "1 reject;" in run001 and "skills_v1.bak" in run001
     assert dict(zip(COLUMNS, overview.lines["run001"], strict=True))["rejects"] == "1"
 
 
@@ -284,7 +286,7 @@ def test_report_plots_render_and_match_the_store(synced, tmp_path):
                 assert ops == expected["ops"][run]
             page.goto((page_path.parent / "runs" / "run001.html").as_uri())
             run001 = page.locator('section[data-run="run001"]')
-            assert "1 rejects" in run001.inner_text()
+            assert "1 reject;" in run001.inner_text()
             assert "skills_v1.bak" in run001.locator("ul.ignored").text_content()
             assert "episodes.jsonl" in run001.locator("ul.rejects").text_content()
         finally:
@@ -309,8 +311,12 @@ def test_training_dataset_fails_when_its_fractions_leave_train_without_a_run(syn
         env.setenv("STATEPOOL_RUNS_DIR", str(synced.runs))
         env.setenv("STATEPOOL_STORE_DIR", str(synced.store))
         env.setenv("STATEPOOL_EXPORT_VAL_FRACTION", str(fraction))
-        result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-            instance=i, asset_selection=[AssetKey("training_dataset")], raise_on_error=False
+        result = (
+            defs()
+            .resolve_implicit_global_asset_job_def()
+            .execute_in_process(
+                instance=i, asset_selection=[AssetKey("training_dataset")], raise_on_error=False
+            )
         )
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)

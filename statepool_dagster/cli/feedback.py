@@ -1,6 +1,7 @@
 """``statepool feedback``: verl rollout dumps or ``statepool score --json`` output into feedback.
 
-``--fold`` then folds new feedback segments into ``state_stats`` as the asset does.
+``--fold`` then materializes ``state_stats`` (in this process, on the instance ``statepool
+sync`` uses), folding the new feedback segments as the sensor's runs do.
 Exit codes: 0 every line imported (or already imported), 1 some lines were rejects
 (the rest imported), 2 nothing to read (a missing folder or file).
 """
@@ -12,16 +13,18 @@ import json
 import sys
 
 from ..core.config import Settings
+from ..core.words import plural
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``statepool feedback`` on the main parser's sub-commands."""
     p = sub.add_parser(
-        "feedback", help="record verl rollout dumps or `statepool score --json` output as feedback"
+        "feedback",
+        help="record verl rollout dumps or the output of 'statepool score --json' as feedback",
     )
     source = p.add_mutually_exclusive_group()
     source.add_argument("--from-verl-dump", metavar="DIR", help="trainer.rollout_data_dir")
-    source.add_argument("--from-scores", metavar="FILE", help="`statepool score --json` output")
+    source.add_argument("--from-scores", metavar="FILE", help="what 'statepool score --json' wrote")
     p.add_argument(
         "--to",
         default=None,
@@ -31,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--fold",
         action="store_true",
-        help="then fold new feedback segments into state_stats (as the asset does, no Dagster)",
+        help="then materialize state_stats: fold new feedback segments as the sensor's runs do",
     )
     p.add_argument("--json", action="store_true", help="print the import's report as JSON")
     p.set_defaults(func=cmd_feedback)
@@ -60,7 +63,7 @@ def cmd_feedback(args: argparse.Namespace) -> int:
         print(f"reject: {reject}", file=sys.stderr)
     summary = {"feedback": folder, **report.to_dict()}
     if args.fold:
-        summary["stats"] = _fold(settings.store_dir, folder)
+        summary["stats"] = _fold(settings, folder)
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
@@ -68,25 +71,36 @@ def cmd_feedback(args: argparse.Namespace) -> int:
             done = len(report.already_imported)
             again = f", {done} already imported" if done else ""
             print(
-                f"{report.records} records from {report.files} files into {folder} "
-                f"({len(report.segments)} segments, {len(report.rejects)} rejects{again})"
+                f"{plural(report.records, 'record')} from {plural(report.files, 'file')} "
+                f"into {folder} ({plural(len(report.segments), 'segment')}, "
+                f"{plural(len(report.rejects), 'reject')}{again})"
             )
         if args.fold:
             stats = summary["stats"]
             print(
-                f"state_stats: {stats['states']} states, {stats['new_segments']} new segments "
-                f"({stats['new_records']} records, {stats['bad_lines']} bad lines)"
+                f"state_stats: {plural(stats['states'], 'state')}, "
+                f"{plural(stats['new_segments'], 'new segment')} "
+                f"({plural(stats['new_records'], 'record')}, "
+                f"{plural(stats['bad_lines'], 'bad line')})"
             )
     return 1 if report.rejects else 0
 
 
-def _fold(store: str, folder: str) -> dict:
-    from ..core.feedback.stats_store import update_stats
+def _fold(settings: Settings, folder: str) -> dict:
+    """``state_stats`` materialized through Dagster, folding ``folder``'s new segments."""
+    from ..core.errors import StatepoolError
+    from .console import dagster_instance, start_up
+    from .sync import fold_feedback
 
-    done = update_stats(store, folder)
+    with start_up():
+        instance = dagster_instance()
+    with_folder = settings.model_copy(update={"feedback_dir": folder})
+    done = fold_feedback(instance, with_folder, force=True)
+    if not done.ok:
+        raise StatepoolError(f"state_stats failed: {done.error}")
     return {
-        "states": done.table.num_rows,
-        "new_segments": done.new_segments,
-        "new_records": done.new_records,
-        "bad_lines": done.bad,
+        "states": done.states,
+        "new_segments": done.segments,
+        "new_records": done.records,
+        "bad_lines": done.bad_lines,
     }

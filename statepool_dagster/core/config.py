@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import (
@@ -18,6 +19,7 @@ from pydantic import (
     field_validator,
 )
 
+from .names import LAST_STDS, SCORE_RANGE
 from .prompts.spec import PromptLimits, PromptSpec
 from .states.join import Followup, Pairing
 
@@ -109,7 +111,11 @@ class Settings(BaseModel):
         1.0, ge=0, description="Weight of the outcome hook's value (when a hook is set)."
     )
     reward_format_error: float = Field(
-        -1.0, description="Reward of an answer with no well-formed list of ops."
+        SCORE_RANGE[0],
+        ge=SCORE_RANGE[0],
+        le=0,
+        description="Reward of an answer with no well-formed list of ops (the score scale's "
+        "bottom is -1).",
     )
     feedback_dir: str | None = Field(
         None,
@@ -125,13 +131,18 @@ class Settings(BaseModel):
         description="verl's compute_score: one state's answers within this window form a group.",
     )
     select_drop_zero_variance: int | None = Field(
-        None, ge=1, description="Serve no state whose last K feedback groups all had zero std."
-    )
-    select_difficulty_band: str | None = Field(
-        None, description="`LO,HI`: serve states whose mean ops-match rate (or score) is in it."
+        None,
+        ge=1,
+        le=LAST_STDS,
+        description="Serve no state whose last K feedback groups all had zero std (K: 1 to 16).",
     )
     select_band_on: Literal["match", "score"] = Field(
         "match", description="What the difficulty band reads: the ops-match rate or the score."
+    )
+    select_difficulty_band: str | None = Field(
+        None,
+        description="`LO,HI`: serve states whose mean ops-match rate (0 to 1) or score (-1 to 1) "
+        "is in it.",
     )
     select_weight: Literal["std", "pass-rate"] | None = Field(
         None, description="A weight per state: recent groups' reward std, or p(1-p) of matches."
@@ -139,7 +150,9 @@ class Settings(BaseModel):
     workers: int = Field(
         0, ge=0, description="Processes for a run covering several partitions (0: one per core)."
     )
-    sensor_interval: int = Field(30, ge=1, description="Seconds between sensor ticks.")
+    sensor_interval: int = Field(
+        30, ge=1, description="Seconds between sensor ticks. Read when the code location loads."
+    )
     settle_seconds: float = Field(
         10.0, ge=0, description="A run is requested once its files are this many seconds old."
     )
@@ -166,16 +179,38 @@ class Settings(BaseModel):
             raise ValueError(f"required when {cls.env_name('executor')}=celery")
         return url
 
+    @field_validator("select_difficulty_band", mode="after")
+    @classmethod
+    def _band(cls, band: str | None, info: ValidationInfo) -> str | None:
+        from .feedback.scales import band_problem
+
+        if band is None:
+            return None
+        try:
+            lo, hi = (float(x) for x in band.replace(",", " ").split())
+        except ValueError:
+            raise ValueError(f"{band!r}: two numbers, LO,HI") from None
+        problem = band_problem(lo, hi, info.data.get("select_band_on", "match"))
+        if problem:
+            raise ValueError(f"{band!r}: {problem}")
+        return band
+
     @classmethod
     def env_name(cls, field: str) -> str:
         return ENV_PREFIX + field.upper()
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
-        """Settings from the environment; explicit ``overrides`` (not ``None``) win."""
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        only: tuple[str, ...] | None = None,
+        **overrides: object,
+    ) -> Settings:
+        """Settings from the environment; explicit ``overrides`` (not ``None``) win. With
+        ``only``, the other fields keep their defaults (a bad value there is not read)."""
         environ = os.environ if environ is None else environ
         values: dict[str, object] = {}
-        for name in cls.model_fields:
+        for name in only or cls.model_fields:
             raw = environ.get(cls.env_name(name))
             if raw not in (None, ""):
                 values[name] = raw
@@ -225,3 +260,21 @@ class Settings(BaseModel):
             episode_formatter=self.episode_formatter,
             limits=self.prompt_limits(),
         )
+
+
+def settings_key() -> tuple[tuple[str, str], ...]:
+    """The ``STATEPOOL_*`` variables now set: what settings read now (and a cached grade)
+    depend on."""
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(ENV_PREFIX)))
+
+
+@lru_cache(maxsize=64)
+def _validated(only: tuple[str, ...], values: tuple[str | None, ...]) -> Settings:
+    environ = {Settings.env_name(f): v for f, v in zip(only, values, strict=True) if v is not None}
+    return Settings.from_env(environ, only=only)
+
+
+def settings_now(*only: str) -> Settings:
+    """The settings ``only`` names, from the environment as it is now; the others keep their
+    defaults. Validated once per distinct value: cheap enough for every reward call."""
+    return _validated(only, tuple(os.environ.get(Settings.env_name(f)) for f in only))

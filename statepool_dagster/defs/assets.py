@@ -43,6 +43,7 @@ from ..core.names import (
 from ..core.stages import STAGES, RunJob, stream_stage
 from ..core.store.arrow_memory import load_arrow
 from ..core.store.schemas import EPISODE_COLUMNS, PROMPT_COLUMNS, SNAPSHOT_COLUMNS, STATE_COLUMNS
+from ..core.words import plural
 from .checks import CHECK_SPECS, run_checks
 from .partitions import runs_partitions
 from .recording import (
@@ -54,13 +55,9 @@ from .recording import (
     record_together,
 )
 from .resources import StatepoolSettings
-from .storage import enable_event_batches
 
 # Loaded with the code location, once per process, not inside the first step of every run.
 load_arrow()
-# A run's planned events stored as one batch, whatever the storage (PostgreSQL's inserts
-# them in one statement); the SQLite storage of dagster.yaml sets it too.
-enable_event_batches()
 
 
 def _build_run(
@@ -212,6 +209,6 @@ with warnings.catch_warnings():
             raise failed[0].error
         if failed:
             raise Failure(
-                f"{len(failed)} of {len(runs)} runs failed: "
+                f"{len(failed)} of {plural(len(runs), 'run')} failed: "
                 + "; ".join(f"{b.run}: {b.error}" for b in failed)
             )

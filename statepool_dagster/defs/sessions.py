@@ -11,7 +11,6 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-import pyarrow.parquet as pq
 from dagster import (
     AssetCheckEvaluation,
     AssetCheckSpec,
@@ -19,7 +18,6 @@ from dagster import (
     AssetKey,
     AssetSelection,
     AssetSpec,
-    DynamicPartitionsDefinition,
     MaterializeResult,
     MetadataValue,
     Output,
@@ -28,18 +26,18 @@ from dagster import (
     multi_asset,
 )
 
-from ..core.names import GROUP, ROW_COUNT, SESSION_PROMPTS, SESSION_STATES, SESSIONS_PARTITIONS
+from ..core.names import GROUP, ROW_COUNT, SESSION_PROMPTS, SESSION_STATES, SESSIONS_JOB
 from ..core.sessions.build import SessionBuild, build_session
 from ..core.sessions.layout import check_session_name
 from ..core.sessions.store import SessionFolders
+from ..core.store.atomic import read_parquet
 from ..core.store.preview import markdown_preview
+from ..core.words import plural
+from .partitions import sessions_partitions
 from .resources import StatepoolSettings
-
-sessions_partitions = DynamicPartitionsDefinition(name=SESSIONS_PARTITIONS)
 
 NO_REJECTS = "no_rejects"
 EVERY_STATE_HAS_A_PROMPT = "every_state_has_prompt"
-SESSIONS_JOB = "statepool_sessions_job"
 
 SESSION_ASSET_SPECS = [
     AssetSpec(
@@ -94,7 +92,7 @@ def _preview(settings_store: str, session: str, build: SessionBuild) -> str:
     path = folders.states / names[-1].replace(".jsonl", ".parquet")
     try:
         columns = ["state_id", "writer", "segment", "line", "policy_step", "first_copy"]
-        table = pq.read_table(path, columns=columns) if path.exists() else None
+        table = read_parquet(path, columns=columns) if path.exists() else None
     except OSError:
         table = None
     return "_no states yet_" if table is None else markdown_preview(table, columns, 10)
@@ -138,8 +136,8 @@ def session_assets(
         settings.sessions_dir, settings.store_dir, session, settings.prompt_spec()
     )
     context.log.info(
-        f"{session}: built {len(build.built)} segment(s) in {build.seconds:.3f}s; "
-        f"{build.unique} states from {build.segments} segments"
+        f"{session}: built {plural(len(build.built), 'segment')} in {build.seconds:.3f}s; "
+        f"{plural(build.unique, 'state')} from {plural(build.segments, 'segment')}"
     )
     metadata = _metadata(build, _preview(settings.store_dir, session, build))
     yield MaterializeResult(asset_key=SESSION_STATES, metadata=metadata)

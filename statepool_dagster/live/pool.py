@@ -19,11 +19,10 @@ from __future__ import annotations
 import logging
 import os
 import time
-from bisect import bisect_left, insort
 from typing import Any
 
 from ..core.export.records import verl_record
-from ..core.export.rows import ExportOptions, ExportRow
+from ..core.export.rows import SPLITS, ExportOptions, ExportRow
 from ..core.feedback.select import Selection, SelectionOptions
 from ..core.feedback.stats_store import TABLE, stats_folder, update_stats
 from ..core.locations import AnyPath, as_path
@@ -33,6 +32,7 @@ from .entries import Candidates, Entry
 from .rows import RowReader, Stale
 from .runs import RunIndex
 from .segments import Rejects, SegmentIndex
+from .served import Served
 from .stamps import file_stamp, reachable
 from .stored import StoredIndex
 from .unavailable import Unreadable
@@ -69,6 +69,8 @@ class LivePool:
         storage_options: dict[str, Any] | None = None,
         prompt_spec: PromptSpec | None = None,
     ):
+        if split not in (None, *SPLITS):
+            raise ValueError(f"split {split!r}: None (every state) or one of {', '.join(SPLITS)}")
         self.store = _location(store, storage_options)
         self.sessions = None if sessions is None else _location(sessions, storage_options)
         self.options = options or SelectionOptions()
@@ -97,52 +99,54 @@ class LivePool:
         self._selection = Selection(self.options)
         self._stats_stamp: object = None
         self._folded = -1
-        self._order: list[str] = []
-        self._served: dict[str, Entry] = {}
-        self._keys: dict[str, list[tuple]] = {}
+        self._served = Served(split)
         self._checked = float("-inf")
         self.refresh(force=True)
 
     # ------------------------------------------------------------------ what is served
 
     def __len__(self) -> int:
-        return len(self._order)
+        return len(self._served)
 
     def state_ids(self) -> list[str]:
         """The served states' ids, in the served order."""
-        return list(self._order)
+        return list(self._served.order)
 
     def state_id(self, i: int) -> str:
-        return self._order[i]
+        return self._served.order[i]
 
     def weight(self, i: int) -> float | None:
-        return self._served[self._order[i]].weight
+        return self._served.at(i).weight
 
     @property
     def rejects(self) -> list:
-        """Bad segment lines met so far (``Reject``: file, line, error), never served."""
+        """Bad segment lines met so far (``Reject``: file, line, error; the first 10,000,
+        ``reject_log.count`` counts them all), never served."""
         return list(self.reject_log.kept)
 
     def export_row(self, i: int) -> ExportRow:
         """The ``i``-th served state as the export builds it, read now."""
         problem: BaseException = LookupError("moved")
+        sid = self.state_id(i)  # an IndexError for an index past the end, as a list's
         for delay in (*RETRY_DELAYS, None):
-            sid = self._order[i]
-            entry = self._served[sid]
+            if not -len(self._served) <= i < len(self._served):  # states left meanwhile
+                break
+            entry = self._served.at(i)
+            sid = entry.sid
             try:
-                row = self._reader.read(entry, bisect_left(self._keys[entry.split], entry.key))
+                row = self._reader.read(entry, self._served.index(entry))
                 return self._unreadable.ok(sid, row)
             except Stale as exc:
                 problem = exc
                 self._reindex(entry)
                 if self._unreadable.store_down is not None:
                     break
-            except OSError as exc:
+            except Exception as exc:  # an object store's client raises its own, not OSError
                 problem = exc
                 break
-            if delay is not None and self._served.get(sid) is entry:  # still where it was
+            if delay is not None and self._served.entries.get(sid) is entry:  # not moved
                 time.sleep(delay)
-        return self._unreadable.fallback(self._order[i], problem, self._readable_row)
+        return self._unreadable.fallback(sid, problem, self._readable_row)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         """The ``i``-th served state's row exactly as ``statepool export --format verl``
@@ -150,11 +154,11 @@ class LivePool:
         return verl_record(self.export_row(i), self.with_sessions, self.weighted)
 
     def _readable_row(self) -> ExportRow | None:
-        for sid in self._order[:64]:
-            entry = self._served[sid]
+        for i in range(min(64, len(self._served))):
+            entry = self._served.at(i)
             try:
-                return self._reader.read(entry, bisect_left(self._keys[entry.split], entry.key))
-            except (OSError, Stale):
+                return self._reader.read(entry, self._served.index(entry))
+            except Exception:  # Stale, OSError, an object store client's own errors
                 continue
         return None
 
@@ -167,39 +171,44 @@ class LivePool:
         if not force and now - self._checked < self.refresh_seconds:
             return False
         self._checked = now
-        before = (len(self._order), self._change)
-        try:
-            self._fold()
-            self._refresh_selection()  # first: new states are decided on the new stats
-            self._refresh_sources()
-        except OSError as exc:  # a trainer keeps training on what it has
-            self._unreadable.store_problem(exc)
-        except Exception:
-            self._unreadable.failed(log)
-        self.refreshes += 1
-        return (len(self._order), self._change) != before
-
-    _change = 0  # counts changes to the served states
-
-    def _refresh_sources(self) -> None:
-        if not reachable(self.store):
+        before = (len(self._served), self._served.changes)
+        reachable_now = reachable(self.store)
+        steps = [self._fold, self._refresh_selection, self._refresh_runs, self._refresh_stored]
+        if not reachable_now:
             self._unreadable.store_problem(FileNotFoundError(f"store {self.store} not reachable"))
-        else:
+            steps = []
+        troubled = not reachable_now
+        for step in [*steps, self._refresh_segments]:  # one failing leaves the others be
+            try:
+                step()
+            except OSError as exc:  # a trainer keeps training on what it has
+                self._unreadable.store_problem(exc)
+                troubled = True
+            except Exception:
+                self._unreadable.failed(log)
+        if not troubled:
             self._unreadable.store_back()
-            runs = self._runs.refresh()
-            if runs is not None:
-                self._apply(*runs)
-            known = self._segments.sizes if self._segments is not None else (lambda s, n: None)
-            stored = self._stored.refresh(known)
-            if stored is not None:
-                added, removed, newly = stored
-                self.with_sessions = self.with_sessions or bool(self._stored.stamps)
-                for session, name in newly:
-                    if self._segments is not None:
-                        removed += [
-                            c for c in self._segments.forget(session, name) if c not in removed
-                        ]
-                self._apply(added, removed)
+        self.refreshes += 1
+        return (len(self._served), self._served.changes) != before
+
+    def _refresh_runs(self) -> None:
+        runs = self._runs.refresh()
+        if runs is not None:
+            self._apply(*runs)
+
+    def _refresh_stored(self) -> None:
+        known = self._segments.sizes if self._segments is not None else (lambda s, n: None)
+        stored = self._stored.refresh(known)
+        if stored is None:
+            return
+        added, removed, newly = stored
+        self.with_sessions = self.with_sessions or bool(self._stored.stamps)
+        if self._segments is not None:
+            for session, name in newly:  # served from the store from now on
+                removed += self._segments.forget(session, name)
+        self._apply(added, removed)
+
+    def _refresh_segments(self) -> None:
         if self._segments is not None:
             change = self._segments.refresh(self._stored.has)
             if change is not None:
@@ -248,55 +257,5 @@ class LivePool:
         winners = self._candidates.winners
         self._serve({s for s in changed if s in winners}, set())
 
-    # ------------------------------------------------------------------ the served order
-
     def _serve(self, won: set[str], lost: set[str]) -> None:
-        """Serve the states that won (and pass the selection), stop serving those that lost."""
-        gone = set()
-        for sid in lost:
-            if sid in self._served:
-                self._unserve(sid)
-                gone.add(sid)
-        new: list[Entry] = []
-        for sid in won:
-            entry = self._candidates.winners[sid]
-            decision = self._selection.decide(sid)
-            if not decision.keep or (self.split is not None and entry.split != self.split):
-                if sid in self._served:
-                    self._unserve(sid)
-                    gone.add(sid)
-                continue
-            if entry.weight != decision.weight:
-                entry.weight = decision.weight
-                self._change += 1
-            old = self._served.get(sid)
-            if old is None:
-                new.append(entry)
-            elif old is not entry:  # the same state from another copy: same place, same row
-                self._drop_key(old)
-                insort(self._keys.setdefault(entry.split, []), entry.key)
-                self._served[sid] = entry
-        if gone:
-            self._order = [s for s in self._order if s not in gone]
-            self._change += 1
-        new.sort(key=lambda e: e.key)
-        for entry in new:
-            self._order.append(entry.sid)
-            self._served[entry.sid] = entry
-        for split in {e.split for e in new}:
-            keys = self._keys.setdefault(split, [])
-            mine = [e.key for e in new if e.split == split]
-            if len(mine) > 64:  # many at once (an open): one sort, not an insertion each
-                keys += mine
-                keys.sort()
-            else:
-                for key in mine:
-                    insort(keys, key)
-        self._change += len(new)
-
-    def _unserve(self, sid: str) -> None:
-        self._drop_key(self._served.pop(sid))
-
-    def _drop_key(self, entry: Entry) -> None:
-        keys = self._keys[entry.split]
-        del keys[bisect_left(keys, entry.key)]
+        self._served.update(won, lost, self._candidates.winners, self._selection.decide)

@@ -12,10 +12,11 @@ state's text read, a few checkpoints at a time, and let go. A run whose tables d
 from __future__ import annotations
 
 import logging
+import os
 
 from ..core.export.collect import _agree
 from ..core.export.rows import ExportOptions, split_of, state_text_digest
-from ..core.locations import AnyPath
+from ..core.locations import AnyPath, is_local
 from ..core.names import PROMPTS, STATES, TABLE_INDEX
 from ..core.runs.files import natural_key
 from ..core.runs.names import run_name_problem
@@ -26,12 +27,13 @@ from ..core.store.part_files import read_spans
 from ..core.store.parts import RunTable
 from ..core.store.schemas import SCHEMAS
 from .entries import RUN, Entry
-from .stamps import Stamp, file_stamp, index_stamps
+from .stamps import Stamp, file_stamp, index_stamps, local_stamp, subfolders
 from .stored import open_parquet
 
 log = logging.getLogger(__name__)
 
 BATCH = 256  # states read at a time for their digests
+SLICE = 128  # known runs whose index stamps a refresh looks at (all of them through fsspec)
 
 # An entry's locator: (prompts file, its span, states file, its span, the state's key).
 P_FILE, P_SPAN, S_FILE, S_SPAN, S_KEY = range(5)
@@ -46,31 +48,80 @@ class RunIndex:
         self.stamps: dict[str, tuple[Stamp, Stamp]] = {}
         self.entries: dict[str, dict[str, Entry]] = {}
         self._waiting: dict[str, tuple[Stamp, Stamp]] = {}  # disagreeing, logged at these stamps
+        self._names: dict[str, bool] = {}  # run name -> whether it is a valid run name
+        self._cycle: list[str] | None = None  # known runs, looked at SLICE a refresh
+        self._at = 0
+        self._folders: tuple = ()  # the two asset folders' stamps when last listed
+        self._both: set[str] | None = None
+        self._relisted = True  # the listing was taken again: look for runs gone
 
     def refresh(self) -> tuple[list[Entry], list[tuple]] | None:
         """``(entries added or replaced, copies removed)`` since the last refresh; ``None``
         when the store could not be listed (nothing changes then)."""
-        prompts = index_stamps(self.layout.root / PROMPTS)
-        states = index_stamps(self.layout.root / STATES)
-        if prompts is None or states is None:
+        now = self._stamps()
+        if now is None:
             return None
-        now = {
-            run: (prompts[run], states[run])
-            for run in prompts.keys() & states.keys()
-            if run_name_problem(run) is None
-        }
+        listed, stamps = now
         added: list[Entry] = []
         removed: list[tuple] = []
-        for run in self.stamps.keys() - now.keys():
+        gone = [r for r in self.stamps if r not in listed] if self._relisted else []
+        self._relisted = not is_local(self.layout.root)
+        for run in gone:
             removed += [e.copy for e in self.entries.pop(run, {}).values()]
             del self.stamps[run]
-        for run in sorted(now, key=natural_key):
-            if self.stamps.get(run) != now[run]:
-                change = self.index_run(run, now[run])
+            self._cycle = None
+        for run in sorted(stamps, key=natural_key):
+            if self.stamps.get(run) != stamps[run]:
+                change = self.index_run(run, stamps[run])
                 if change is not None:
                     added += change[0]
                     removed += change[1]
         return added, removed
+
+    def _stamps(self) -> tuple[set[str], dict[str, tuple[Stamp, Stamp]]] | None:
+        """The runs listed, and the index stamps of those to look at now: on a local disk
+        new runs, waiting runs and the next :data:`SLICE` known ones (each run is looked at
+        once every ``runs / SLICE`` refreshes); through fsspec all, from one listing each."""
+        root = self.layout.root
+        if not is_local(root):
+            prompts, states = index_stamps(root / PROMPTS), index_stamps(root / STATES)
+            if prompts is None or states is None:
+                return None
+            both = {r for r in prompts.keys() & states.keys() if self._named(r)}
+            return both, {r: (prompts[r], states[r]) for r in both}
+        folders = (file_stamp(root / PROMPTS), file_stamp(root / STATES))
+        if folders != self._folders or self._both is None:  # a run folder came or went
+            prompts, states = subfolders(root / PROMPTS), subfolders(root / STATES)
+            if prompts is None or states is None:
+                return None
+            self._both = {r for r in set(prompts).intersection(states) if self._named(r)}
+            self._folders = folders
+            self._relisted = True
+        both = self._both
+        look = list(self._waiting)
+        if len(both) != len(self.stamps) or self._cycle is None:
+            look += [r for r in both if r not in self.stamps]
+        if self._cycle is None:
+            self._cycle, self._at = sorted(self.stamps), 0
+        if self._cycle:
+            look += [self._cycle[(self._at + k) % len(self._cycle)] for k in range(SLICE)]
+            self._at = (self._at + SLICE) % len(self._cycle)
+        stamps = {}
+        prompts_dir, states_dir = os.fspath(root / PROMPTS), os.fspath(root / STATES)
+        for run in set(look) & both:
+            pair = (
+                local_stamp(os.path.join(prompts_dir, run, TABLE_INDEX)),
+                local_stamp(os.path.join(states_dir, run, TABLE_INDEX)),
+            )
+            if None not in pair:
+                stamps[run] = pair
+        return both, stamps
+
+    def _named(self, run: str) -> bool:
+        ok = self._names.get(run)
+        if ok is None:
+            ok = self._names[run] = run_name_problem(run) is None
+        return ok
 
     def index_run(
         self, run: str, stamp: tuple[Stamp, Stamp] | None = None
@@ -99,11 +150,18 @@ class RunIndex:
             log.debug("live pool: run %s not indexed now: %s", run, exc)
             return None
         self._waiting.pop(run, None)
+        if run not in self.stamps:
+            self._cycle = None
         old = self.entries.get(run, {})
         self.entries[run] = fresh
         self.stamps[run] = stamp
         removed = [e.copy for name, e in old.items() if name not in fresh]
-        added = [e for name, e in fresh.items() if _changed(old.get(name), e)]
+        added = []
+        for name, entry in fresh.items():
+            if _changed(old.get(name), entry):
+                added.append(entry)
+            else:  # the entry the pool holds already: one object per state, not two
+                fresh[name] = old[name]
         return added, removed
 
     def _wait(self, run: str, stamp: tuple[Stamp, Stamp]) -> None:

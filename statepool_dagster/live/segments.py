@@ -32,6 +32,7 @@ from .stamps import fresh_listing, subfolders
 log = logging.getLogger(__name__)
 
 MAX_REJECTS = 10_000  # rejects kept for ``LivePool.rejects``; the rest are counted
+MAX_LOGGED = 100  # rejects logged one by one
 
 
 def display_name(session: str, segment: str) -> str:
@@ -50,7 +51,10 @@ class Rejects:
         self.count += 1
         if len(self.kept) < MAX_REJECTS:
             self.kept.append(reject)
-        log.warning("live pool: reject, never served: %s", reject.describe())
+        if self.count <= MAX_LOGGED:
+            log.warning("live pool: reject, never served: %s", reject.describe())
+        if self.count == MAX_LOGGED:
+            log.warning("live pool: further rejects are not logged (see LivePool.rejects)")
 
 
 class SegmentIndex:

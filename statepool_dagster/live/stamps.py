@@ -62,7 +62,7 @@ def index_stamps(folder: AnyPath, index: str = TABLE_INDEX) -> dict[str, Stamp] 
         return found
     fresh_listing(folder)
     try:
-        infos = folder.fs.find(folder.path, maxdepth=2, detail=True)
+        infos = folder.fs.find(folder.path, detail=True)  # one listing (no delimiter) on S3
     except FileNotFoundError:
         return found
     except Exception:
@@ -79,12 +79,20 @@ def file_stamp(path: AnyPath) -> Stamp | None:
     """One file's stamp; ``None`` when it is absent or unreadable."""
     try:
         if is_local(path):
-            st = os.stat(path)
-            return (st.st_size, st.st_mtime_ns, st.st_ino)
+            return local_stamp(os.fspath(path))
         fresh_listing(path.parent)
         return info_stamp(path.fs.info(path.path))
     except Exception:
         return None
+
+
+def local_stamp(path: str) -> Stamp | None:
+    """:func:`file_stamp` of a local file named by a string (no ``Path`` built)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 def subfolders(folder: AnyPath) -> list[str] | None:

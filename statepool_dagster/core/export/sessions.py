@@ -13,9 +13,11 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ..names import parse_run_state_id
 from ..runs.files import natural_key
 from ..sessions.build import session_totals
 from ..sessions.reading import iter_session_table, stored_sessions
+from ..words import plural
 from .gate import Gate
 from .rows import NO_REFERENCE, SESSIONS, ExportRow, ExportSet, split_of, state_digest
 
@@ -113,7 +115,10 @@ class SessionRows:
 
     def _winner(self, state_id: str) -> str:
         kept_by = self.kept.get(state_id)
-        return f"session {kept_by}'s" if kept_by else f"{state_id.rsplit('_ckpt', 1)[0]}'s"
+        if kept_by:
+            return f"session {kept_by}'s"
+        parsed = parse_run_state_id(state_id)
+        return f"{parsed[0] if parsed else state_id}'s"
 
     def read(self, session: str) -> Iterator[ExportRow]:
         """The session's rows; returns whether any state was collected (before the gate)."""
@@ -180,12 +185,14 @@ class SessionRows:
         """One line per session and reason, naming the first states left out."""
         lines = []
         for (session, why), dropped in self.dropped.items():
-            if why.startswith("identical"):
-                self.export.session_duplicates += dropped.count
-            lines.append(
-                f"session {session}: {dropped.count} states {why} left out: "
+            line = (
+                f"session {session}: {plural(dropped.count, 'state')} {why} left out: "
                 f"{_listed(dropped.ids, dropped.count)}"
             )
+            if why.startswith("identical"):
+                self.export.session_duplicates += dropped.count
+                self.export.duplicate_notes.append(line)
+            lines.append(line)
         return lines
 
 

@@ -3,9 +3,10 @@
 Each record is one line. A segment is written under a dot name (every reader skips
 it) and sealed, whole, under ``<writer>-<seq>.jsonl``: locally by ``fsync`` and an
 exclusive rename (never over an existing file), through fsspec by a single put of the
-whole segment. A segment is sealed when it holds ``max_bytes`` or ``max_records``,
-once it is ``max_age`` seconds old (by a timer thread, even if no append follows),
-and on :meth:`SegmentWriter.close`.
+whole segment (exclusive too where the store has conditional puts, as S3 does). A
+segment is sealed when it holds ``max_bytes`` or ``max_records``, once it is ``max_age``
+seconds old (by a timer thread, even if no append follows), and on
+:meth:`SegmentWriter.close`.
 A writer killed before sealing loses only its unsealed segment; the next writer of
 the same name starts after the highest sealed number and never overwrites one.
 """
@@ -13,8 +14,6 @@ the same name starts after the highest sealed number and never overwrites one.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
 import io
 import json
 import os
@@ -25,16 +24,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
-from ..locations import AnyPath, as_path, entry_name, is_local
-from ..store.atomic import libc_function
+from ..locations import AnyPath, as_path, entry_name, fresh_listing, is_local
+from ..store.atomic import put_new
+from ..store.renames import move_new
 from .names import check_writer_name, parse_segment_name, segment_name, unsealed_name
 
 DEFAULT_MAX_BYTES = 64 << 20
 DEFAULT_MAX_RECORDS = 100_000
 DEFAULT_MAX_AGE = 30.0
 _BUFFER = 1 << 16  # a large state goes straight to the page cache; small ones are batched
-_AT_FDCWD = -100
-_RENAME_NOREPLACE = 1
 
 
 def highest_seq(folder: AnyPath, writer: str) -> int:
@@ -48,7 +46,7 @@ def highest_seq(folder: AnyPath, writer: str) -> int:
             return best
     else:
         try:
-            names = [entry_name(i) for i in folder.fs.ls(folder.path, detail=True)]
+            names = [entry_name(i) for i in fresh_listing(folder)]
         except FileNotFoundError:
             return best
     for name in names:
@@ -56,25 +54,6 @@ def highest_seq(folder: AnyPath, writer: str) -> int:
         if parsed is not None and parsed[0] == writer:
             best = max(best, parsed[1])
     return best
-
-
-def _publish_local(tmp: Path, final: Path) -> bool:
-    """Move ``tmp`` to ``final`` unless ``final`` exists; ``False`` when it does."""
-    renameat2 = libc_function("renameat2")
-    if renameat2 is not None:
-        done = renameat2(
-            _AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(final), _RENAME_NOREPLACE
-        )
-        if done == 0:
-            return True
-        if ctypes.get_errno() == errno.EEXIST:
-            return False
-    try:  # no renameat2 (or a filesystem without it): a hard link is exclusive too
-        os.link(tmp, final)
-    except FileExistsError:
-        return False
-    os.unlink(tmp)
-    return True
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -245,7 +224,7 @@ class SegmentWriter:
         f.close()
         while True:
             name = segment_name(self.name, self._seq)
-            if _publish_local(tmp, self.folder / name):
+            if move_new(tmp, self.folder / name):
                 break
             # Another writer sealed this number (the same name used twice): go past it.
             self._seq = max(self._seq + 1, highest_seq(self.folder, self.name) + 1)
@@ -259,11 +238,9 @@ class SegmentWriter:
         data = f.getvalue()
         while True:
             name = segment_name(self.name, self._seq)
-            target = self.folder / name
-            if not target.exists():
+            # One put (an object store publishes it whole), refused over an existing name.
+            if put_new(self.folder / name, data):
                 break
             self._seq = max(self._seq + 1, highest_seq(self.folder, self.name) + 1)
-        with target.open("wb") as out:  # one put: an object store publishes it whole
-            out.write(data)
         self._seq += 1
         return name
