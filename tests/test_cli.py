@@ -124,7 +124,7 @@ def test_quick_start_commands_exist_in_the_makefile():
     for target in ("demo", "test"):
         assert f"make {target}" in readme
         assert f"\n{target}:" in makefile
-    assert "dg dev --host 127.0.0.1" in makefile  # loopback
+    assert "tools.dg_dev --host 127.0.0.1" in makefile  # loopback
 
 
 def test_sync_on_a_tty_shows_a_progress_bar_and_a_summary_table(workspace, tmp_path):
