@@ -18,7 +18,7 @@ from statepool_dagster.definitions import defs
 
 
 def main() -> int:
-    job = defs.resolve_implicit_global_asset_job_def()
+    job = defs().resolve_implicit_global_asset_job_def()
     quiet = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
     with DagsterInstance.get() as instance:
         result = job.execute_in_process(

@@ -38,7 +38,7 @@ def main() -> int:
     from statepool_dagster.core.runs.files import fingerprint_run
     from statepool_dagster.definitions import defs
 
-    sensor = defs.get_sensor_def("runs_sensor")
+    sensor = defs().get_sensor_def("runs_sensor")
     with instance_for_test(temp_dir=str(root / "home")) as instance:
         names = [f"r{i:05d}" for i in range(unchanged)]
         instance.add_dynamic_partitions("runs", names)
@@ -51,7 +51,9 @@ def main() -> int:
             )
 
         def tick() -> tuple[float, int]:
-            with build_sensor_context(instance=instance, definitions=defs) as context:
+            with build_sensor_context(
+                instance=instance, definitions=defs(), resources=defs().resources
+            ) as context:
                 started = time.perf_counter()
                 result = sensor(context)
                 return time.perf_counter() - started, len(result.run_requests or [])

@@ -1,8 +1,8 @@
 """statepool_dagster: checkpoint states and curator prompts from self-evolving agent runs.
 
-The Dagster definitions are ``statepool_dagster.definitions.defs`` (the code location;
-``statepool_dagster.defs`` is the sub-package they are made of). Reading the store with
-:func:`load_state_pool` / :func:`load_prompts` never imports Dagster.
+The Dagster definitions are ``statepool_dagster.definitions.defs()`` (the code location,
+built when called; ``statepool_dagster.defs`` is the sub-package they are made of).
+Reading the store with :func:`load_state_pool` / :func:`load_prompts` never imports Dagster.
 """
 
 from __future__ import annotations

@@ -6,11 +6,11 @@ from statepool_dagster.compat import CheckpointState, collect_from_run, load_sta
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from .core.config import Settings
 from .core.locations import as_path
+from .core.names import parse_run_state_id
 from .core.prompts.render import build_curator_prompt as _render
 from .core.prompts.spec import PromptSpec
 from .core.runs.files import natural_key
@@ -19,8 +19,6 @@ from .core.states.models import CheckpointState
 from .core.store.atomic import read_dir_files, write_bytes_atomic
 
 __all__ = ["CheckpointState", "build_curator_prompt", "collect_from_run", "load_state_pool"]
-
-_STATE_FILE = re.compile(r"(?P<run>.+)_ckpt(?P<k>\d+)\.json")
 
 
 def collect_from_run(run_dir: str | os.PathLike[str], out_dir: str, dataset: str = "ovo") -> int:
@@ -40,9 +38,9 @@ def build_curator_prompt(state: CheckpointState, cfg: PromptSpec | None = None) 
 
 def state_file_order(name: str) -> tuple:
     """Run (natural order), then numeric checkpoint; other names after, by name."""
-    match = _STATE_FILE.fullmatch(name)
-    if match:
-        return (0, natural_key(match["run"]), int(match["k"]), name)
+    parsed = parse_run_state_id(name.removesuffix(".json")) if name.endswith(".json") else None
+    if parsed:
+        return (0, natural_key(parsed[0]), parsed[1], name)
     return (1, [], 0, name)
 
 

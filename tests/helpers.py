@@ -113,8 +113,10 @@ def materialize_run(instance, run: str, raise_on_error: bool = True):
 
     if run not in instance.get_dynamic_partitions(RUNS):
         instance.add_dynamic_partitions(RUNS, [run])
-    return defs.resolve_job_def("statepool_job").execute_in_process(
-        instance=instance, partition_key=run, raise_on_error=raise_on_error
+    return (
+        defs()
+        .resolve_job_def("statepool_job")
+        .execute_in_process(instance=instance, partition_key=run, raise_on_error=raise_on_error)
     )
 
 

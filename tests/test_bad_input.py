@@ -101,7 +101,7 @@ def test_strict_sync_fails_naming_file_and_line_after_trying_every_run(corpus, w
 def test_run_folder_notes_name_what_is_missing(corpus, workspace, instance):
     from dagster import AssetKey, AssetRecordsFilter
 
-    job = defs.resolve_job_def("statepool_job")
+    job = defs().resolve_job_def("statepool_job")
     for run in ("no_episodes", "no_snapshots", "empty_episodes", "linked"):
         instance.add_dynamic_partitions(RUNS, [run])
         assert job.execute_in_process(instance=instance, partition_key=run).success
@@ -129,8 +129,10 @@ def check_descriptions(result) -> dict[str, str]:
 
 def test_asset_checks_pass_on_a_good_run(corpus, workspace, instance):
     instance.add_dynamic_partitions(RUNS, ["good"])
-    result = defs.resolve_job_def("statepool_job").execute_in_process(
-        instance=instance, partition_key="good"
+    result = (
+        defs()
+        .resolve_job_def("statepool_job")
+        .execute_in_process(instance=instance, partition_key="good")
     )
     checks = check_results(result)
     assert set(checks) == {"inputs_clean", "states_complete"}
@@ -139,7 +141,7 @@ def test_asset_checks_pass_on_a_good_run(corpus, workspace, instance):
 
 def test_asset_checks_warn_on_rejects_and_unpaired_snapshots(corpus, workspace, instance):
     instance.add_dynamic_partitions(RUNS, ["bad_lines", "no_episodes"])
-    job = defs.resolve_job_def("statepool_job")
+    job = defs().resolve_job_def("statepool_job")
     bad_lines = job.execute_in_process(instance=instance, partition_key="bad_lines")
     assert check_results(bad_lines)["inputs_clean"] == (False, AssetCheckSeverity.WARN)
     assert check_descriptions(bad_lines)["inputs_clean"].endswith("rejects set aside")
@@ -159,8 +161,10 @@ def test_snapshot_version_mismatch_is_a_warning(workspace, instance):
     run = generate_run(workspace.runs / "renamed", SampleSpec(n_checkpoints=3, emb_dim=2), 0)
     (run / "snapshots" / "skills_v2.json").rename(run / "snapshots" / "skills_v7.json")
     instance.add_dynamic_partitions(RUNS, ["renamed"])
-    result = defs.resolve_job_def("statepool_job").execute_in_process(
-        instance=instance, partition_key="renamed"
+    result = (
+        defs()
+        .resolve_job_def("statepool_job")
+        .execute_in_process(instance=instance, partition_key="renamed")
     )
     assert check_results(result)["inputs_clean"] == (False, AssetCheckSeverity.WARN)
     said = check_descriptions(result)["inputs_clean"]
@@ -177,7 +181,9 @@ def test_sensor_tick_survives_unreadable_entries(workspace, instance, monkeypatc
     run = generate_run(workspace.runs / "loopy", SampleSpec(n_checkpoints=2, emb_dim=2), 0)
     (run / "analyses").symlink_to(run / "analyses")  # a symlink loop inside a run
     (workspace.runs / "dangling").symlink_to(workspace.root / "nowhere")
-    with build_sensor_context(instance_ref=instance.get_ref(), definitions=defs) as context:
+    with build_sensor_context(
+        instance_ref=instance.get_ref(), definitions=defs(), resources=defs().resources
+    ) as context:
         result = runs_sensor.evaluate_tick(context)
     assert [r.partition_key for r in result.run_requests] == ["loopy"]
 
@@ -187,13 +193,14 @@ def test_one_check_runs_alone_without_materializing(corpus, workspace, instance)
 
     instance.add_dynamic_partitions(RUNS, ["bad_lines"])
     assert (
-        defs.resolve_job_def("statepool_job")
+        defs()
+        .resolve_job_def("statepool_job")
         .execute_in_process(instance=instance, partition_key="bad_lines")
         .success
     )
     key = AssetCheckKey(AssetKey("checkpoint_states"), "inputs_clean")
     only = define_asset_job("only_inputs_clean", selection=AssetSelection.checks(key))
-    merged = Definitions.merge(defs, Definitions(jobs=[only]))
+    merged = Definitions.merge(defs(), Definitions(jobs=[only]))
     result = merged.resolve_job_def("only_inputs_clean").execute_in_process(
         instance=instance, tags={"dagster/partition": "bad_lines"}
     )

@@ -208,7 +208,7 @@ def test_exporting_again_replaces_the_earlier_export_whole(store, tmp_path):
 def test_training_dataset_materializes_through_the_definitions(workspace, instance):
     generate_runs(workspace.runs, SampleSpec(n_runs=3, n_checkpoints=3, n_cards=4, emb_dim=4))
     assert not sync(instance).failed
-    job = defs.resolve_implicit_global_asset_job_def()
+    job = defs().resolve_implicit_global_asset_job_def()
     result = job.execute_in_process(
         instance=instance, asset_selection=[AssetKey("training_dataset")]
     )
@@ -232,7 +232,7 @@ def test_training_dataset_materializes_through_the_definitions(workspace, instan
 def evaluate(instance, previous=None):
     """One tick of the automation sensor's evaluation, for training_dataset."""
     return evaluate_automation_conditions(
-        defs=defs,
+        defs=defs(),
         instance=instance,
         asset_selection=AssetSelection.assets("training_dataset"),
         cursor=None if previous is None else previous.cursor,
@@ -253,7 +253,7 @@ def test_training_dataset_is_requested_when_run_partitions_change(workspace, ins
     instance.add_dynamic_partitions(RUNS, ["never-built"])
     synced = evaluate(instance, start)
     assert requested(synced) == 1
-    job = defs.resolve_implicit_global_asset_job_def()
+    job = defs().resolve_implicit_global_asset_job_def()
     assert job.execute_in_process(
         instance=instance, asset_selection=[AssetKey("training_dataset")]
     ).success
@@ -276,11 +276,11 @@ def test_the_daemon_builds_the_export_after_a_dropped_in_run(workspace, tmp_path
 
 
 def test_export_automation_sensor_is_on_by_default_and_targets_only_the_export():
-    sensor = defs.resolve_sensor_def("training_dataset_automation")
+    sensor = defs().resolve_sensor_def("training_dataset_automation")
     assert sensor.default_status == DefaultSensorStatus.RUNNING
-    graph = defs.resolve_asset_graph()
+    graph = defs().resolve_asset_graph()
     assert sensor.asset_selection.resolve(graph) == {AssetKey("training_dataset")}
-    names = {s.name for s in defs.get_repository_def().sensor_defs}
+    names = {s.name for s in defs().get_repository_def().sensor_defs}
     assert "default_automation_condition_sensor" not in names  # ours replaces Dagster's (off)
 
 

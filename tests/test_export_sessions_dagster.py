@@ -45,13 +45,13 @@ def _write(root: Path, session: str, ks: range) -> None:
 def _materialize_session(instance, session: str) -> None:
     if session not in instance.get_dynamic_partitions(SESSIONS_PARTITIONS):
         instance.add_dynamic_partitions(SESSIONS_PARTITIONS, [session])
-    job = defs.resolve_job_def(SESSIONS_JOB)
+    job = defs().resolve_job_def(SESSIONS_JOB)
     assert job.execute_in_process(instance=instance, partition_key=session).success
 
 
 def _evaluate(instance, previous=None):
     return evaluate_automation_conditions(
-        defs=defs,
+        defs=defs(),
         instance=instance,
         asset_selection=AssetSelection.assets("training_dataset"),
         cursor=None if previous is None else previous.cursor,
@@ -73,7 +73,7 @@ def test_training_dataset_holds_session_states_and_follows_new_segments(
     _materialize_session(instance, session)
     after_session = _evaluate(instance, start)
     assert after_session.get_num_requested(DATASET) == 1  # a session's build counts
-    job = defs.resolve_implicit_global_asset_job_def()
+    job = defs().resolve_implicit_global_asset_job_def()
     assert job.execute_in_process(instance=instance, asset_selection=[DATASET]).success
     rows = _train_rows(workspace.store, "verl")
     from_session = [r["extra_info"] for r in rows if r["extra_info"]["source"] == "sessions"]
@@ -100,7 +100,7 @@ def test_training_dataset_reads_the_selection_and_freshness_settings(
     monkeypatch.setenv("STATEPOOL_EXPORT_SOURCES", "sessions")
     monkeypatch.setenv("STATEPOOL_EXPORT_MAX_STALENESS", "1")
     monkeypatch.setenv("STATEPOOL_SELECT_WEIGHT", "std")
-    job = defs.resolve_implicit_global_asset_job_def()
+    job = defs().resolve_implicit_global_asset_job_def()
     assert job.execute_in_process(instance=instance, asset_selection=[DATASET]).success
     rows = _train_rows(workspace.store, "trl")
     assert sorted(r["policy_step"] for r in rows) == [3, 4]

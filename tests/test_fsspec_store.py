@@ -193,7 +193,7 @@ def test_asset_checks_and_the_io_manager_read_a_memory_store(
     assert set(executions) == set(keys)
     for execution in executions.values():
         assert execution.evaluation.passed
-    frame = defs.load_asset_value(
+    frame = defs().load_asset_value(
         "curator_prompts", partition_key="run001", instance=fresh_instance
     )
     expected = read_run_table(StoreLayout(f"{memory_url}/store"), "curator_prompts", "run001")
@@ -272,7 +272,7 @@ def test_training_dataset_on_a_memory_store_writes_its_exports_there(
 ):
     point_at(monkeypatch, generated, f"{memory_url}/store")
     assert not sync(fresh_instance).failed
-    job = defs.resolve_implicit_global_asset_job_def()
+    job = defs().resolve_implicit_global_asset_job_def()
     result = job.execute_in_process(
         instance=fresh_instance, asset_selection=[AssetKey("training_dataset")]
     )
@@ -283,7 +283,9 @@ def test_training_dataset_on_a_memory_store_writes_its_exports_there(
 
 
 def tick(instance):
-    with build_sensor_context(instance_ref=instance.get_ref(), definitions=defs) as context:
+    with build_sensor_context(
+        instance_ref=instance.get_ref(), definitions=defs(), resources=defs().resources
+    ) as context:
         return runs_sensor.evaluate_tick(context)
 
 

@@ -21,8 +21,10 @@ SPEC = SampleSpec(n_runs=2, n_checkpoints=5, n_cards=6, emb_dim=8, episodes_per_
 def materialize_run(instance: DagsterInstance, run: str):
     if run not in instance.get_dynamic_partitions(RUNS):
         instance.add_dynamic_partitions(RUNS, [run])
-    return defs.resolve_job_def("statepool_job").execute_in_process(
-        instance=instance, partition_key=run
+    return (
+        defs()
+        .resolve_job_def("statepool_job")
+        .execute_in_process(instance=instance, partition_key=run)
     )
 
 
@@ -181,11 +183,13 @@ def test_run_with_no_snapshots_has_no_states_and_does_not_fail(workspace, instan
 def test_load_asset_value_reads_a_partition_through_the_io_manager(workspace, instance):
     generate_runs(workspace.runs, SPEC)
     assert materialize_run(instance, "run001").success
-    frame = defs.load_asset_value("curator_prompts", partition_key="run001", instance=instance)
+    frame = defs().load_asset_value("curator_prompts", partition_key="run001", instance=instance)
     assert frame["state_id"].iloc[0] == "run001_ckpt0"
     # Nullable columns come back nullable, as pandas wrote them before the tables were Arrow's.
-    episodes = defs.load_asset_value("run_episodes", partition_key="run001", instance=instance)
-    snapshots = defs.load_asset_value("skill_snapshots", partition_key="run001", instance=instance)
+    episodes = defs().load_asset_value("run_episodes", partition_key="run001", instance=instance)
+    snapshots = defs().load_asset_value(
+        "skill_snapshots", partition_key="run001", instance=instance
+    )
     assert (episodes["correct"].dtype, snapshots["declared_version"].dtype) == ("boolean", "Int64")
     assert (episodes["line"].dtype, snapshots["version"].dtype) == ("int64", "int64")
 
@@ -193,8 +197,10 @@ def test_load_asset_value_reads_a_partition_through_the_io_manager(workspace, in
 @pytest.mark.parametrize("bad", ["../escape", "a/b", "c,d"])
 def test_job_refuses_unsafe_partition_keys(workspace, instance, bad):
     instance.add_dynamic_partitions(RUNS, [bad])
-    result = defs.resolve_job_def("statepool_job").execute_in_process(
-        instance=instance, partition_key=bad, raise_on_error=False
+    result = (
+        defs()
+        .resolve_job_def("statepool_job")
+        .execute_in_process(instance=instance, partition_key=bad, raise_on_error=False)
     )
     assert not result.success
     assert not (workspace.root / "escape.parquet").exists()

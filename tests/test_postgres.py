@@ -110,7 +110,7 @@ from dagster import DagsterInstance
 from statepool_dagster.definitions import defs
 
 key, ready, go = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
-job = defs.resolve_job_def("statepool_job")
+job = defs().resolve_job_def("statepool_job")
 with DagsterInstance.get() as instance:
     ready.touch()
     while not go.exists():

@@ -51,8 +51,10 @@ def synced(tmp_path_factory) -> SimpleNamespace:
         env.setenv("STATEPOOL_RUNS_DIR", str(runs))
         env.setenv("STATEPOOL_STORE_DIR", str(store))
         assert not sync(instance).failed
-        result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-            instance=instance, asset_selection=[AssetKey("training_dataset")]
+        result = (
+            defs()
+            .resolve_implicit_global_asset_job_def()
+            .execute_in_process(instance=instance, asset_selection=[AssetKey("training_dataset")])
         )
         assert result.success
         metadata = latest_metadata(instance, "training_dataset")
@@ -309,8 +311,12 @@ def test_training_dataset_fails_when_its_fractions_leave_train_without_a_run(syn
         env.setenv("STATEPOOL_RUNS_DIR", str(synced.runs))
         env.setenv("STATEPOOL_STORE_DIR", str(synced.store))
         env.setenv("STATEPOOL_EXPORT_VAL_FRACTION", str(fraction))
-        result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-            instance=i, asset_selection=[AssetKey("training_dataset")], raise_on_error=False
+        result = (
+            defs()
+            .resolve_implicit_global_asset_job_def()
+            .execute_in_process(
+                instance=i, asset_selection=[AssetKey("training_dataset")], raise_on_error=False
+            )
         )
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)

@@ -38,7 +38,7 @@ CHECKS = {INPUTS_CLEAN, AssetCheckKey(AssetKey("curator_prompts"), "states_compl
 
 def run_range(instance, first: str, last: str, job_name: str = "statepool_job", jobs=()):
     """One Dagster run over the partitions first..last, as a single-run backfill makes it."""
-    merged = Definitions.merge(defs, Definitions(jobs=list(jobs))) if jobs else defs
+    merged = Definitions.merge(defs(), Definitions(jobs=list(jobs))) if jobs else defs()
     return merged.resolve_job_def(job_name).execute_in_process(
         instance=instance,
         tags={ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last},
@@ -194,8 +194,10 @@ def test_materializing_only_the_first_two_assets_builds_nothing_after_them(regis
 def test_the_settings_resource_reaches_the_assets_checks_and_io_manager(registered, tmp_path):
     other = tmp_path / "other_store"
     config = {"resources": {"statepool": {"config": {"store_dir": str(other)}}}}
-    result = defs.resolve_job_def("statepool_job").execute_in_process(
-        instance=registered, partition_key="run000", run_config=config
+    result = (
+        defs()
+        .resolve_job_def("statepool_job")
+        .execute_in_process(instance=registered, partition_key="run000", run_config=config)
     )
     assert result.success
     assert (other / "curator_prompts" / "run000").is_dir()
@@ -206,7 +208,7 @@ def test_the_code_location_runs_and_loads_without_deprecation_warnings(registere
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert materialize_run(registered, "run000").success
-        frame = defs.load_asset_value(
+        frame = defs().load_asset_value(
             "curator_prompts", partition_key="run000", instance=registered
         )
     assert len(frame) == SPEC.n_checkpoints

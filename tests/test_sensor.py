@@ -24,7 +24,9 @@ def no_settle(monkeypatch):
 
 
 def tick(instance):
-    with build_sensor_context(instance_ref=instance.get_ref(), definitions=defs) as context:
+    with build_sensor_context(
+        instance_ref=instance.get_ref(), definitions=defs(), resources=defs().resources
+    ) as context:
         return runs_sensor.evaluate_tick(context)
 
 

@@ -46,7 +46,10 @@ def _write(root: Path, session: str, writer: str, ks: range) -> None:
 
 def _tick(instance, cursor: str | None):
     with build_sensor_context(
-        instance_ref=instance.get_ref(), definitions=defs, cursor=cursor
+        instance_ref=instance.get_ref(),
+        definitions=defs(),
+        resources=defs().resources,
+        cursor=cursor,
     ) as context:
         return sessions_sensor.evaluate_tick(context)
 
@@ -54,8 +57,10 @@ def _tick(instance, cursor: str | None):
 def _materialize(instance, session: str):
     if session not in instance.get_dynamic_partitions(SESSIONS_PARTITIONS):
         instance.add_dynamic_partitions(SESSIONS_PARTITIONS, [session])
-    return defs.resolve_job_def(SESSIONS_JOB).execute_in_process(
-        instance=instance, partition_key=session
+    return (
+        defs()
+        .resolve_job_def(SESSIONS_JOB)
+        .execute_in_process(instance=instance, partition_key=session)
     )
 
 

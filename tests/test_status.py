@@ -22,7 +22,7 @@ def test_status_tells_materialized_stale_failed_and_never(workspace, instance):
     settings = Settings.from_env()
     append_checkpoint(workspace.run("run001"), SPEC, 1)
     failed = instance.create_run_for_job(
-        defs.resolve_job_def(JOB), tags={"dagster/partition": "run002"}
+        defs().resolve_job_def(JOB), tags={"dagster/partition": "run002"}
     )
     instance.report_run_failed(failed)
     instance.add_dynamic_partitions("runs", ["run003"])
@@ -39,7 +39,7 @@ def test_status_tells_materialized_stale_failed_and_never(workspace, instance):
 
 def _materialize(instance, asset: str, run: str) -> None:
     """One asset of one run through Dagster, as the UI's "Materialize selected" does."""
-    job = defs.resolve_implicit_global_asset_job_def()
+    job = defs().resolve_implicit_global_asset_job_def()
     result = job.execute_in_process(
         instance=instance, asset_selection=[AssetKey(asset)], partition_key=run
     )

@@ -74,11 +74,18 @@ def project_instance(workspace, tmp_path, monkeypatch):
         yield instance
 
 
-def run_all(instance, job_name: str = names.JOB, definitions=defs):
-    return definitions.resolve_job_def(job_name).execute_in_process(
-        instance=instance,
-        tags={ASSET_PARTITION_RANGE_START_TAG: NAMES[0], ASSET_PARTITION_RANGE_END_TAG: NAMES[-1]},
-        raise_on_error=False,
+def run_all(instance, job_name: str = names.JOB, definitions=None):
+    return (
+        (definitions or defs())
+        .resolve_job_def(job_name)
+        .execute_in_process(
+            instance=instance,
+            tags={
+                ASSET_PARTITION_RANGE_START_TAG: NAMES[0],
+                ASSET_PARTITION_RANGE_END_TAG: NAMES[-1],
+            },
+            raise_on_error=False,
+        )
     )
 
 
@@ -213,7 +220,7 @@ def test_a_run_with_an_asset_downstream_records_outputs_and_runs_it(
         "with_dataset",
         selection=AssetSelection.assets(*names.RUN_ASSETS, "training_dataset"),
     )
-    merged = Definitions.merge(defs, Definitions(jobs=[job]))
+    merged = Definitions.merge(defs(), Definitions(jobs=[job]))
     result = run_all(project_instance, "with_dataset", merged)
     assert result.success
     succeeded = {e.step_key for e in result.all_events if e.is_step_success}
@@ -238,7 +245,7 @@ def test_training_dataset_shows_unsynced_once_a_run_it_read_is_built_again(
 
     monkeypatch.setenv("STATEPOOL_SESSIONS_DIR", str(tmp_path / "sessions"))
     dataset = define_asset_job("dataset_alone", selection=AssetSelection.assets("training_dataset"))
-    merged = Definitions.merge(defs, Definitions(jobs=[dataset]))
+    merged = Definitions.merge(defs(), Definitions(jobs=[dataset]))
     assert run_all(project_instance).success  # every run recorded as built, not through outputs
     assert (
         merged.resolve_job_def("dataset_alone")

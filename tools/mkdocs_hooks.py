@@ -73,9 +73,11 @@ def _default(value: object) -> str:
 def settings_table() -> str:
     """One row per setting: its variable, default, whether a run's config can set it."""
     from statepool_dagster.core.config import Settings
+    from statepool_dagster.definitions import DEFINITION_SETTINGS
     from statepool_dagster.defs.resources import StatepoolSettings
 
-    per_run = set(StatepoolSettings.model_fields)
+    # The ones the definitions hold are read when the code location loads, not per run.
+    per_run = set(StatepoolSettings.model_fields) - set(DEFINITION_SETTINGS)
     rows = [
         "| variable | default | per run (launchpad) | meaning |",
         "|---|---|---|---|",

@@ -19,29 +19,34 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-    PARTITION_NAME_TAG,
-)
 
 from ..core.names import JOB
-from ..core.runs.changes import RunChange
 from ..defs.fingerprints import recorded_fingerprints
-from ..defs.tags import SYNC_PID
+from ..defs.tags import PARTITION, PARTITION_RANGE_END, PARTITION_RANGE_START, SYNC_PID
 from .interrupts import raise_if_signalled
+
+
+@dataclass(frozen=True)
+class Target:
+    """A run the runs sensor asked for: its partition, its files' fingerprint, new | changed."""
+
+    run: str
+    fingerprint: str
+    status: str
+
 
 BUSY_POLL_SECONDS = 0.5
 BUSY_WAIT_SECONDS = 600.0  # then build anyway: the store locks still keep writers apart
 _UNDER_WAY = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 
 
-def built_elsewhere(instance: DagsterInstance, targets: Iterable[RunChange]) -> set[str]:
+def built_elsewhere(instance: DagsterInstance, targets: Iterable[Target]) -> set[str]:
     """The runs whose last materialization was built from the files ``targets`` planned for."""
     recorded = recorded_fingerprints(instance)
-    return {t.run.name for t in targets if recorded.get(t.run.name) == t.fingerprint.digest}
+    return {t.run for t in targets if recorded.get(t.run) == t.fingerprint}
 
 
 def partitions_under_way(instance: DagsterInstance, order: list[str]) -> dict[str, str]:
@@ -56,9 +61,9 @@ def partitions_under_way(instance: DagsterInstance, order: list[str]) -> dict[st
     for run in instance.get_runs(RunsFilter(job_name=JOB, statuses=_UNDER_WAY)):
         if run.tags.get(SYNC_PID) == mine:
             continue
-        key = run.tags.get(PARTITION_NAME_TAG)
-        first = run.tags.get(ASSET_PARTITION_RANGE_START_TAG)
-        last = run.tags.get(ASSET_PARTITION_RANGE_END_TAG)
+        key = run.tags.get(PARTITION)
+        first = run.tags.get(PARTITION_RANGE_START)
+        last = run.tags.get(PARTITION_RANGE_END)
         if key is not None:
             found[key] = run.run_id
         elif first in position and last in position:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import gc
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from ..core.names import Change
 
@@ -47,12 +45,10 @@ SETUP_LOCK = ".statepool-setup.lock"
 def _setup_lock(home: Path) -> Iterator[None]:
     """Held while the instance is opened: Dagster sets up a new SQLite home in several
     statements, and two commands doing it at once fail ("table ... already exists")."""
-    with open(home / SETUP_LOCK, "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    from ..core.store.locks import file_lock
+
+    with file_lock(home / SETUP_LOCK):
+        yield
 
 
 @contextlib.contextmanager
@@ -77,32 +73,13 @@ def dagster_instance():
     """The instance of ``DAGSTER_HOME``; a SQLite event log a kill left half made is finished."""
     from dagster import DagsterInstance
 
+    from ..defs.storage_batch import finish_sqlite_setup
+
     home = ensure_dagster_home()
     with _setup_lock(home):
         instance = DagsterInstance.get()
         finish_sqlite_setup(instance)
     return instance
-
-
-def finish_sqlite_setup(instance) -> None:
-    """Create what a process killed while Dagster set up its SQLite event log left out.
-
-    Dagster creates the event log's ``index.db`` tables only when the file is new, so a
-    command killed in that first second leaves an instance on which every later command fails
-    ("requires the dynamic partitions table ... run `dagster instance migrate`"). The schema
-    version stamp (``alembic_version``) is the setup's last step, so without it the setup was
-    cut short. Dagster's own first-connection setup is idempotent (it creates only missing
-    tables, then stamps), as are its data migrations, so running them again finishes the job.
-    """
-    from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
-
-    storage = instance.event_log_storage
-    if not isinstance(storage, SqliteEventLogStorage) or storage.has_table("alembic_version"):
-        return
-    with storage.index_connection():
-        pass
-    storage.reindex_events()
-    storage.reindex_assets()
 
 
 class Reporter:
@@ -167,24 +144,18 @@ def summary_table(summary) -> str:
         lines.append("ignored files per run: " + ", ".join(f"{o.run}={o.ignored}" for o in ignored))
     for o in summary.failed:
         lines.append(f"failed: {o.run}: {o.error}")
+    lines.append(
+        f"{'runs built':<16}{sum(not o.elsewhere for o in summary.outcomes if o.success):>8}"
+    )
+    sessions, failed = len(summary.sessions), len(summary.failed_sessions)
+    lines.append(
+        f"{'sessions built':<16}{sessions - failed:>8}" + (f"  ({failed} failed)" if failed else "")
+    )
+    fold = summary.feedback
+    folded = f"{fold.records:>8}" + (
+        f"  into state_stats ({fold.states} states)" if fold.ran else ""
+    )
+    lines.append(
+        f"{'feedback folded':<16}{folded}" + ("" if fold.ok else f"  FAILED: {fold.error}")
+    )
     return "\n".join(lines)
-
-
-def summary_json(summary) -> dict[str, Any]:
-    return {
-        **summary.counts(),
-        "runs": [
-            {
-                "run": o.run,
-                "status": o.status,
-                "success": o.success,
-                "states": o.states,
-                "rejects": o.rejects,
-                "ignored": o.ignored,
-                "seconds": round(o.seconds, 3),
-                "error": o.error,
-            }
-            for o in summary.outcomes
-        ],
-        "invalid": summary.plan.invalid,
-    }

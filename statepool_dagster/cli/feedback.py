@@ -1,6 +1,7 @@
 """``statepool feedback``: verl rollout dumps or ``statepool score --json`` output into feedback.
 
-``--fold`` then folds new feedback segments into ``state_stats`` as the asset does.
+``--fold`` then materializes ``state_stats`` (in this process, on the instance ``statepool
+sync`` uses), folding the new feedback segments as the sensor's runs do.
 Exit codes: 0 every line imported (or already imported), 1 some lines were rejects
 (the rest imported), 2 nothing to read (a missing folder or file).
 """
@@ -31,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--fold",
         action="store_true",
-        help="then fold new feedback segments into state_stats (as the asset does, no Dagster)",
+        help="then materialize state_stats: fold new feedback segments as the sensor's runs do",
     )
     p.add_argument("--json", action="store_true", help="print the import's report as JSON")
     p.set_defaults(func=cmd_feedback)
@@ -60,7 +61,7 @@ def cmd_feedback(args: argparse.Namespace) -> int:
         print(f"reject: {reject}", file=sys.stderr)
     summary = {"feedback": folder, **report.to_dict()}
     if args.fold:
-        summary["stats"] = _fold(settings.store_dir, folder)
+        summary["stats"] = _fold(settings, folder)
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
@@ -80,13 +81,21 @@ def cmd_feedback(args: argparse.Namespace) -> int:
     return 1 if report.rejects else 0
 
 
-def _fold(store: str, folder: str) -> dict:
-    from ..core.feedback.stats_store import update_stats
+def _fold(settings: Settings, folder: str) -> dict:
+    """``state_stats`` materialized through Dagster, folding ``folder``'s new segments."""
+    from ..core.errors import StatepoolError
+    from .console import dagster_instance, start_up
+    from .sync import fold_feedback
 
-    done = update_stats(store, folder)
+    with start_up():
+        instance = dagster_instance()
+    with_folder = settings.model_copy(update={"feedback_dir": folder})
+    done = fold_feedback(instance, with_folder, force=True)
+    if not done.ok:
+        raise StatepoolError(f"state_stats failed: {done.error}")
     return {
-        "states": done.table.num_rows,
-        "new_segments": done.new_segments,
-        "new_records": done.new_records,
-        "bad_lines": done.bad,
+        "states": done.states,
+        "new_segments": done.segments,
+        "new_records": done.records,
+        "bad_lines": done.bad_lines,
     }

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..core.config import Settings
 from ..core.names import EXPORT_FORMATS, TRAINING_DATASET
 from . import feedback
-from .console import Reporter, dagster_instance, start_up, summary_json, summary_table
+from .console import Reporter, dagster_instance, start_up, summary_table
 from .file_commands import cmd_export, cmd_report, cmd_score, pool_report_path, write_pool_report
 from .ingest import add_parser as add_ingest_parser
 
@@ -32,7 +32,10 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
     def on_plan(plan) -> None:
         if plan.to_materialize:  # the definitions, only for runs to build (idle: none)
             with start_up():
-                from ..definitions import defs  # noqa: F401
+                from ..core.names import JOB
+                from ..definitions import defs
+
+                defs().resolve_job_def(JOB)
         reporter.plan(plan)
 
     try:
@@ -54,34 +57,22 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
             flush=True,
         )
         return stop.exit_code
-    sessions = _sync_sessions(instance, settings, args)
+    from .outcomes import summary_json
+
+    for failed in summary.failed_sessions:
+        print(f"statepool sync: session {failed.session}: {failed.error}", file=sys.stderr)
+    if not summary.feedback.ok:
+        print(f"statepool sync: state_stats: {summary.feedback.error}", file=sys.stderr)
     report = None
     if summary.outcomes or not pool_report_path(settings).exists():
         report = write_pool_report(settings, collect=False)  # splits: the last export's
     if args.json:
-        print(json.dumps({**summary_json(summary), "report": report, **sessions[0]}, indent=1))
+        print(json.dumps({**summary_json(summary), "report": report}, indent=1))
     elif not args.quiet:
         print(summary_table(summary))
-        if sessions[1]:
-            print(sessions[1])
         if report and announce_report:
             print(f"report: {report}")
-    return 1 if summary.failed or sessions[2] else 0
-
-
-def _sync_sessions(instance, settings: Settings, args: argparse.Namespace) -> tuple:
-    """Sessions built by this sync: (JSON fields, a line to print, any failed)."""
-    from .session_sync import sync_sessions
-
-    outcomes = sync_sessions(instance, settings, "DEBUG" if args.verbose else "ERROR")
-    failed = [o for o in outcomes if not o.ok]
-    for outcome in failed:
-        print(f"statepool sync: session {outcome.session}: {outcome.error}", file=sys.stderr)
-    rows = [vars(o) for o in outcomes]
-    line = (
-        f"sessions: {len(outcomes) - len(failed)} built, {len(failed)} failed" if outcomes else ""
-    )
-    return {"sessions": rows}, line, bool(failed)
+    return 1 if summary.failed or summary.failed_sessions or not summary.feedback.ok else 0
 
 
 # Enough runs that the default export (val 10 %, seed 0) puts one in every split; the
@@ -94,11 +85,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from ..core.locations import is_local, upload_tree
     from ..core.names import PROMPTS
-    from ..defs.resources import statepool_settings
     from ..demo.sample_runs import SampleSpec, generate_runs
     from . import preflight
 
-    settings = statepool_settings.settings()
+    settings = Settings.from_env()
     runs = preflight.runs_folder(settings, create=True)
     preflight.store_folder(settings.store_dir)
     if not runs.is_dir() or not any(p for p in runs.iterdir() if not p.name.startswith(".")):
@@ -133,7 +123,7 @@ def _demo_sessions(settings: Settings, args: argparse.Namespace) -> int:
     """A simulated rollout over the sample runs' states, then the session built."""
     from ..demo.rollout import simulate_rollout
     from ..readers import load_state_pool
-    from .session_sync import sync_sessions
+    from .sync import sync_sessions
 
     states = load_state_pool(settings.store_dir)[:12]
     folder = simulate_rollout(states, settings.sessions_dir)
@@ -151,9 +141,9 @@ def _materialize_training_dataset(verbose: bool = False) -> str | None:
     from dagster import AssetKey
 
     from ..definitions import defs
-    from .sync import _first_error as first_error
+    from .outcomes import first_error
 
-    job = defs.resolve_implicit_global_asset_job_def()
+    job = defs().resolve_implicit_global_asset_job_def()
     level = "DEBUG" if verbose else "ERROR"
     result = job.execute_in_process(
         instance=dagster_instance(),
@@ -166,11 +156,10 @@ def _materialize_training_dataset(verbose: bool = False) -> str | None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     with start_up():
-        from ..defs.resources import statepool_settings
         from . import preflight
         from .status import run_statuses
 
-        settings = statepool_settings.settings()
+        settings = Settings.from_env()
         preflight.runs_folder(settings)
         preflight.store_folder(settings.store_dir, must_exist=True)
         instance = dagster_instance()
@@ -190,10 +179,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="statepool", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, func, help_text in (
-        ("sync", cmd_sync, "register new runs, materialize new and changed ones"),
+        (
+            "sync",
+            cmd_sync,
+            "do now what the sensors do: build new and changed runs, sessions' new sealed "
+            "segments, and fold new feedback into state_stats; a line for each",
+        ),
         ("demo", cmd_demo, "generate sample runs if the runs folder is empty, then sync"),
     ):
-        p = sub.add_parser(name, help=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(func=func)
         p.add_argument("--settle", type=float, default=None, help="wait for files this old (s)")
         p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")

@@ -1,4 +1,12 @@
-"""``statepool sync``: what the sensor does, run once and synchronously in the local instance."""
+"""``statepool sync``: the code location's sensors ticked once, what they ask for built here.
+
+The runs, sessions and feedback sensors' tick functions (``defs/sensors.py``) decide, as they
+do for the daemon; the partitions they add are added and the runs they request executed with
+the code location's jobs (``launch.py``). Requested runs of consecutive partitions are built
+together, one Dagster run over their range, as a single-run backfill does. Concurrent syncs
+and the daemon's runs share the work (``claims.py``); a signal stops the sync between runs
+(``interrupts.py``).
+"""
 
 from __future__ import annotations
 
@@ -6,75 +14,29 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from dagster import DagsterInstance
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-    PARTITION_NAME_TAG,
-)
 
-from ..core.names import (
-    FINAL_ASSET,
-    IGNORED_METADATA,
-    JOB,
-    REJECT_COUNTS,
-    STATE_COUNT,
-    STATES,
-    Change,
-)
-from ..core.runs.changes import RunChange, SyncPlan, plan_sync
-from ..core.runs.files import discover_runs
+from ..core.config import Settings
+from ..core.names import FINAL_ASSET, SESSIONS_JOB, STATE_STATS, STATE_STATS_JOB
+from ..core.runs.changes import SyncPlan
 from ..core.store.layout import StoreLayout
-from ..defs.fingerprints import recorded_fingerprints
-from ..defs.partitions import RUNS
-from ..defs.resources import statepool_settings
-from ..defs.tags import SOURCE_FINGERPRINT, SYNC_PID
-from .claims import built_elsewhere, partitions_under_way, wait_for_runs
+from ..defs.sensors import feedback_tick, runs_tick
+from ..defs.session_sensors import sessions_tick
+from ..defs.tags import CHANGE, NEW_SEGMENTS, SOURCE_FINGERPRINT, SYNC_PID
+from .claims import Target, built_elsewhere, partitions_under_way, wait_for_runs
 from .interrupts import raise_if_signalled
-
-
-@dataclass
-class RunOutcome:
-    """How one run's materialization went."""
-
-    run: str
-    status: str  # the plan's status: new | changed
-    success: bool
-    states: int = 0
-    rejects: int = 0
-    ignored: int = 0  # files in the run folder passed over (name, duplicate), each with a reason
-    seconds: float = 0.0
-    error: str | None = None
-    elsewhere: bool = False  # built meanwhile by another sync or run: skipped here
-
-
-@dataclass
-class SyncSummary:
-    """Everything ``statepool sync`` reports."""
-
-    plan: SyncPlan
-    outcomes: list[RunOutcome] = field(default_factory=list)
-
-    @property
-    def failed(self) -> list[RunOutcome]:
-        return [o for o in self.outcomes if not o.success]
-
-    @property
-    def states_written(self) -> int:
-        return sum(o.states for o in self.outcomes if o.success)
-
-    def counts(self) -> dict[str, int]:
-        plan = self.plan
-        return {
-            "seen": len(plan.runs),
-            **{change.value: len(plan.with_status(change)) for change in Change},
-            "invalid": len(plan.invalid),
-            "failed": len(self.failed),
-            "states_written": self.states_written,
-        }
-
+from .launch import add_partitions, run_job, run_partitions
+from .outcomes import (
+    FeedbackOutcome,
+    RunOutcome,
+    SessionOutcome,
+    SyncSummary,
+    count,
+    first_error,
+    materialized,
+    run_outcome,
+)
 
 # Runs per Dagster run. Each run costs Dagster a fixed ~0.15 s (creating it, its plan, its
 # start and end events): 48 keeps that under 4 ms a partition while progress still shows
@@ -82,100 +44,8 @@ class SyncSummary:
 BATCH_SIZE = 48
 
 
-def _materialized(result) -> dict[tuple[str, str | None], dict]:
-    """``{(asset, run): metadata}`` of every materialization ``result`` recorded."""
-    found = {}
-    for event in result.get_asset_materialization_events():
-        materialization = event.step_materialization_data.materialization
-        key = (materialization.asset_key.to_user_string(), materialization.partition)
-        found[key] = materialization.metadata
-    return found
-
-
-def _count(metadata: dict | None, key: str) -> int:
-    return int(metadata[key].value) if metadata and key in metadata else 0
-
-
-def _ignored_files(result, run: str) -> int:
-    """How many files the run's materializations list as ignored (JSON metadata, by name)."""
-    total = 0
-    for event in result.get_asset_materialization_events():
-        materialization = event.step_materialization_data.materialization
-        for asset, key in IGNORED_METADATA:
-            if (
-                materialization.asset_key.to_user_string() == asset
-                and materialization.partition == run
-                and key in materialization.metadata
-            ):
-                total += len(materialization.metadata[key].value or {})
-    return total
-
-
-def _first_error(result) -> str:
-    """The root cause of the first failed step, without Dagster's wrapping."""
-    for event in result.all_events:
-        if event.is_step_failure and event.step_failure_data.error:
-            error = event.step_failure_data.error
-            while error.cause is not None:
-                error = error.cause
-            message = error.message.strip()
-            prefix = f"{error.cls_name}: "
-            if prefix in message:
-                message = message.split(prefix, 1)[1]
-            return message.splitlines()[0] if message else error.cls_name
-    return "run failed"
-
-
-def _execute(instance: DagsterInstance, targets: list[RunChange], log_level: str):
-    """One Dagster run over ``targets`` (consecutive partitions), with the job's executor."""
-    from ..definitions import defs
-
-    job = defs.resolve_job_def(JOB)
-    first, last = targets[0].run.name, targets[-1].run.name
-    if len(targets) == 1:
-        partition = {"partition_key": first}
-        tags = {SOURCE_FINGERPRINT: targets[0].fingerprint.digest}
-    else:
-        partition = {}
-        tags = {ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last}
-    tags[SYNC_PID] = str(os.getpid())
-    run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
-    if in_process():
-        return job.execute_in_process(
-            instance=instance,
-            tags=tags,
-            raise_on_error=False,
-            run_config=run_config,
-            **partition,
-        )
-    # execute_in_process ignores the job's executor; any other needs a job it can rebuild
-    # elsewhere (a Celery worker loads it from this module pointer).
-    from dagster import execute_job
-    from dagster._core.definitions.reconstruct import ReconstructableRepository
-
-    repository = ReconstructableRepository.for_module("statepool_dagster.definitions", "defs")
-    if partition:
-        tags[PARTITION_NAME_TAG] = first
-    return execute_job(
-        repository.get_reconstructable_job(job.name),
-        instance,
-        run_config=run_config,
-        tags=tags,
-        raise_on_error=False,
-    )
-
-
-def in_process() -> bool:
-    """Whether the jobs run their steps in this process (``STATEPOOL_EXECUTOR=in_process``)."""
-    from dagster import in_process_executor
-
-    from ..defs.jobs import RUN_EXECUTOR
-
-    return RUN_EXECUTOR is in_process_executor
-
-
 def materialize_runs(
-    instance: DagsterInstance, targets: list[RunChange], log_level: str = "WARNING"
+    instance: DagsterInstance, settings: Settings, targets: list[Target], log_level: str
 ) -> list[RunOutcome]:
     """Materialize consecutive partitions in one run; the runs it could not build, each alone.
 
@@ -183,55 +53,48 @@ def materialize_runs(
     again alone, so each reports its own error. Runs another process built meanwhile (seen
     once their store locks are held) are skipped (``claims.py``).
     """
-    layout = StoreLayout(statepool_settings.settings().store_dir)
+    layout = StoreLayout(settings.store_dir)
     started = time.perf_counter()
     with contextlib.ExitStack() as locks:
         # Held by this process, the locks would block the steps elsewhere (Celery workers),
         # which take each run's lock themselves for every stage.
-        if in_process():
+        if settings.executor == "in_process":
             for target in targets:  # in key order, as every sync takes them: no deadlock
-                locks.enter_context(layout.lock(target.run.name))
+                locks.enter_context(layout.lock(target.run))
         elsewhere = built_elsewhere(instance, targets)
         if elsewhere:
-            skipped = [RunOutcome(t.run.name, t.status, True, elsewhere=True) for t in targets]
-            todo = [t for t in targets if t.run.name not in elsewhere]
-            order = [t.run.name for t in targets]
-            built = {}
+            skipped = [RunOutcome(t.run, t.status, True, elsewhere=True) for t in targets]
+            todo = [t for t in targets if t.run not in elsewhere]
+            order = [t.run for t in targets]
+            built: dict[str, RunOutcome] = {}
             for batch in batches(todo, order):  # the locks are re-entrant
-                built.update((o.run, o) for o in materialize_runs(instance, batch, log_level))
+                outcomes = materialize_runs(instance, settings, batch, log_level)
+                built.update((o.run, o) for o in outcomes)
             return [built.get(o.run, o) for o in skipped]
-        result = _execute(instance, targets, log_level)
+        one = {SOURCE_FINGERPRINT: targets[0].fingerprint, CHANGE: targets[0].status}
+        partitions = [t.run for t in targets]
+        result = run_partitions(instance, settings, partitions, one, log_level)
     raise_if_signalled()  # a stopped sync neither goes on nor retries one by one
-    materialized = _materialized(result)
+    found = materialized(result)
     share = (time.perf_counter() - started) / len(targets)
     outcomes = []
     for target in targets:
-        run = target.run.name
-        built = result.success or (FINAL_ASSET, run) in materialized
-        if not built and len(targets) > 1:
-            outcomes.extend(materialize_runs(instance, [target], log_level))
-            continue
-        outcome = RunOutcome(run, target.status, built, seconds=share)
-        if built:
-            outcome.states = _count(materialized.get((STATES, run)), STATE_COUNT)
-            outcome.rejects = sum(
-                _count(materialized.get((asset, run)), key) for asset, key in REJECT_COUNTS
-            )
-            outcome.ignored = _ignored_files(result, run)
+        if result.success or (FINAL_ASSET, target.run) in found:
+            outcomes.append(run_outcome(found, target.run, target.status, share))
+        elif len(targets) > 1:
+            outcomes.extend(materialize_runs(instance, settings, [target], log_level))
         else:
-            outcome.error = _first_error(result)
-        outcomes.append(outcome)
+            error = first_error(result)
+            outcomes.append(RunOutcome(target.run, target.status, False, error=error))
     return outcomes
 
 
-def batches(targets: list[RunChange], order: list[str], size: int = BATCH_SIZE):
+def batches(targets: list[Target], order: list[str], size: int = BATCH_SIZE):
     """Split ``targets`` into runs of consecutive partitions (in the instance's key order)."""
     position = {key: i for i, key in enumerate(order)}
-    batch: list[RunChange] = []
-    for target in sorted(targets, key=lambda t: position[t.run.name]):
-        if batch and (
-            len(batch) >= size or position[target.run.name] != position[batch[-1].run.name] + 1
-        ):
+    batch: list[Target] = []
+    for target in sorted(targets, key=lambda t: position[t.run]):
+        if batch and (len(batch) >= size or position[target.run] != position[batch[-1].run] + 1):
             yield batch
             batch = []
         batch.append(target)
@@ -267,6 +130,80 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def build_runs(
+    instance: DagsterInstance,
+    settings: Settings,
+    targets: list[Target],
+    on_outcome: Callable[[RunOutcome], None],
+    log_level: str,
+    batch_size: int,
+) -> None:
+    """Every target built, a batch of consecutive partitions at a time."""
+    from ..core.names import RUNS
+    from ..core.report.cache import FiguresWarmer
+
+    order = instance.get_dynamic_partitions(RUNS)
+    # Partitions another process's run is building: last, once that run is over.
+    under_way = partitions_under_way(instance, order)
+    first = [t for t in targets if t.run not in under_way]
+    last = [t for t in targets if t.run in under_way]
+    # The report's figures of each batch's runs, counted while the next batch is built.
+    warmer = FiguresWarmer(settings.store_dir)
+    finished = False
+    try:
+        for group in (first, last):
+            if group is last and last:
+                wait_for_runs(instance, {under_way[t.run] for t in last})
+            for batch in batches(group, order, batch_size):
+                raise_if_signalled()
+                built = []
+                for outcome in materialize_runs(instance, settings, batch, log_level):
+                    if outcome.success and not outcome.elsewhere:
+                        built.append(outcome.run)
+                    on_outcome(outcome)
+                warmer.add(built)
+        finished = True
+    finally:
+        warmer.close(finish=finished)
+
+
+def sync_sessions(instance: DagsterInstance, settings: Settings, log_level: str = "ERROR"):
+    """The sessions sensor's requests built: each session with sealed segments not built."""
+    tick = sessions_tick(instance, settings, None)
+    add_partitions(instance, tick.result)
+    outcomes = []
+    for request in tick.result.run_requests or ():
+        raise_if_signalled()
+        session = request.partition_key
+        result = run_job(instance, SESSIONS_JOB, log_level, session, dict(request.tags))
+        error = "" if result.success else first_error(result)
+        pending = int(request.tags.get(NEW_SEGMENTS, 0))
+        outcomes.append(SessionOutcome(session, pending, result.success, error))
+    return outcomes
+
+
+def fold_feedback(
+    instance: DagsterInstance, settings: Settings, log_level: str = "ERROR", force: bool = False
+) -> FeedbackOutcome:
+    """``state_stats`` materialized when the feedback sensor asks for it (or ``force``)."""
+    if not (force or feedback_tick(instance, settings).result.run_requests):
+        return FeedbackOutcome()
+    raise_if_signalled()
+    store = {"store_dir": settings.store_dir, "feedback_dir": settings.feedback_dir}
+    config = {"resources": {"statepool": {"config": {k: v for k, v in store.items() if v}}}}
+    result = run_job(instance, STATE_STATS_JOB, log_level, run_config=config)
+    meta = materialized(result).get((STATE_STATS, None))
+    return FeedbackOutcome(
+        ran=True,
+        ok=result.success,
+        records=count(meta, "new_records"),
+        segments=count(meta, "new_segments"),
+        states=count(meta, "states"),
+        bad_lines=count(meta, "new_bad_lines"),
+        error="" if result.success else first_error(result),
+    )
+
+
 def sync(
     instance: DagsterInstance,
     settle_seconds: float = 0.0,
@@ -275,54 +212,31 @@ def sync(
     log_level: str = "WARNING",
     batch_size: int = BATCH_SIZE,
 ) -> SyncSummary:
-    """Register new runs and materialize new and changed ones; never stops at a failure.
+    """What the runs, sessions and feedback sensors ask for, built now; never stops at a failure.
 
-    Settings come from the code location's settings resource, as the job's runs read them.
-    Consecutive partitions are built together in one Dagster run (``batch_size`` at most),
-    asset checks included. Runs another sync or a launched run is building are not built
-    twice (``claims.py``).
+    Settings come from the environment, as the jobs' runs read them (``settle_seconds``
+    instead of ``STATEPOOL_SETTLE_SECONDS``: a sync builds what it finds).
     """
-    settings = statepool_settings.settings()
+    settings = Settings.from_env()
     fail_orphaned_runs(instance)
-    plan = plan_sync(
-        discover_runs(settings.runs_dir),
-        known_keys=instance.get_dynamic_partitions(RUNS),
-        recorded=recorded_fingerprints(instance),
-        now=time.time(),
-        settle_seconds=settle_seconds,
-    )
-    if plan.new_keys:
-        instance.add_dynamic_partitions(RUNS, plan.new_keys)
+    tick = runs_tick(instance, settings.model_copy(update={"settle_seconds": settle_seconds}))
+    add_partitions(instance, tick.result)
+    assert tick.plan is not None
     if on_plan:
-        on_plan(plan)
-    summary = SyncSummary(plan)
-    if not plan.to_materialize:
-        return summary  # an idle sync: no more queries, nothing of the report (nor Arrow)
-    order = instance.get_dynamic_partitions(RUNS)
-    # Partitions another process's run is building: last, once that run is over.
-    under_way = partitions_under_way(instance, order)
-    first = [t for t in plan.to_materialize if t.run.name not in under_way]
-    last = [t for t in plan.to_materialize if t.run.name in under_way]
-    from ..core.report.cache import FiguresWarmer
+        on_plan(tick.plan)
+    summary = SyncSummary(tick.plan)
+    targets = [
+        Target(r.partition_key, r.tags[SOURCE_FINGERPRINT], r.tags[CHANGE])
+        for r in tick.result.run_requests or ()
+    ]
 
-    # The report's figures of each batch's runs, counted while the next batch is built.
-    warmer = FiguresWarmer(settings.store_dir)
-    finished = False
-    try:
-        for targets in (first, last):
-            if targets is last and last:
-                wait_for_runs(instance, {under_way[t.run.name] for t in last})
-            for batch in batches(targets, order, batch_size):
-                raise_if_signalled()
-                built = []
-                for outcome in materialize_runs(instance, batch, log_level):
-                    summary.outcomes.append(outcome)
-                    if outcome.success and not outcome.elsewhere:
-                        built.append(outcome.run)
-                    if on_outcome:
-                        on_outcome(outcome)
-                warmer.add(built)
-        finished = True
-    finally:
-        warmer.close(finish=finished)
+    def outcome(done: RunOutcome) -> None:
+        summary.outcomes.append(done)
+        if on_outcome:
+            on_outcome(done)
+
+    if targets:  # an idle sync: no more queries, nothing of the report (nor Arrow)
+        build_runs(instance, settings, targets, outcome, log_level, batch_size)
+    summary.sessions = sync_sessions(instance, settings, log_level)
+    summary.feedback = fold_feedback(instance, settings, log_level)
     return summary

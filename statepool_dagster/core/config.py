@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import (
@@ -139,7 +140,9 @@ class Settings(BaseModel):
     workers: int = Field(
         0, ge=0, description="Processes for a run covering several partitions (0: one per core)."
     )
-    sensor_interval: int = Field(30, ge=1, description="Seconds between sensor ticks.")
+    sensor_interval: int = Field(
+        30, ge=1, description="Seconds between sensor ticks. Read when the code location loads."
+    )
     settle_seconds: float = Field(
         10.0, ge=0, description="A run is requested once its files are this many seconds old."
     )
@@ -171,11 +174,17 @@ class Settings(BaseModel):
         return ENV_PREFIX + field.upper()
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
-        """Settings from the environment; explicit ``overrides`` (not ``None``) win."""
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        only: tuple[str, ...] | None = None,
+        **overrides: object,
+    ) -> Settings:
+        """Settings from the environment; explicit ``overrides`` (not ``None``) win. With
+        ``only``, the other fields keep their defaults (a bad value there is not read)."""
         environ = os.environ if environ is None else environ
         values: dict[str, object] = {}
-        for name in cls.model_fields:
+        for name in only or cls.model_fields:
             raw = environ.get(cls.env_name(name))
             if raw not in (None, ""):
                 values[name] = raw
@@ -225,3 +234,21 @@ class Settings(BaseModel):
             episode_formatter=self.episode_formatter,
             limits=self.prompt_limits(),
         )
+
+
+def settings_key() -> tuple[tuple[str, str], ...]:
+    """The ``STATEPOOL_*`` variables now set: what settings read now (and a cached grade)
+    depend on."""
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(ENV_PREFIX)))
+
+
+@lru_cache(maxsize=64)
+def _validated(only: tuple[str, ...], values: tuple[str | None, ...]) -> Settings:
+    environ = {Settings.env_name(f): v for f, v in zip(only, values, strict=True) if v is not None}
+    return Settings.from_env(environ, only=only)
+
+
+def settings_now(*only: str) -> Settings:
+    """The settings ``only`` names, from the environment as it is now; the others keep their
+    defaults. Validated once per distinct value: cheap enough for every reward call."""
+    return _validated(only, tuple(os.environ.get(Settings.env_name(f)) for f in only))

@@ -5,6 +5,7 @@ Spelled once, here; everything else imports them.
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 
 # The four run-partitioned assets, in the data's order, and the pool-wide one.
@@ -19,6 +20,10 @@ TRAINING_DATASET = "training_dataset"
 # The Dagster skin's job, group and resource keys (SETTINGS is also the parameter name
 # assets and sensors take the settings resource by).
 JOB = "statepool_job"
+SESSIONS_JOB = "statepool_sessions_job"
+STATE_STATS = "state_stats"
+STATE_STATS_JOB = "state_stats_job"
+RUNS = "runs"  # the runs' dynamic partitions (one per run folder)
 GROUP = "statepool"
 SETTINGS = "statepool"
 STORE = "statepool_store"
@@ -110,3 +115,36 @@ SESSIONS_PARTITIONS = "sessions"
 SESSION_STATES = "session_states"
 SESSION_PROMPTS = "session_prompts"
 SESSION_REJECTS = "session_rejects"
+
+
+# A run state's id: ``<run>_ckpt<k>``, the state of checkpoint ``k`` of run ``<run>``.
+_STATE_ID = re.compile(r"(?P<run>.+)_ckpt(?P<k>[0-9]+)")
+
+
+def run_state_id(run: str, version: int) -> str:
+    """The id of run ``run``'s state at checkpoint ``version``."""
+    return f"{run}_ckpt{version}"
+
+
+def parse_run_state_id(state_id: str) -> tuple[str, int] | None:
+    """``(run, checkpoint)`` of a run state's id; ``None`` for any other id."""
+    match = _STATE_ID.fullmatch(state_id)
+    return None if match is None else (match["run"], int(match["k"]))
+
+
+# Names that become partition keys, file and folder names: runs, sessions, segment writers.
+_KEY_CHARACTERS = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def key_name_problem(name: str, max_length: int) -> str | None:
+    """Why ``name`` cannot be a key (a partition, a folder, a file's prefix), or ``None``."""
+    if not name:
+        return "empty name"
+    if len(name) > max_length:
+        return f"longer than {max_length} characters"
+    if name.startswith("."):
+        return "starts with a dot"
+    if not _KEY_CHARACTERS.fullmatch(name):
+        bad = sorted({c for c in name if not _KEY_CHARACTERS.fullmatch(c)})
+        return "characters outside [A-Za-z0-9._-]: " + ", ".join(repr(c) for c in bad[:5])
+    return None

@@ -54,13 +54,9 @@ from .recording import (
     record_together,
 )
 from .resources import StatepoolSettings
-from .storage import enable_event_batches
 
 # Loaded with the code location, once per process, not inside the first step of every run.
 load_arrow()
-# A run's planned events stored as one batch, whatever the storage (PostgreSQL's inserts
-# them in one statement); the SQLite storage of dagster.yaml sets it too.
-enable_event_batches()
 
 
 def _build_run(

@@ -1,4 +1,5 @@
-"""The executor of every job, chosen by ``STATEPOOL_EXECUTOR`` when the code location loads.
+"""The executor of every job, chosen by ``STATEPOOL_EXECUTOR`` when the code location loads
+(``definitions.py`` builds the definitions then, not at import).
 
 ``in_process`` (the default) runs a run's step in its own process, spreading its
 partitions over the cores. ``celery`` hands each step to the Celery workers listening
@@ -8,7 +9,6 @@ on ``STATEPOOL_CELERY_BROKER`` (``deploy/celery/``); they need the same instance
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 from dagster import (
@@ -21,16 +21,13 @@ from dagster import (
 from pydantic import ValidationError
 
 from ..core.config import Settings
-from .resources import statepool_settings
 
 EXECUTOR_SETTINGS = ("executor", "celery_broker", "celery_backend")
 
 
 def executor_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """The executor's settings alone: a bad value elsewhere is reported by the runs reading it."""
-    environ = os.environ if environ is None else environ
-    names = {Settings.env_name(field) for field in EXECUTOR_SETTINGS}
-    return statepool_settings.settings({k: v for k, v in environ.items() if k in names})
+    return Settings.from_env(environ, only=EXECUTOR_SETTINGS)
 
 
 def statepool_executor(environ: Mapping[str, str] | None = None) -> ExecutorDefinition:

@@ -18,12 +18,10 @@ from ..core.export.collect import empty_train_problem
 from ..core.export.rows import FORMATS, ExportSet
 from ..core.export.write import stream_export
 from ..core.feedback.select import SelectionOptions
-from ..core.names import GROUP, PROMPTS, ROW_COUNT, SESSION_PROMPTS, STATES
+from ..core.names import GROUP, PROMPTS, ROW_COUNT, SESSION_PROMPTS, STATE_STATS, STATES
 from ..core.report import write_report
 from ..core.store.layout import StoreLayout
 from .resources import StatepoolSettings
-
-STATE_STATS = "state_stats"
 
 # eager() waits until no upstream partition is missing: one failed or never-built run
 # would then hold back the export for every other run, so that clause is dropped.

@@ -2,22 +2,16 @@
 
 from dagster import (
     AssetExecutionContext,
-    DefaultSensorStatus,
     MaterializeResult,
     MetadataValue,
-    RunRequest,
-    SensorEvaluationContext,
-    SkipReason,
     asset,
     define_asset_job,
-    sensor,
 )
 
 from ..core.feedback.importers import feedback_folder
 from ..core.feedback.stats_store import load_fold, stats_folder, update_stats
-from ..core.names import GROUP, ROW_COUNT
-from ..core.segments import list_segments
-from .resources import StatepoolSettings, statepool_settings
+from ..core.names import GROUP, ROW_COUNT, STATE_STATS_JOB
+from .resources import StatepoolSettings
 
 PREVIEW_ROWS = 20
 
@@ -50,6 +44,7 @@ def state_stats(context: AssetExecutionContext, statepool: StatepoolSettings) ->
             "zero_variance_share": zero / spread if spread else 0.0,
             "new_segments": report.new_segments,
             "new_records": report.new_records,
+            "new_bad_lines": report.bad,
             "bad_lines": manifest.get("bad", 0),
             "open_groups": manifest.get("open_groups", 0),
             "feedback": MetadataValue.path(str(folder)),
@@ -84,21 +79,4 @@ def stats_markdown(rows: list[dict], limit: int = PREVIEW_ROWS) -> str:
     return "\n".join(lines)
 
 
-state_stats_job = define_asset_job("state_stats_job", selection=[state_stats])
-
-
-@sensor(
-    job=state_stats_job,
-    minimum_interval_seconds=30,
-    default_status=DefaultSensorStatus.RUNNING,
-    description="Folds newly sealed feedback segments into state_stats.",
-)
-def feedback_sensor(context: SensorEvaluationContext):
-    """A run when sealed segments exist that the last fold has not read."""
-    settings = statepool_settings.settings()
-    _, manifest = load_fold(settings.store_dir)
-    folded = set(manifest.get("folded", ()))
-    new = [s.name for s in list_segments(feedback_folder(settings)) if s.name not in folded]
-    if not new:
-        return SkipReason("no new feedback segments")
-    return RunRequest(run_key=f"state_stats:{len(folded)}:{max(new)}")
+state_stats_job = define_asset_job(STATE_STATS_JOB, selection=[state_stats])

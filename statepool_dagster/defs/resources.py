@@ -1,53 +1,44 @@
-"""Settings as a Dagster resource: unset fields fall back to ``STATEPOOL_*`` at run time.
+"""Settings as a Dagster resource, made from :class:`~statepool_dagster.core.config.Settings`.
 
-Every part of the code location reads its settings through :class:`StatepoolSettings`:
-the assets, checks and export (as a resource parameter), the store's IO manager (as a
-required resource), the sensor, the executor choice and ``statepool sync`` (through
-:data:`statepool_settings`, the instance the definitions bind).
+Every field of ``Settings`` is a field of the resource, of the same name and description
+(the UI's launchpad shows them), none declared twice: set in the run config it wins, left
+empty it is read from its ``STATEPOOL_*`` variable when the run starts. Assets, checks,
+the export and the sensors take it as a resource parameter (``statepool``).
 """
 
+from __future__ import annotations
+
 from collections.abc import Mapping
+from typing import Any, get_args
 
 from dagster import ConfigurableResource
-from pydantic import Field
+from pydantic import Field, create_model
 
 from ..core.config import Settings
 from ..core.prompts.spec import PromptSpec
 
+_PLAIN = (bool, int, float)
 
-class StatepoolSettings(ConfigurableResource):
+
+def _config_type(annotation: Any) -> type:
+    """The field's type as Dagster's config takes it: numbers as such, anything else text
+    (choices and paths are checked by ``Settings`` when read)."""
+    kinds = [a for a in (get_args(annotation) or (annotation,)) if a is not type(None)]
+    return kinds[0] if len(kinds) == 1 and kinds[0] in _PLAIN else str
+
+
+def _description(name: str) -> str:
+    field = Settings.model_fields[name]
+    default = "unset" if field.default is None else repr(field.default)
+    return f"{Settings.env_name(name)} (default {default}). {field.description}"
+
+
+class _Reading(ConfigurableResource):
     """Where runs are read from and how states and prompts are built.
 
-    Every field left empty is read from its ``STATEPOOL_*`` environment variable
-    when a run starts (defaults in the README's settings table).
+    Every field left empty is read from its ``STATEPOOL_*`` environment variable when a run
+    starts (the settings reference lists them, with their defaults).
     """
-
-    runs_dir: str | None = Field(None, description="STATEPOOL_RUNS_DIR (default ./runs)")
-    store_dir: str | None = Field(None, description="STATEPOOL_STORE_DIR (default ./store)")
-    sessions_dir: str | None = Field(
-        None, description="STATEPOOL_SESSIONS_DIR (default ./sessions)"
-    )
-    dataset: str | None = Field(None, description="STATEPOOL_DATASET (default ovo)")
-    on_bad_record: str | None = Field(None, description="STATEPOOL_ON_BAD_RECORD: keep | fail")
-    prompt_template: str | None = Field(None, description="STATEPOOL_PROMPT_TEMPLATE")
-    param_rule: str | None = Field(None, description="STATEPOOL_PARAM_RULE")
-    tool_specs: str | None = Field(None, description="STATEPOOL_TOOL_SPECS")
-    episode_formatter: str | None = Field(None, description="STATEPOOL_EPISODE_FORMATTER")
-    pairing: str | None = Field(None, description="STATEPOOL_PAIRING: seed | pre_curation")
-    followup: str | None = Field(None, description="STATEPOOL_FOLLOWUP: none | batch | next_batch")
-    export_val_fraction: float | None = Field(
-        None, description="STATEPOOL_EXPORT_VAL_FRACTION (default 0.1)"
-    )
-    export_test_fraction: float | None = Field(
-        None, description="STATEPOOL_EXPORT_TEST_FRACTION (default 0)"
-    )
-    export_seed: int | None = Field(None, description="STATEPOOL_EXPORT_SEED (default 0)")
-    export_sources: str | None = Field(
-        None, description="STATEPOOL_EXPORT_SOURCES (default runs,sessions)"
-    )
-    export_max_staleness: int | None = Field(
-        None, description="STATEPOOL_EXPORT_MAX_STALENESS (default: keep all)"
-    )
 
     def settings(self, environ: Mapping[str, str] | None = None) -> Settings:
         """The fields set here, the rest from ``environ`` (default: the process environment)."""
@@ -57,6 +48,16 @@ class StatepoolSettings(ConfigurableResource):
         return self.settings().prompt_spec()
 
 
-# The one instance the definitions bind, read directly where no run is at hand: the sensor's
-# interval and the executor (both when the code location loads) and `statepool sync`.
-statepool_settings = StatepoolSettings()
+StatepoolSettings = create_model(
+    "StatepoolSettings",
+    __base__=_Reading,
+    __module__=__name__,
+    __doc__=_Reading.__doc__,
+    **{
+        name: (
+            _config_type(field.annotation) | None,
+            Field(None, description=_description(name)),
+        )
+        for name, field in Settings.model_fields.items()
+    },
+)

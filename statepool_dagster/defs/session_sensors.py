@@ -3,27 +3,24 @@
 The cursor keeps, per session and writer, the highest segment number and the count seen:
 its size follows the writers, never the segments. A tick lists each session's segments
 folder once and requests a run for a session only when one of its writers sealed a
-segment past the cursor (or a segment arrived late, below it).
+segment past the cursor (or a segment arrived late, below it). Without a cursor (a first
+tick, ``statepool sync``) the store says what is built: a session is requested when its
+sealed segments are not all built (or some built one is gone).
 """
+
+from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
-from dagster import (
-    DefaultSensorStatus,
-    RunRequest,
-    SensorEvaluationContext,
-    SensorResult,
-    sensor,
-)
+from dagster import DagsterInstance, RunRequest, SensorDefinition
 
-from ..core.names import SESSIONS_PARTITIONS
+from ..core.config import Settings
+from ..core.names import SESSIONS_JOB, SESSIONS_PARTITIONS
 from ..core.segments.reader import Segment, list_segments
 from ..core.sessions.layout import discover_sessions, segments_dir
-from .resources import statepool_settings
-from .sensors import sensor_interval
-from .sessions import sessions_job, sessions_partitions
+from .sensors import FAST_INTERVAL, Tick, result, watching
+from .tags import NEW_SEGMENTS
 
 SessionCursor = dict[str, dict[str, list[int]]]  # session -> writer -> [highest seq, count]
 
@@ -54,29 +51,20 @@ def new_segments(segments: list[Segment], seen: dict[str, list[int]]) -> tuple[l
     return fresh, state
 
 
-@sensor(
-    job=sessions_job,
-    # At most 15 s, whatever the runs sensor's interval: a tick only lists segment folders,
-    # and a sealed segment should reach training_dataset within 90 s.
-    minimum_interval_seconds=min(sensor_interval(), 15),
-    default_status=DefaultSensorStatus.RUNNING,
-    description=(
-        "Watches STATEPOOL_SESSIONS_DIR. A new session folder becomes a `sessions` partition; "
-        "a session whose writers sealed new segments is built (only those segments are read)."
-    ),
-)
-def sessions_sensor(context: SensorEvaluationContext) -> SensorResult:
-    settings = statepool_settings.settings()
+def sessions_tick(instance: DagsterInstance, settings: Settings, cursor: str | None) -> Tick:
+    """New session folders become partitions; a session with new sealed segments is requested."""
     sessions, invalid = discover_sessions(settings.sessions_dir)
-    for name, reason in invalid.items():
-        context.log.warning(f"session folder {name!r} skipped: {reason}")
-    known = set(context.instance.get_dynamic_partitions(SESSIONS_PARTITIONS))
-    cursor = load_cursor(context.cursor)
+    known = set(instance.get_dynamic_partitions(SESSIONS_PARTITIONS))
+    seen = None if cursor is None else load_cursor(cursor)
     next_cursor: SessionCursor = {}
     requests: list[RunRequest] = []
     for session in sessions:
         segments = list_segments(segments_dir(settings.sessions_dir, session))
-        fresh, state = new_segments(segments, cursor.get(session, {}))
+        fresh, state = new_segments(segments, {} if seen is None else seen.get(session, {}))
+        if seen is None:  # no memory of earlier ticks: what the store has not built
+            from ..core.sessions.build import pending_segments
+
+            fresh = pending_segments(settings.sessions_dir, settings.store_dir, session)
         next_cursor[session] = state
         if fresh:
             key = hashlib.blake2b("\n".join(fresh).encode(), digest_size=8).hexdigest()
@@ -84,18 +72,26 @@ def sessions_sensor(context: SensorEvaluationContext) -> SensorResult:
                 RunRequest(
                     partition_key=session,
                     run_key=f"{session}:{key}",
-                    tags={"statepool/new_segments": str(len(fresh))},
+                    tags={NEW_SEGMENTS: str(len(fresh))},
                 )
             )
     new_keys = [s for s in sessions if s not in known]
-    adds = [sessions_partitions.build_add_request(new_keys)] if new_keys else []
     summary = f"{len(sessions)} sessions, {len(new_keys)} new, {len(requests)} with new segments"
-    context.log.info(summary)
-    result: dict[str, Any] = {
-        "run_requests": requests,
-        "dynamic_partitions_requests": adds,
-        "cursor": json.dumps(next_cursor, sort_keys=True, separators=(",", ":")),
-    }
-    if not requests:
-        result["skip_reason"] = summary
-    return SensorResult(**result)
+    text = json.dumps(next_cursor, sort_keys=True, separators=(",", ":"))
+    found = result(requests, {SESSIONS_PARTITIONS: new_keys}, summary, cursor=text)
+    warnings = [f"session folder {name!r} skipped: {why}" for name, why in invalid.items()]
+    return Tick(found, summary, warnings)
+
+
+def sessions_sensor_def(interval: int = FAST_INTERVAL) -> SensorDefinition:
+    return watching(
+        sessions_tick,
+        "sessions_sensor",
+        SESSIONS_JOB,
+        interval,
+        "Watches STATEPOOL_SESSIONS_DIR. A new session folder becomes a `sessions` partition; "
+        "a session whose writers sealed new segments is built (only those segments are read).",
+    )
+
+
+sessions_sensor = sessions_sensor_def()  # with the default interval, as the code location's

@@ -19,7 +19,6 @@ from dagster import (
     AssetKey,
     AssetSelection,
     AssetSpec,
-    DynamicPartitionsDefinition,
     MaterializeResult,
     MetadataValue,
     Output,
@@ -28,18 +27,16 @@ from dagster import (
     multi_asset,
 )
 
-from ..core.names import GROUP, ROW_COUNT, SESSION_PROMPTS, SESSION_STATES, SESSIONS_PARTITIONS
+from ..core.names import GROUP, ROW_COUNT, SESSION_PROMPTS, SESSION_STATES, SESSIONS_JOB
 from ..core.sessions.build import SessionBuild, build_session
 from ..core.sessions.layout import check_session_name
 from ..core.sessions.store import SessionFolders
 from ..core.store.preview import markdown_preview
+from .partitions import sessions_partitions
 from .resources import StatepoolSettings
-
-sessions_partitions = DynamicPartitionsDefinition(name=SESSIONS_PARTITIONS)
 
 NO_REJECTS = "no_rejects"
 EVERY_STATE_HAS_A_PROMPT = "every_state_has_prompt"
-SESSIONS_JOB = "statepool_sessions_job"
 
 SESSION_ASSET_SPECS = [
     AssetSpec(

@@ -70,8 +70,8 @@ from .storage_batch import batch_writable, store_rows, write_asset_rows
 from .storage_reads import PartitionsReadOncePerBatch
 
 # Events Dagster writes in one batch (a multi-partition output's materializations, a run's
-# planned events) once this is above 0; read by Dagster at each event, so setting it here,
-# when the instance loads this class, covers every process that writes to the instance.
+# planned events) once this is above 0; read by Dagster at each event, so setting it when the
+# instance makes this storage covers every process that writes to the instance.
 EVENT_BATCH_SIZE = "10000"
 RUN_SHARD_ENGINES = 8  # run shards with an open engine per process (the index has its own)
 
@@ -80,9 +80,6 @@ def enable_event_batches() -> None:
     """Let Dagster hand batches to ``store_event_batch`` (unless ``DAGSTER_EVENT_BATCH_SIZE``
     is already set)."""
     os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", EVENT_BATCH_SIZE)
-
-
-enable_event_batches()
 
 
 def _pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -121,6 +118,7 @@ class StatepoolSqliteEventLogStorage(PartitionsReadOncePerBatch, SqliteEventLogS
     """``SqliteEventLogStorage`` with kept connections and one transaction per batch."""
 
     def __init__(self, base_dir: str | None = None, inst_data: ConfigurableClassData | None = None):
+        enable_event_batches()
         # Set before Dagster's constructor, which connects to a new index shard.
         self._engine_lock = threading.Lock()
         self._engines: OrderedDict[str, Engine] = OrderedDict()

@@ -7,6 +7,9 @@ records in one write, a run's planned events) writes every event's own rows as
 ``store_event`` does, then each asset's row once, holding for each column what the last event
 in the batch to set it would have left: the same row, one write. The SQLite storage writes
 it with an insert or an update, the PostgreSQL one with an upsert (``merged_asset_rows``).
+
+Also the one place the command line reaches into Dagster's SQLite storage: finishing a set-up
+a killed process left half made (:func:`finish_sqlite_setup`).
 """
 
 from __future__ import annotations
@@ -94,3 +97,24 @@ def merged_asset_rows(
         ).items():
             values.setdefault(column, value)
     return rows
+
+
+def finish_sqlite_setup(instance) -> None:
+    """Create what a process killed while Dagster set up its SQLite event log left out.
+
+    Dagster creates the event log's ``index.db`` tables only when the file is new, so a
+    command killed in that first second leaves an instance on which every later command fails
+    ("requires the dynamic partitions table ... run `dagster instance migrate`"). The schema
+    version stamp (``alembic_version``) is the setup's last step, so without it the setup was
+    cut short. Dagster's own first-connection setup is idempotent (it creates only missing
+    tables, then stamps), as are its data migrations, so running them again finishes the job.
+    """
+    from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+
+    storage = instance.event_log_storage
+    if not isinstance(storage, SqliteEventLogStorage) or storage.has_table("alembic_version"):
+        return
+    with storage.index_connection():
+        pass
+    storage.reindex_events()
+    storage.reindex_assets()

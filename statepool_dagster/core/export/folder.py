@@ -17,18 +17,8 @@ import tempfile
 from pathlib import Path
 
 from ..locations import AnyPath, is_local
-from ..store.atomic import libc_function, publish_manifest, temp_sibling
-
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (Linux ``renameat2``); ``False`` where unsupported."""
-    renameat2 = libc_function("renameat2")
-    if renameat2 is None:
-        return False
-    return renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
+from ..store.atomic import publish_manifest, temp_sibling
+from ..store.renames import exchange
 
 
 class StagedFolder:
@@ -63,7 +53,7 @@ class StagedFolder:
         final = self.final
         if not final.exists():
             os.replace(self.path, final)
-        elif not _exchange(self.path, final):
+        elif not exchange(self.path, final):
             # No atomic swap on this system: move the old folder aside (a brief gap, never torn).
             old = temp_sibling(final)
             os.replace(final, old)

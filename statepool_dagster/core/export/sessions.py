@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ..names import parse_run_state_id
 from ..runs.files import natural_key
 from ..sessions.build import session_totals
 from ..sessions.reading import iter_session_table, stored_sessions
@@ -113,7 +114,10 @@ class SessionRows:
 
     def _winner(self, state_id: str) -> str:
         kept_by = self.kept.get(state_id)
-        return f"session {kept_by}'s" if kept_by else f"{state_id.rsplit('_ckpt', 1)[0]}'s"
+        if kept_by:
+            return f"session {kept_by}'s"
+        parsed = parse_run_state_id(state_id)
+        return f"{parsed[0] if parsed else state_id}'s"
 
     def read(self, session: str) -> Iterator[ExportRow]:
         """The session's rows; returns whether any state was collected (before the gate)."""

@@ -9,19 +9,16 @@ groups them exactly (one prompt in one step).
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..config import settings_now
 from .recorder import active_folder, recorder_for
 
 log = logging.getLogger(__name__)
-GROUP_SECONDS_ENV = "STATEPOOL_FEEDBACK_GROUP_SECONDS"
-DEFAULT_GROUP_SECONDS = 120.0
 
 
 def _step(trainer_state: Any) -> int | None:
@@ -40,13 +37,8 @@ def record_one(state_id: Any, breakdown: Mapping[str, Any], source: str = "verl"
     _queue(folder, [(parts, state_id, dict(breakdown), now, source, None)])
 
 
-@functools.cache
-def _window_of(raw: str | None) -> float:
-    return float(raw) if raw else DEFAULT_GROUP_SECONDS
-
-
 def _window() -> float:
-    return _window_of(os.environ.get(GROUP_SECONDS_ENV))
+    return settings_now("feedback_group_seconds").feedback_group_seconds
 
 
 def record_batch(

@@ -20,12 +20,13 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
+from ..config import Settings, settings_now
 from ..segments import SegmentWriter
 from .records import FeedbackRecord, encode, from_breakdown, group_id
 
-FEEDBACK_ENV = "STATEPOOL_FEEDBACK_DIR"
-SEAL_ENV = "STATEPOOL_FEEDBACK_SEAL_SECONDS"
-DEFAULT_SEAL_SECONDS = 30.0
+FEEDBACK_ENV = Settings.env_name("feedback_dir")
+SEAL_ENV = Settings.env_name("feedback_seal_seconds")
+DEFAULT_SEAL_SECONDS = Settings.model_fields["feedback_seal_seconds"].default
 MAX_SEGMENT_BYTES = 16 << 20
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -122,15 +123,14 @@ def recorder_for(folder: str) -> FeedbackRecorder:
     with _recorders_lock:
         recorder = _recorders.get(key)
         if recorder is None:
-            raw = os.environ.get(SEAL_ENV)
-            seal = float(raw) if raw else DEFAULT_SEAL_SECONDS
+            seal = settings_now("feedback_seal_seconds").feedback_seal_seconds
             recorder = _recorders[key] = FeedbackRecorder(folder, seal)
     return recorder
 
 
 def active_folder() -> str | None:
     """The feedback folder ``STATEPOOL_FEEDBACK_DIR`` names; ``None``: recording is off."""
-    return os.environ.get(FEEDBACK_ENV) or None
+    return settings_now("feedback_dir").feedback_dir or None
 
 
 def flush_all() -> None:

@@ -18,13 +18,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..locations import AnyPath, as_path, is_local
+from ..locations import AnyPath, is_local
 from ..segments import list_segments
 from ..store.atomic import read_parquet, write_bytes_atomic, write_parquet_atomic
+from .manifest import MANIFEST, stats_folder
 from .stats import DEFAULT_CLOSE_SECONDS, Fold
 
-STATS_DIR = "feedback_stats"
-MANIFEST = "fold.json"
 TABLE = "state_stats.parquet"
 _STATE_ACC = pa.schema(
     [
@@ -55,25 +54,16 @@ _GROUP_ACC = pa.schema(
 )
 
 
-def stats_folder(store: str | os.PathLike[str]) -> AnyPath:
-    return as_path(store) / STATS_DIR
-
-
 @contextlib.contextmanager
 def _locked(folder: AnyPath) -> Iterator[None]:
     """One fold at a time on this machine (a sensor's run and a command line's)."""
     if not is_local(folder):
         yield
         return
-    import fcntl
+    from ..store.locks import file_lock
 
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with file_lock(folder / ".lock"):
+        yield
 
 
 def load_fold(store: str | os.PathLike[str]) -> tuple[Fold, dict[str, Any]]:

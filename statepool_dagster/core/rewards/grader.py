@@ -11,13 +11,12 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ..config import ENV_PREFIX, Settings
+from ..config import Settings, settings_key
 from ..errors import StatepoolError
 from ..prompts.spec import load_tool_specs
 from ..states.models import CheckpointState
@@ -158,11 +157,6 @@ class Grader:
 @lru_cache(maxsize=8)
 def _cached(environ: tuple[tuple[str, str], ...]) -> Grader:
     return Grader.from_settings(Settings.from_env(dict(environ)))
-
-
-def settings_key() -> tuple[tuple[str, str], ...]:
-    """The ``STATEPOOL_*`` variables now set: what a grader (and a cached grade) depends on."""
-    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(ENV_PREFIX)))
 
 
 def grader_from_env() -> Grader:

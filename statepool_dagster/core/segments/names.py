@@ -4,26 +4,18 @@ from __future__ import annotations
 
 import re
 
+from ..names import key_name_problem
+
 SEGMENT_SUFFIX = ".jsonl"
 SEQ_DIGITS = 6
 # ``<writer>-<seq>.jsonl``: the writer's name may hold dashes, the sequence is the last one.
 SEGMENT_NAME = re.compile(r"(?P<writer>[A-Za-z0-9._-]+)-(?P<seq>[0-9]{6,})\.jsonl")
-_ALLOWED = re.compile(r"[A-Za-z0-9._-]+")
 MAX_WRITER_NAME = 120
 
 
 def writer_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a segment writer, or ``None`` when it can."""
-    if not name:
-        return "empty name"
-    if len(name) > MAX_WRITER_NAME:
-        return f"longer than {MAX_WRITER_NAME} characters"
-    if name.startswith("."):
-        return "starts with a dot"
-    if not _ALLOWED.fullmatch(name):
-        bad = sorted({c for c in name if not _ALLOWED.fullmatch(c)})
-        return "characters outside [A-Za-z0-9._-]: " + ", ".join(repr(c) for c in bad[:5])
-    return None
+    return key_name_problem(name, MAX_WRITER_NAME)
 
 
 def check_writer_name(name: str) -> str:

@@ -13,8 +13,6 @@ the same name starts after the highest sealed number and never overwrites one.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
 import io
 import json
 import os
@@ -26,15 +24,13 @@ from types import TracebackType
 from typing import Any, BinaryIO
 
 from ..locations import AnyPath, as_path, entry_name, is_local
-from ..store.atomic import libc_function
+from ..store.renames import move_new
 from .names import check_writer_name, parse_segment_name, segment_name, unsealed_name
 
 DEFAULT_MAX_BYTES = 64 << 20
 DEFAULT_MAX_RECORDS = 100_000
 DEFAULT_MAX_AGE = 30.0
 _BUFFER = 1 << 16  # a large state goes straight to the page cache; small ones are batched
-_AT_FDCWD = -100
-_RENAME_NOREPLACE = 1
 
 
 def highest_seq(folder: AnyPath, writer: str) -> int:
@@ -56,25 +52,6 @@ def highest_seq(folder: AnyPath, writer: str) -> int:
         if parsed is not None and parsed[0] == writer:
             best = max(best, parsed[1])
     return best
-
-
-def _publish_local(tmp: Path, final: Path) -> bool:
-    """Move ``tmp`` to ``final`` unless ``final`` exists; ``False`` when it does."""
-    renameat2 = libc_function("renameat2")
-    if renameat2 is not None:
-        done = renameat2(
-            _AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(final), _RENAME_NOREPLACE
-        )
-        if done == 0:
-            return True
-        if ctypes.get_errno() == errno.EEXIST:
-            return False
-    try:  # no renameat2 (or a filesystem without it): a hard link is exclusive too
-        os.link(tmp, final)
-    except FileExistsError:
-        return False
-    os.unlink(tmp)
-    return True
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -245,7 +222,7 @@ class SegmentWriter:
         f.close()
         while True:
             name = segment_name(self.name, self._seq)
-            if _publish_local(tmp, self.folder / name):
+            if move_new(tmp, self.folder / name):
                 break
             # Another writer sealed this number (the same name used twice): go past it.
             self._seq = max(self._seq + 1, highest_seq(self.folder, self.name) + 1)

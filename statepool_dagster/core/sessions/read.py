@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
+from ..names import parse_run_state_id
 from ..rejects import RAW_LIMIT, UNSTORABLE, Reject, escape_bytes
 from ..runs.json_read import is_utf8, loads
 from ..runs.names import run_name_problem
@@ -19,7 +19,6 @@ from ..states.models import STATE_FIELDS, CheckpointState
 from .writer import PROVENANCE_KEY
 
 _REQUIRED = ("state_id", "dataset", "lib_snapshot", "episodes", "analysis", "last_receipt")
-_RUN_STATE_ID = re.compile(r"(?P<run>.+)_ckpt[0-9]+")
 
 
 @dataclass
@@ -43,8 +42,8 @@ def pool_state_id(state: CheckpointState) -> str:
     The digest covers the canonical JSON of every field but ``state_id``, so one state
     written by two workers under two ids is one state.
     """
-    match = _RUN_STATE_ID.fullmatch(state.state_id)
-    if match and run_name_problem(match["run"]) is None:
+    parsed = parse_run_state_id(state.state_id)
+    if parsed and run_name_problem(parsed[0]) is None:
         return state.state_id
     body = {k: getattr(state, k) for k in STATE_FIELDS if k != "state_id"}
     canonical = json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"))

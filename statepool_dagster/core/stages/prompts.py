@@ -12,12 +12,12 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import PromptInputError
-from ..names import PROMPTS, SNAPSHOTS_DIR, STATES, RejectSource
+from ..names import PROMPTS, SNAPSHOTS_DIR, STATES, RejectSource, run_state_id
 from ..prompts.render import build_curator_prompt
 from ..prompts.spec import PromptSpec
 from ..prompts.template import surrogate_problem
 from ..rejects import Reject
-from ..states.join import PlannedState, state_id
+from ..states.join import PlannedState
 from ..states.models import CheckpointState
 from ..store.arrow_memory import release_arrow_memory, utf8_views
 from ..store.parts import RunTable
@@ -108,7 +108,7 @@ class PromptHandOver:
         except Exception:  # not a prompt's fault: the prompts stage meets it again and fails
             return
         row = {
-            "state_id": state_id(self.run, plan.version),
+            "state_id": run_state_id(self.run, plan.version),
             "version": plan.version,
             "library_version": plan.library_version,
             "reference_ops": ops,

@@ -15,7 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 from ..config import Settings
 from ..names import EPISODES, PROMPTS, RUN_ASSETS, SNAPSHOTS, STATES
 from ..store.arrow_memory import load_arrow, release_if_large
-from ..store.atomic import libc_function
+from ..store.renames import libc_function
 from .episodes import build_episodes
 from .job import RunJob, StageReport
 from .prompts import build_prompts

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal, Protocol
 
+from ..names import run_state_id
 from .models import BytesLike, CheckpointState, decode_stored, dumps, state_bytes
 from .reference_ops import reference_ops
 
@@ -27,10 +28,6 @@ class SkippedCheckpoint:
 
     version: int
     reason: str
-
-
-def state_id(run: str, version: int) -> str:
-    return f"{run}_ckpt{version}"
 
 
 def followup_fields(batch: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any]]:
@@ -130,7 +127,7 @@ def state_fields(
         followup_fields(followup_batch) if plan.followup_version is not None else ([], {})
     )
     return StateFields(
-        state_id(run, k),
+        run_state_id(run, k),
         (analyses or {}).get(k),
         (receipts or {}).get(k, OFFLINE_RECEIPT),
         qids,

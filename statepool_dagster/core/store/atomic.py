@@ -11,9 +11,6 @@ files it no longer names are deleted after it is written.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
-import functools
 import hashlib
 import io
 import json
@@ -22,13 +19,15 @@ import shutil
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from ..errors import StatepoolError
 from ..locations import AnyPath, is_local
 from ..names import DIR_MANIFEST
+from .renames import exchange
+
+if TYPE_CHECKING:  # Arrow is imported by the Parquet functions alone: the JSON ones are light
+    import pyarrow as pa
 
 
 def temp_sibling(path: Path) -> Path:
@@ -77,6 +76,8 @@ _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
+    import pyarrow.parquet as pq
+
     sink = io.BytesIO()
     pq.write_table(table, sink, compression="zstd")
     return sink.getvalue()
@@ -87,6 +88,8 @@ def write_parquet_atomic(path: AnyPath, table: pa.Table) -> None:
         _make_folder(path.parent)
         _put(path, parquet_bytes(table))
         return
+    import pyarrow.parquet as pq
+
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(path)
     try:
@@ -98,35 +101,13 @@ def write_parquet_atomic(path: AnyPath, table: pa.Table) -> None:
 
 def read_parquet(path: AnyPath, columns: list[str] | None = None) -> pa.Table:
     """A Parquet file of the store, from a local disk or through fsspec."""
+    import pyarrow.parquet as pq
+
     if is_local(path):  # one file: skip the dataset machinery of read_table
         with pq.ParquetFile(path) as parquet:
             return parquet.read(columns=columns)
     with path.open("rb") as f, pq.ParquetFile(f) as parquet:
         return parquet.read(columns=columns)
-
-
-_RENAME_EXCHANGE = 2
-
-
-_AT_FDCWD = -100
-
-
-@functools.cache
-def libc_function(name: str):
-    """A function of the C library (Linux system calls Python lacks), or ``None``."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return getattr(libc, name)
-    except (OSError, AttributeError):
-        return None
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (Linux ``renameat2``); ``False`` where unsupported."""
-    renameat2 = libc_function("renameat2")
-    if renameat2 is None:
-        return False
-    return renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
 
 
 def replace_dir_atomic(final: AnyPath, files: Iterable[tuple[str, bytes]]) -> int:
@@ -148,7 +129,7 @@ def replace_dir_atomic(final: AnyPath, files: Iterable[tuple[str, bytes]]) -> in
             count += 1
         if not final.exists():
             os.replace(staging, final)
-        elif not _exchange(staging, final):
+        elif not exchange(staging, final):
             # No atomic swap on this system: move the old folder aside (a brief gap, never torn).
             old = temp_sibling(final)
             os.replace(final, old)

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..locations import AnyPath, as_path, is_local
 from ..names import EXPORTS, LOCKS, REJECTS_DIR, STATE_POOL
 from ..runs.names import check_run_name
+from .locks import file_lock
 
 
 class StoreLayout:
@@ -92,8 +93,6 @@ class StoreLayout:
         an object store the lock covers one machine only; across machines the run
         queue's limit of one run per partition keeps writers apart.
         """
-        import fcntl
-
         held = self._locks.get(run)
         if held is None:
             path = self._lock_file(run)
@@ -106,15 +105,12 @@ class StoreLayout:
             finally:
                 _HELD[key] -= 1
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        with file_lock(path):
             _HELD[key] = 1
             try:
                 yield
             finally:
                 del _HELD[key]
-                fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _plain(root: Path, parts: tuple[str, ...]) -> bool:

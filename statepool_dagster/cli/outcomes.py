@@ -1,0 +1,149 @@
+"""What ``statepool sync`` built: each run's outcome, read from the Dagster run's events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.names import IGNORED_METADATA, REJECT_COUNTS, STATE_COUNT, STATES, Change
+from ..core.runs.changes import SyncPlan
+
+
+@dataclass
+class RunOutcome:
+    """How one run's materialization went."""
+
+    run: str
+    status: str  # the plan's status: new | changed
+    success: bool
+    states: int = 0
+    rejects: int = 0
+    ignored: int = 0  # files in the run folder passed over (name, duplicate), each with a reason
+    seconds: float = 0.0
+    error: str | None = None
+    elsewhere: bool = False  # built meanwhile by another sync or run: skipped here
+
+
+@dataclass
+class SessionOutcome:
+    """One session's build in a sync."""
+
+    session: str
+    pending: int  # the sealed segments the sensor saw past what was built
+    ok: bool
+    error: str = ""
+
+
+@dataclass
+class FeedbackOutcome:
+    """The fold of new feedback into ``state_stats`` in a sync (``ran`` False: nothing new)."""
+
+    ran: bool = False
+    ok: bool = True
+    records: int = 0
+    segments: int = 0
+    states: int = 0
+    bad_lines: int = 0
+    error: str = ""
+
+
+@dataclass
+class SyncSummary:
+    """Everything ``statepool sync`` reports."""
+
+    plan: SyncPlan
+    outcomes: list[RunOutcome] = field(default_factory=list)
+    sessions: list[SessionOutcome] = field(default_factory=list)
+    feedback: FeedbackOutcome = field(default_factory=FeedbackOutcome)
+
+    @property
+    def failed(self) -> list[RunOutcome]:
+        return [o for o in self.outcomes if not o.success]
+
+    @property
+    def failed_sessions(self) -> list[SessionOutcome]:
+        return [o for o in self.sessions if not o.ok]
+
+    @property
+    def states_written(self) -> int:
+        return sum(o.states for o in self.outcomes if o.success)
+
+    def counts(self) -> dict[str, int]:
+        plan = self.plan
+        return {
+            "seen": len(plan.runs),
+            **{change.value: len(plan.with_status(change)) for change in Change},
+            "invalid": len(plan.invalid),
+            "failed": len(self.failed),
+            "states_written": self.states_written,
+        }
+
+
+def materialized(result) -> dict[tuple[str, str | None], dict]:
+    """``{(asset, partition): metadata}`` of every materialization ``result`` recorded."""
+    found = {}
+    for event in result.get_asset_materialization_events():
+        materialization = event.step_materialization_data.materialization
+        key = (materialization.asset_key.to_user_string(), materialization.partition)
+        found[key] = materialization.metadata
+    return found
+
+
+def count(metadata: dict | None, key: str) -> int:
+    return int(metadata[key].value) if metadata and key in metadata else 0
+
+
+def run_outcome(found: dict, run: str, status: str, seconds: float) -> RunOutcome:
+    """A built run's outcome from its materializations' metadata (``found``)."""
+    ignored = sum(
+        len(found[(asset, run)][key].value or {})
+        for asset, key in IGNORED_METADATA
+        if key in found.get((asset, run), {})
+    )
+    return RunOutcome(
+        run,
+        status,
+        True,
+        states=count(found.get((STATES, run)), STATE_COUNT),
+        rejects=sum(count(found.get((asset, run)), key) for asset, key in REJECT_COUNTS),
+        ignored=ignored,
+        seconds=seconds,
+    )
+
+
+def first_error(result) -> str:
+    """The root cause of the first failed step, without Dagster's wrapping."""
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data.error:
+            error = event.step_failure_data.error
+            while error.cause is not None:
+                error = error.cause
+            message = error.message.strip()
+            prefix = f"{error.cls_name}: "
+            if prefix in message:
+                message = message.split(prefix, 1)[1]
+            return message.splitlines()[0] if message else error.cls_name
+    return "run failed"
+
+
+def summary_json(summary: SyncSummary) -> dict[str, Any]:
+    """The ``--json`` report: counts, each run, each session, the feedback fold."""
+    return {
+        **summary.counts(),
+        "runs": [
+            {
+                "run": o.run,
+                "status": o.status,
+                "success": o.success,
+                "states": o.states,
+                "rejects": o.rejects,
+                "ignored": o.ignored,
+                "seconds": round(o.seconds, 3),
+                "error": o.error,
+            }
+            for o in summary.outcomes
+        ],
+        "invalid": summary.plan.invalid,
+        "sessions": [vars(o) for o in summary.sessions],
+        "feedback": vars(summary.feedback),
+    }
