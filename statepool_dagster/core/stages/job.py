@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 from ..config import Settings
@@ -17,7 +17,7 @@ from ..runs.names import check_run_name
 from ..states.models import BytesLike
 from ..store.layout import StoreLayout
 from ..store.parts import RunTable
-from ..store.preview import markdown_preview
+from ..store.preview import cached_view, markdown_preview
 from ..store.schemas import SCHEMAS
 
 # Bump when what a stage writes for the same inputs changes: its parts are rebuilt.
@@ -125,7 +125,7 @@ class RenderedPrompts:
 
 def preview(table: RunTable, columns: list[str], rows: int = 10) -> str:
     """The table's first rows as Markdown (kept while they stay; call before ``save``)."""
-    return table.view("preview", columns, rows, lambda head: markdown_preview(head, columns))
+    return cached_view(table, "preview", columns, rows, partial(markdown_preview, columns=columns))
 
 
 def digest(*parts: str) -> str:
