@@ -156,11 +156,11 @@ def test_sync_on_a_tty_shows_a_progress_bar_and_a_summary_table(workspace, tmp_p
     assert "DEBUG" not in screen and "STEP_SUCCESS" not in screen  # Dagster's logs stay quiet
 
 
-def test_sync_accepts_the_old_checks_flag_and_records_checks_in_one_batch(cli, workspace, tmp_path):
+def test_sync_records_checks_in_one_batch(cli, workspace, tmp_path):
     from dagster import AssetCheckKey, AssetKey, DagsterInstance
 
     generate_runs(workspace.runs, SPEC)
-    report = summary(cli, "--checks")
+    report = summary(cli)
     assert (report["new"], report["failed"]) == (2, 0)
     key = AssetCheckKey(AssetKey("curator_prompts"), "states_complete")
     with DagsterInstance.from_config(str(tmp_path / "home")) as instance:
