@@ -26,8 +26,7 @@ from ..locations import is_local
 from ..names import EPISODES, EPISODES_FILE, RejectSource
 from ..rejects import UNSTORABLE, Reject, storable
 from ..runs.episodes import EpisodesRead, parse_episodes
-from ..runs.notes import present, run_notes
-from ..runs.opening import open_run_file
+from ..runs.opening import open_run_file, present, run_notes
 from ..store.arrow_memory import release_if_large
 from ..store.parts import RunTable
 from ..store.pool import read_rejects, update_rejects
