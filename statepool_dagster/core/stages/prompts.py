@@ -22,9 +22,8 @@ from ..states.models import CheckpointState
 from ..store.arrow_memory import release_arrow_memory, utf8_views
 from ..store.parts import RunTable
 from ..store.pool import update_rejects
-from ..store.preview import cached_view
 from ..store.rows import PromptRow
-from .job import RENDER_VERSION, RunJob, StageReport, digest, reject_lines
+from .job import RENDER_VERSION, RunJob, StageReport, cached_view, digest, reject_lines
 
 COLUMNS = ["state_id", "version", "library_version", "reference_ops", "input_key"]
 

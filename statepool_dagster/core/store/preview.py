@@ -1,23 +1,17 @@
-"""A table's first rows as Markdown, each cell cut short (asset metadata in the UI), kept in
-the table's index while the checkpoints that hold them stay."""
+"""A table's first rows as Markdown, each cell cut short (asset metadata in the UI)."""
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 
 from .arrow_memory import utf8_views
-from .parts import RunTable
 
 PREVIEW_CELL_CHARS = 200  # a preview cell's text at most: the event log never gets a whole field
 # Per-version maps in a materialization's metadata cover the newest versions only, so what
 # Dagster stores (and serialises) for a new checkpoint does not grow with the run.
 RECENT_VERSIONS = 50
-VIEWS = "views"  # the table's mark: rendered first rows, by the keys of their checkpoints
-VIEW_CHARS = 1 << 16  # a rendered view longer than this is not kept in the index
 
 
 def recent(infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -67,29 +61,3 @@ def markdown_preview(table: pa.Table, columns: list[str], rows: int = 10) -> str
     for row in _cut_strings(table.select(columns).slice(0, rows)).to_pylist():
         lines.append("| " + " | ".join(_cell(row[c]) for c in columns) + " |")
     return "\n".join(lines)
-
-
-def cached_view(
-    table: RunTable, label: str, columns: list[str], rows: int, render: Callable[[pa.Table], str]
-) -> str:
-    """``render`` of the table's first ``rows`` rows, kept in its marks while the checkpoints
-    that hold them stay: a grown run's preview reads nothing (its first part may hold 512
-    checkpoints, a footer that grows with the run). Call it before the table's ``save``."""
-    shown, count = [label, *columns, str(rows)], 0
-    for name in table.names():
-        if count >= rows:
-            break
-        part = table.parts[name]
-        shown.append(f"{name}:{part.key}")
-        count += part.info.get("rows", 1)
-    key = hashlib.blake2b("\0".join(shown).encode(), digest_size=16).hexdigest()
-    views = table.marks.get(VIEWS)
-    cached = views.get(label) if isinstance(views, dict) else None
-    if isinstance(cached, list) and len(cached) == 2 and cached[0] == key:
-        return cached[1]
-    text = render(table.head(columns, rows))
-    views = {k: v for k, v in (views or {}).items() if k != label}
-    if len(text) <= VIEW_CHARS:  # a huge first prompt is read again, never indexed
-        views[label] = [key, text]
-    table.mark(**{VIEWS: views})
-    return text
