@@ -139,8 +139,8 @@ class CheckpointSource(Protocol):
     """Where a run's libraries and batches come from, by version, as the state files' text
     (or that text's UTF-8 bytes).
 
-    A run folder read into the store is one source (``build/states.py``); a rollout engine
-    streaming states during training is another. Every source feeds the same join.
+    A run folder read into the store is the source (``stages/states.py``), for the assets,
+    ``statepool sync`` and ``compat.collect_from_run`` alike: every caller feeds the same join.
     """
 
     def library_text(self, version: int) -> str | BytesLike: ...
