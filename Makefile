@@ -5,12 +5,12 @@ BIN := $(VENV)/bin
 HOME_DIR := $(CURDIR)/.dagster_home
 export DAGSTER_HOME := $(HOME_DIR)
 
-.PHONY: install demo test test-fast lint fmt dev validate docs docs-serve clean
+.PHONY: install dg-env demo test test-fast contract-suite lint fmt dev validate screenshots docs docs-serve clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,postgres,celery]'
+	$(BIN)/python -m pip install -q -e '.[dev,postgres,celery,s3]'
 	touch $@
 
 # The trainer extra (TRL, verl, torch) lives in a venv of its own, .venv-trainer: building the
@@ -34,7 +34,13 @@ $(HOME_DIR)/dagster.yaml: dagster.yaml
 	mkdir -p $(HOME_DIR)
 	ln -sf ../dagster.yaml $@
 
-install: $(BIN)/.installed $(HOME_DIR)/dagster.yaml
+# Dagster's own commands (dg dev, dg launch, dagster ...) read ./.env before they open an
+# instance: its DAGSTER_HOME line sends them to this one, the one statepool uses, with no
+# variable set (one set in the environment still wins).
+dg-env: $(BIN)/.installed
+	@$(BIN)/python -m statepool_dagster.cli.dg_home $(HOME_DIR)
+
+install: $(BIN)/.installed $(HOME_DIR)/dagster.yaml dg-env
 
 demo: install  ## generate sample runs (if ./runs is empty), sync them into ./store, build the exports
 	$(BIN)/statepool demo
@@ -43,8 +49,16 @@ demo: install  ## generate sample runs (if ./runs is empty), sync them into ./st
 test: install $(TBIN)/.installed  ## lint, then the whole test suite (the trainer tests in .venv-trainer)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	-$(BIN)/python tests/dagster_suite.py
 	$(BIN)/python -m pytest -m "not trainer"
 	$(TBIN)/python -m pytest -m trainer
+
+# Dagster's own event-log contract suite (tests/test_contract_*.py) is not in its wheels: this
+# downloads the pinned releases' source distributions with pip and keeps the suite's files in
+# .dagster_suite/ (git-ignored). `make test` runs it first; offline, the suite's tests skip
+# (and fail under CI=true).
+contract-suite: install  ## fetch Dagster's event-log contract suite from its source releases
+	$(BIN)/python tests/dagster_suite.py
 
 # The inner loop: every test but those marked `slow` (servers, daemons, browsers, trainers,
 # many processes; see [tool.pytest.ini_options] markers). `make test` still runs them all.
@@ -64,8 +78,16 @@ fmt: install
 validate: install  ## check that the code location loads and its definitions validate
 	$(BIN)/dg check defs
 
-dev: install  ## the Dagster UI and daemon on http://127.0.0.1:3000, sensor live
-	$(BIN)/dg dev --host 127.0.0.1 --port 3000
+# dg dev through tools/dg_dev.py: in a process group of its own, so that Ctrl-C and SIGTERM
+# (`kill %1` on a background `make dev &`) stop the webserver and the daemon within seconds.
+dev: install  ## the Dagster UI and daemon on http://127.0.0.1:3000, sensor live (Ctrl-C or SIGTERM stops both)
+	$(BIN)/python -m tools.dg_dev --host 127.0.0.1 --port 3000
+
+# The docs' pictures (docs/ui-asset-graph.png, docs/ui-partition-metadata.png, docs/report.png),
+# taken again from a fresh `statepool demo --sessions` in a temp folder and the Dagster UI, with
+# Playwright driving the system's Chromium (apt-get install chromium; never a browser download).
+screenshots: install  ## retake the docs' screenshots from a fresh demo and the UI
+	$(BIN)/python -m tools.screenshots
 
 # The documentation site: docs/ and mkdocs.yml, built into ./site (the reference pages are
 # generated from the code at build time by tools/mkdocs_hooks.py). --strict: a broken link fails.

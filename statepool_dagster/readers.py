@@ -42,7 +42,8 @@ def _pick(available: Iterable[str], runs: Iterable[str] | None, what: str) -> li
     wanted = list(dict.fromkeys([runs] if isinstance(runs, str) else runs))
     missing = [r for r in wanted if r not in have]
     if missing:
-        raise StatepoolError(f"no {what} in the store for run(s): {', '.join(missing)}")
+        runs = "run" if len(missing) == 1 else "runs"
+        raise StatepoolError(f"no {what} in the store for {runs}: {', '.join(missing)}")
     return sorted(wanted, key=natural_key)
 
 

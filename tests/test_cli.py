@@ -113,7 +113,7 @@ def test_sync_reports_invalid_folder_names(cli, workspace):
 
 def test_status_lists_each_run(synced, cli, workspace):
     append_checkpoint(workspace.run("run000"), SPEC, 0)
-    rows = {r["run"]: r for r in json.loads(cli("status", "--json").stdout)}
+    rows = {r["run"]: r for r in json.loads(cli("status", "--json").stdout)["runs"]}
     assert rows["run000"]["status"] == "stale"
     assert rows["run001"]["status"] == "materialized"
     assert rows["run001"]["states"] == SPEC.n_checkpoints

@@ -1,7 +1,8 @@
 """What ``statepool sync`` and ``statepool status`` load: only what their answer needs.
 
 An idle sync (nothing new or changed) and ``status`` read the instance and the runs
-folder's listings; the definitions, Arrow and pandas are for building runs.
+folder's listings (``status`` also the sessions' and the feedback fold's indexes); the
+definitions, Arrow and pandas are for building runs.
 """
 
 from __future__ import annotations
@@ -42,3 +43,25 @@ def test_idle_sync_and_status_load_neither_the_definitions_nor_arrow(workspace, 
     assert loaded(env, tmp_path, ["sync", "-q"]) >= BUILDING  # two new runs to build
     for argv in (["sync", "-q"], ["status", "--json"]):
         assert not BUILDING & loaded(env, tmp_path, argv), argv
+
+
+def test_status_of_sessions_and_feedback_reads_indexes_not_arrow(workspace, tmp_path):
+    from statepool_dagster.core.config import Settings
+    from statepool_dagster.core.feedback.stats_store import update_stats
+    from statepool_dagster.core.segments import SegmentWriter
+    from statepool_dagster.core.sessions.build import build_session
+    from statepool_dagster.core.sessions.writer import StateWriter
+
+    state = {"state_id": "s1", "dataset": "ovo", "lib_snapshot": {"version": 1, "cards": []},
+             "episodes": [], "analysis": {}, "last_receipt": "r"}  # fmt: skip
+    sessions = tmp_path / "sessions"
+    with StateWriter(sessions, "grpo", writer="w0") as writer:
+        writer.append(state, policy_step=1)
+    build_session(sessions, workspace.store, "grpo", Settings().prompt_spec())
+    with SegmentWriter(workspace.store / "feedback", "w") as feedback:
+        feedback.append(
+            {"state_id": "s1", "score": 1.0, "group": "g", "time": 1.0, "source": "trl"}
+        )
+    assert update_stats(workspace.store, workspace.store / "feedback").table.num_rows == 1
+    env = {**cli_env(workspace, tmp_path / "home"), "STATEPOOL_SESSIONS_DIR": str(sessions)}
+    assert not BUILDING & loaded(env, tmp_path, ["status", "--json"])

@@ -1,7 +1,11 @@
-"""Dagster's own commands on this project: ``make dev`` is ``dg dev``; ``dg check`` and ``dg list``.
+"""Dagster's own commands on this project: ``make dev`` is ``dg dev``; ``dg check``, ``dg list``
+and ``dg launch``.
 
 The repository's root is a dg project (``[tool.dg]`` in pyproject.toml) whose code location
-is ``statepool_dagster/definitions.py``, the one workspace.yaml names.
+is ``statepool_dagster/definitions.py``, the one workspace.yaml names. Its ``.env`` (written by
+``make install``) sends ``dg`` to the instance ``statepool`` uses when no ``DAGSTER_HOME`` is
+set; ``make dev`` stops its webserver and daemon on SIGTERM and on SIGINT, in the background
+too.
 """
 
 from __future__ import annotations
@@ -9,14 +13,20 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
-from helpers import BIN, REPO, free_port, process_group, wait_until
+from statepool_dagster.cli.dg_home import ENV_FILE, write_dg_env
+from statepool_dagster.cli.dg_home import main as dg_home
+
+from helpers import BIN, REPO, STATEPOOL, free_port, start_group, stop_group, wait_until
 
 ASSETS = {"run_episodes", "skill_snapshots", "checkpoint_states", "curator_prompts"}
 SUPERSEDED = "is superseded"
@@ -139,24 +149,146 @@ def _answers(port: int) -> bool:
     return True
 
 
-@pytest.mark.slow
-def test_make_dev_is_dg_dev_on_loopback_serving_the_code_location(tmp_path):
+def _stats() -> list[tuple[int, int, int]]:
+    """``(pid, parent pid, process group)`` of every live process, from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended while listed
+        if fields[0] != "Z":
+            found.append((int(stat.parent.name), int(fields[1]), int(fields[2])))
+    return found
+
+
+def _group(pgid: int) -> list[int]:
+    return [pid for pid, _, group in _stats() if group == pgid]
+
+
+def _dev_command(port: int) -> list[str]:
+    """``make dev``'s recipe, on ``port``."""
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     command = re.search(r"^dev:.*\n\t\$\(BIN\)/(.+)$", makefile, re.M).group(1).split()
-    assert command == ["dg", "dev", "--host", "127.0.0.1", "--port", "3000"]
-    port = free_port()
-    command[-1] = str(port)
+    assert command == ["python", "-m", "tools.dg_dev", "--host", "127.0.0.1", "--port", "3000"]
+    return [str(BIN / command[0]), *command[1:-1], str(port)]
+
+
+def _serve(port: int, tmp_path: Path, ignore_sigint: bool):
+    """``make dev``'s command started as a shell starts it (a background job: SIGINT ignored)."""
     log = tmp_path / "dev.log"
-    with process_group([str(BIN / command[0]), *command[1:]], dg_env(tmp_path), log) as proc:
-        wait_until(
-            lambda: "Serving dagster-webserver" in log.read_text(errors="replace"), 180, proc, log
-        )
-        # The webserver says so just before its socket listens: wait for an answer too.
-        wait_until(lambda: _answers(port), 60, proc, log)
+    handler = signal.SIG_IGN if ignore_sigint else signal.SIG_DFL
+    previous = signal.signal(signal.SIGINT, handler)  # what the child inherits
+    try:
+        proc = start_group(_dev_command(port), dg_env(tmp_path), log)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    wait_until(
+        lambda: "Serving dagster-webserver" in log.read_text(errors="replace"), 180, proc, log
+    )
+    # The webserver says so just before its socket listens: wait for an answer too.
+    wait_until(lambda: _answers(port), 60, proc, log)
+    return proc, log
+
+
+def _stops_within_10_s(proc: subprocess.Popen, log: Path, signum: int, port: int) -> None:
+    """``signum`` to ``make dev``'s command ends it, webserver and daemon included, in 10 s."""
+    [dg_dev] = [pid for pid, parent, _ in _stats() if parent == proc.pid]
+    servers = _group(dg_dev)  # dg dev's own group, not the wrapper's
+    assert dg_dev in servers and proc.pid not in servers
+    assert len(servers) >= 3, servers  # dg dev, the webserver, the daemon (and code servers)
+    started = time.monotonic()
+    os.kill(proc.pid, signum)
+    assert proc.wait(timeout=10) == 128 + signum, log.read_text(errors="replace")[-3000:]
+    while _group(dg_dev) and time.monotonic() - started < 10:
+        time.sleep(0.2)
+    assert not _group(dg_dev), log.read_text(errors="replace")[-3000:]
+    assert not _answers(port)
+    assert "Shutting down Dagster services" in log.read_text(errors="replace")  # Ctrl-C's path
+
+
+@pytest.mark.slow
+def test_make_dev_is_dg_dev_on_loopback_serving_the_code_location_until_sigterm(tmp_path):
+    port = free_port()
+    proc, log = _serve(port, tmp_path, ignore_sigint=True)
+    try:
         query = "{ workspaceOrError { ... on Workspace { locationEntries { name } } } }"
         entries = graphql(port, query)["workspaceOrError"]["locationEntries"]
         assert [e["name"] for e in entries] == ["statepool_dagster"]
         query = "{ assetNodes { assetKey { path } } }"
         keys = {n["assetKey"]["path"][-1] for n in graphql(port, query)["assetNodes"]}
         assert keys >= ASSETS
+        _stops_within_10_s(proc, log, signal.SIGTERM, port)  # `kill %1`, `kill <pid>`
+    finally:
+        stop_group(proc)
     assert SUPERSEDED not in log.read_text(errors="replace")
+
+
+@pytest.mark.slow
+def test_make_dev_stops_on_ctrl_c(tmp_path):
+    port = free_port()
+    proc, log = _serve(port, tmp_path, ignore_sigint=False)
+    try:
+        _stops_within_10_s(proc, log, signal.SIGINT, port)
+    finally:
+        stop_group(proc)
+
+
+def test_dg_env_line_points_dagster_home_at_the_instance_unless_one_is_set(tmp_path, monkeypatch):
+    from dotenv import dotenv_values  # what Dagster's commands read .env with
+
+    (tmp_path / "pyproject.toml").write_text("[tool.dg]\ndirectory_type = 'project'\n")
+    env = tmp_path / ENV_FILE
+    env.write_text("MY_SETTING=1\n")
+    home = tmp_path / "project home" / ".dagster_home"
+    assert dg_home([str(home), str(tmp_path)]) == 0
+    assert not write_dg_env(tmp_path, home)  # written once
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    assert dotenv_values(env) == {"MY_SETTING": "1", "DAGSTER_HOME": str(home)}
+    monkeypatch.setenv("DAGSTER_HOME", "/elsewhere")  # set in the environment: it wins
+    assert dotenv_values(env)["DAGSTER_HOME"] == "/elsewhere"
+    monkeypatch.delenv("DAGSTER_HOME")
+    assert write_dg_env(tmp_path, tmp_path / "moved")  # the folder moved: the line follows
+    assert dotenv_values(env) == {"MY_SETTING": "1", "DAGSTER_HOME": str(tmp_path / "moved")}
+    env.write_text("DAGSTER_HOME=/mine\n")  # a line of the user's own stays
+    assert not write_dg_env(tmp_path, home) and env.read_text() == "DAGSTER_HOME=/mine\n"
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    assert dg_home([str(home), str(tmp_path)]) == 2  # not a dg project: nothing written
+
+
+@pytest.mark.slow
+def test_dg_launch_opens_the_instance_statepool_uses_with_no_variable_set(tmp_path):
+    """A project folder as a clone has it, `make install` run, no DAGSTER_* or STATEPOOL_*."""
+    from dagster import DagsterInstance, RunsFilter
+
+    from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
+
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("pyproject.toml", "dagster.yaml", "workspace.yaml"):
+        shutil.copy(REPO / name, project / name)
+    (project / "statepool_dagster").symlink_to(REPO / "statepool_dagster")
+    generate_runs(project / "runs", SampleSpec(n_runs=2, n_checkpoints=2, n_cards=3, emb_dim=4))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STATEPOOL_", "DAGSTER_"))}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            args, cwd=project, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+        return done
+
+    run(str(STATEPOOL), "sync", "-q")  # ./.dagster_home, as `make demo` leaves it
+    home = project / ".dagster_home"
+    run(str(BIN / "python"), "-m", "statepool_dagster.cli.dg_home", str(home))  # make install
+    run(str(BIN / "dg"), "launch", "--job", "statepool_job", "--partition", "run001")
+    listed = json.loads(run(str(BIN / "dg"), "list", "defs", "--json").stdout)
+    assert "statepool_job" in {j["name"] for j in listed["jobs"]}
+    run(str(BIN / "dg"), "check", "defs")
+    with DagsterInstance.from_config(str(home)) as instance:
+        launched = instance.get_run_records(
+            RunsFilter(job_name="statepool_job", tags={"dagster/partition": "run001"})
+        )
+        # dg launch's run, in this instance (the sync's runs name a range of partitions)
+        assert [r.dagster_run.status.value for r in launched] == ["SUCCESS"]
+    assert not list(project.glob(".tmp_dagster_home_*"))

@@ -5,11 +5,15 @@ anchor or a page missing from the navigation fails. Every ```bash and ```python 
 README.md and of every page under docs/ is run, README first and then the pages in the
 site's order, in one fresh folder where ``statepool demo`` has just run (what ``make demo``
 does), with the venv activated. A block preceded by ``<!-- not run: reason -->`` is skipped;
-fences without a language (output, layouts) are never run.
+fences without a language (output, layouts) are never run. A ```text block preceded by
+``<!-- output of the block above -->`` states what the block before it prints: each of its
+lines must appear in that block's output (``…`` standing for any text), so the numbers
+the docs state are the ones the commands write.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import importlib.util
 import os
@@ -31,6 +35,7 @@ from helpers import REPO
 DOCS = REPO / "docs"
 FENCE = re.compile(r"^```(\S*)\s*$")
 NOT_RUN = re.compile(r"^<!--\s*not run:\s*(?P<reason>\S.*?)\s*-->$")
+OUTPUT = "<!-- output of the block above -->"
 RUNNERS = {"bash": "bash", "sh": "bash", "shell": "bash", "python": "python", "py": "python"}
 VENV = Path(sys.executable).parent.parent
 # Written by the bench (tables); shown inside performance.md, never run.
@@ -60,6 +65,7 @@ class Block:
     lang: str
     code: str
     not_run: str | None  # the reason given by a preceding <!-- not run: ... -->
+    output: str | None = None  # what the block prints, as the page states it
 
     @property
     def name(self) -> str:
@@ -86,7 +92,11 @@ def page_blocks(path: Path) -> list[Block]:
         note = NOT_RUN.match(above)
         code = "\n".join(lines[i + 1 : end]) + "\n"
         reason = note.group("reason") if note else None
-        blocks.append(Block(path, i + 1, match.group(1), code, reason))
+        if above == OUTPUT:
+            assert blocks and match.group(1) == "text", f"{path}:{i + 1}: output of what?"
+            blocks[-1] = dataclasses.replace(blocks[-1], output=code)
+        else:
+            blocks.append(Block(path, i + 1, match.group(1), code, reason))
         i = end + 1
     return blocks
 
@@ -117,6 +127,7 @@ def test_enough_blocks_run():
     # the quick start's, the readers, the trainer's, export, score, compute_score, and the
     # sessions' and feedback's examples on the demo's store
     assert len(RUNNABLE) >= 18
+    assert sum(1 for b in RUNNABLE if b.output) >= 2, "blocks whose output the page states"
 
 
 def test_the_readme_is_a_landing_page_with_a_two_command_quick_start():
@@ -268,3 +279,8 @@ def test_block_runs_as_written(block: Block, demo_folder):
         f"{block.name} ({block.lang}) failed with {done.returncode}:\n"
         f"{block.code}\nstdout:\n{done.stdout[-2000:]}\nstderr:\n{done.stderr[-4000:]}"
     )
+    for line in (block.output or "").splitlines():
+        pattern = ".*?".join(re.escape(part) for part in line.split("…"))
+        assert re.search(pattern, done.stdout + done.stderr), (
+            f"{block.name} states {line!r}; it printed:\n{done.stdout}\n{done.stderr}"
+        )

@@ -11,6 +11,7 @@ from dagster import AssetKey, AssetSelection, evaluate_automation_conditions
 
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.export.rows import ExportOptions, split_of
+from statepool_dagster.core.feedback.scales import STD_TOP
 from statepool_dagster.core.names import SESSIONS_PARTITIONS
 from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.definitions import defs
@@ -104,7 +105,7 @@ def test_training_dataset_reads_the_selection_and_freshness_settings(
     assert job.execute_in_process(instance=instance, asset_selection=[DATASET]).success
     rows = _train_rows(workspace.store, "trl")
     assert sorted(r["policy_step"] for r in rows) == [3, 4]
-    assert {r["source"] for r in rows} == {"sessions"} and {r["weight"] for r in rows} == {0.5}
+    assert {r["source"] for r in rows} == {"sessions"} and {r["weight"] for r in rows} == {STD_TOP}
     details = latest_metadata(instance, "training_dataset")["problem_details"]
     assert "older than policy step 3 (--max-staleness 1)" in details
 

@@ -84,9 +84,9 @@ def test_session_states_join_run_states_and_a_run_state_wins(pool):
     assert steps == [("alpha", -1), ("alpha", 1), ("alpha", 2), ("alpha", 3), ("alpha", 4),
                      ("beta", 7)]  # fmt: skip
     problems = "\n".join(export.problems)
-    assert "session alpha: 1 states identical to run000's (a run state wins) left out" in problems
-    assert "session alpha: 1 states identical to run001's (a run state wins) left out" in problems
-    assert "session beta: 1 states identical to session alpha's left out" in problems
+    assert "session alpha: 1 state identical to run000's (a run state wins) left out" in problems
+    assert "session alpha: 1 state identical to run001's (a run state wins) left out" in problems
+    assert "session beta: 1 state identical to session alpha's left out" in problems
     assert export.summary()["duplicates_dropped"] == 3
     assert export.summary()["sessions"] == {"train": ["alpha", "beta"]}
 
@@ -107,7 +107,7 @@ def test_max_staleness_keeps_the_newest_steps_of_each_session(pool):
     problems = "\n".join(export.problems)
     older = "session alpha: 2 states older than policy step 3 (--max-staleness 1) left out"
     assert older in problems
-    assert "session alpha: 1 states without a policy step (--max-staleness 1) left out" in problems
+    assert "session alpha: 1 state without a policy step (--max-staleness 1) left out" in problems
     assert export.summary()["sources"] == {"sources": ["runs", "sessions"], "max_staleness": 1}
 
 
@@ -182,7 +182,9 @@ def test_selection_leaves_out_states_and_names_each(pool, tmp_path):
         "(--drop-zero-variance 2)" in export.problems
     )
     assert rows[session_state].weight == pytest.approx(0.7071, abs=1e-3)
-    assert rows["run000_ckpt1"].weight == 0.5  # no feedback yet: the top of the scale
+    # no feedback yet: the top of the scale, the largest sample std of scores in [-1, 1]
+    assert rows["run000_ckpt1"].weight == pytest.approx(2**0.5)
+    assert rows["run000_ckpt1"].weight >= max(r.weight for r in rows.values())
     stream_export(store, {"trl": tmp_path / "trl"}, OPTIONS, selection=options)
     table = pq.read_table(tmp_path / "trl" / "train.parquet")
     assert "weight" in table.column_names and None not in table.column("weight").to_pylist()
@@ -202,6 +204,10 @@ def test_cli_export_with_sources_staleness_and_selection(pool, tmp_path):
     assert summary["rows"] == {"train": 2}  # alpha's step 4, beta's step 7
     assert summary["sources"] == {"sources": ["sessions"], "max_staleness": 0}
     assert "without a policy step" in done.stderr
+    assert (
+        "selection (--weight pass-rate): no feedback statistics yet (state_stats holds no "
+        "state), so every state is kept at the unscored weight" in done.stderr
+    )
     table = pq.read_table(tmp_path / "out" / "train.parquet").to_pylist()
     assert sorted(r["policy_step"] for r in table) == [4, 7]
     assert {r["weight"] for r in table} == {0.25}
@@ -223,7 +229,7 @@ def test_cli_export_with_sources_staleness_and_selection(pool, tmp_path):
     )  # fmt: skip
     assert flag_wins.returncode == 0, flag_wins.stderr
     table = pq.read_table(tmp_path / "flag" / "train.parquet").to_pylist()
-    assert {r["weight"] for r in table} == {0.25}  # p(1-p) without feedback; std's would be 0.5
+    assert {r["weight"] for r in table} == {0.25}  # p(1-p) without feedback; std's would be √2
     bad = subprocess.run(
         [str(STATEPOOL), "export", "--format", "trl", "--out", "o2", "--sources", "files"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
@@ -249,3 +255,25 @@ def test_live_pool_serves_session_states_and_sees_a_new_segment(pool, tmp_path):
     assert sum(r["extra_info"]["source"] == "sessions" for r in rows) == 7
     assert {r["extra_info"]["session"] for r in rows} == {None, "alpha", "beta"}
     assert rows[-1]["extra_info"]["policy_step"] == 8  # the new state comes last
+
+
+def test_cli_export_counts_the_duplicates_it_lists_and_score_keeps_quiet(pool, tmp_path):
+    env = cli_env(SimpleNamespace(runs=pool.runs, store=pool.store), tmp_path / "home")
+    done = subprocess.run(
+        [str(STATEPOOL), "export", "--format", "pool", "--out", "out", "--val-fraction", "0"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    listed = [line for line in done.stderr.splitlines() if " identical to " in line]
+    assert len(listed) == 3  # one state each: alpha's two copies of run states, beta's of alpha's
+    assert "3 duplicate states left out (see above)" in done.stdout
+    # Grading reads the same states, a duplicate graded as its twin: no note about exports.
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"state_id": "run000_ckpt1", "completion": "[]"}) + "\n")
+    scored = subprocess.run(
+        [str(STATEPOOL), "score", "--completions", str(answers)],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert scored.returncode == 0, scored.stderr
+    assert scored.stderr == ""
+    assert "1 answer scored in 1 group" in scored.stdout

@@ -261,7 +261,7 @@ def test_state_stats_asset_folds_new_segments_the_sensor_finds(tmp_path, instanc
 def test_selection_options_from_the_command_line_and_the_environment():
     import argparse
 
-    from statepool_dagster.core.feedback.arguments import add_selection_arguments
+    from statepool_dagster.cli.selection_flags import add_selection_arguments
 
     parser = argparse.ArgumentParser()
     add_selection_arguments(parser)

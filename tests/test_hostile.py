@@ -79,7 +79,7 @@ def test_hostile_corpus_syncs_in_seconds_with_every_problem_named(
     assert by_run["odd_names"]["ignored"] == len(hostile.ignored["odd_names"])
     assert by_run["py_json"]["ignored"] == 0
     table = _run(workspace, tmp_path, "status", "--json")
-    status = {row["run"]: row for row in json.loads(table.stdout)}
+    status = {row["run"]: row for row in json.loads(table.stdout)["runs"]}
     assert status["odd_names"]["ignored_files"] == 6
 
     # nothing read through a link out of the run: its text is nowhere in the store or output

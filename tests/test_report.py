@@ -206,7 +206,7 @@ def test_report_pages_hold_the_store_numbers(synced):
         line = dict(zip(COLUMNS, overview.lines[run], strict=True))
         assert int(line["add"]) == sum(k["add"] for k in expected["ops"][run].values())
     run001 = (report / "runs" / "run001.html").read_text(encoding="utf-8")
-    assert "1 rejects" in run001 and "skills_v1.bak" in run001
+    assert "1 reject;" in run001 and "skills_v1.bak" in run001
     assert dict(zip(COLUMNS, overview.lines["run001"], strict=True))["rejects"] == "1"
 
 
@@ -286,7 +286,7 @@ def test_report_plots_render_and_match_the_store(synced, tmp_path):
                 assert ops == expected["ops"][run]
             page.goto((page_path.parent / "runs" / "run001.html").as_uri())
             run001 = page.locator('section[data-run="run001"]')
-            assert "1 rejects" in run001.inner_text()
+            assert "1 reject;" in run001.inner_text()
             assert "skills_v1.bak" in run001.locator("ul.ignored").text_content()
             assert "episodes.jsonl" in run001.locator("ul.rejects").text_content()
         finally:

@@ -77,8 +77,14 @@ def test_report_shows_sessions_rejects_first_and_feedback_plots(tmp_path: Path) 
     _feedback(store)
     page = write_report(store).read_text(encoding="utf-8")
     assert "<h2>Feedback (2 states with statistics)</h2>" in page
-    marks = re.findall(r'data-x="([\d.]+)" data-y="([\d.]+)" data-count="(\d+)"', page)
-    # s1: mean 1, std 0; s2: mean 0.5, std 0.707
-    assert sorted((float(x), int(n)) for x, _, n in marks) == [(0.5, 1), (0.967, 1)]
+    marks = re.findall(r'data-x="(-?[\d.]+)" data-y="([\d.]+)" data-count="(\d+)"', page)
+    # s1: mean 1, std 0; s2: mean 0.5, std 0.707 (x: the cell's low edge on -1..1 in 30 cells,
+    # y: on 0..√2, the largest sample std of scores in [-1, 1])
+    assert sorted((float(x), float(y), int(n)) for x, y, n in marks) == [
+        (0.467, 0.707, 1),
+        (0.933, 0.0, 1),
+    ]
+    scatter = re.search(r'data-chart="score-scatter".*?</svg>', page, re.S).group(0)
+    assert ">1.414<" in scatter and ">-1<" in scatter, "axes from the score range"
     zero = re.search(r'data-chart="zero-share".*?</svg>', page, re.S).group(0)
     assert zero.count('class="mark"') == 2, "one point per policy step a state was last seen"

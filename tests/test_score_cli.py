@@ -115,7 +115,7 @@ def test_score_exits_0_when_every_line_is_scored_and_prints_a_table(synced, tmp_
     done = run(synced, "score", "--completions", str(path))
     assert done.returncode == 0, done.stderr
     assert row.state_id in done.stdout
-    assert "2 answers scored in 1 groups, mean score 1.000" in done.stdout
+    assert "2 answers scored in 1 group, mean score 1.000" in done.stdout
 
 
 @pytest.mark.parametrize(

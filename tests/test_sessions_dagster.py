@@ -149,3 +149,19 @@ def test_sync_registers_and_builds_sessions(workspace, sessions, tmp_path: Path)
     )
     assert json.loads(again.stdout)["sessions"] == []
     assert len(list((workspace.store / "session_prompts" / "s2").glob("*.parquet"))) == 1
+
+
+def test_the_ui_counts_the_lines_an_ingest_rejected(workspace, sessions, instance, tmp_path):
+    source = tmp_path / "states.jsonl"
+    source.write_text(json.dumps(_state(1)) + "\n{broken\n[1]\n")
+    env = {**cli_env(workspace, tmp_path / "home"), "STATEPOOL_SESSIONS_DIR": str(sessions)}
+    done = subprocess.run(
+        [str(BIN / "statepool"), "ingest", str(source), "--session", "ext"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1 and "1 state into session ext" in done.stdout, done.stderr
+    assert _materialize(instance, "ext").success
+    meta = latest_metadata(instance, SESSION_STATES, "ext")
+    assert meta["rejects"] == 2
+    assert ".ingest.jsonl: 2 lines statepool ingest could not read" in meta["reject_details"]
+    assert _check(instance, SESSION_STATES, "no_rejects", "ext") is False

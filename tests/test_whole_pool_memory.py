@@ -15,7 +15,7 @@ from statepool_dagster.core.config import Settings
 from statepool_dagster.core.stages import build_run
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 
-from helpers import cli_env, statepool
+from helpers import cli_env, peak_rss_mb, statepool
 
 pytestmark = pytest.mark.slow  # memory measured in subprocesses at several pool sizes
 
@@ -30,37 +30,6 @@ def _store(root: Path, n_runs: int) -> SimpleNamespace:
     for i in range(n_runs):
         build_run(settings, generate_run(runs / f"run{i:03d}", SampleSpec(**SHAPE), i).name)
     return SimpleNamespace(runs=runs, store=store)
-
-
-# The command in a child that reports its own high-water mark (VmHWM) as it exits: a
-# forked child's ru_maxrss would include the test process's memory at the fork.
-CHILD = """
-import atexit, os, sys
-
-def peak():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            open(os.environ["PEAK_FILE_FOR_TEST"], "w").write(line.split()[1])
-
-atexit.register(peak)
-from statepool_dagster.cli.main import main
-sys.exit(main(sys.argv[1:]))
-"""
-
-
-def peak_rss_mb(env: dict[str, str], cwd: Path, *args: str) -> float:
-    """The peak resident memory of one ``statepool`` command, in MB (it must succeed)."""
-    report = cwd / "peak_kb"
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, *args],
-        env={**env, "PEAK_FILE_FOR_TEST": str(report)},
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
-    return int(report.read_text()) / 1024
 
 
 @pytest.fixture(scope="module")

@@ -1,1 +1,2 @@
-"""Manual harnesses (``python -m tools.<name>``) and the docs site's MkDocs hooks."""
+"""Manual harnesses (``python -m tools.<name>``), ``make dev``'s ``dg dev`` wrapper
+(``tools.dg_dev``) and the docs site's MkDocs hooks."""

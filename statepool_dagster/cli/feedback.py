@@ -13,16 +13,18 @@ import json
 import sys
 
 from ..core.config import Settings
+from ..core.words import plural
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``statepool feedback`` on the main parser's sub-commands."""
     p = sub.add_parser(
-        "feedback", help="record verl rollout dumps or `statepool score --json` output as feedback"
+        "feedback",
+        help="record verl rollout dumps or the output of 'statepool score --json' as feedback",
     )
     source = p.add_mutually_exclusive_group()
     source.add_argument("--from-verl-dump", metavar="DIR", help="trainer.rollout_data_dir")
-    source.add_argument("--from-scores", metavar="FILE", help="`statepool score --json` output")
+    source.add_argument("--from-scores", metavar="FILE", help="what 'statepool score --json' wrote")
     p.add_argument(
         "--to",
         default=None,
@@ -69,14 +71,17 @@ def cmd_feedback(args: argparse.Namespace) -> int:
             done = len(report.already_imported)
             again = f", {done} already imported" if done else ""
             print(
-                f"{report.records} records from {report.files} files into {folder} "
-                f"({len(report.segments)} segments, {len(report.rejects)} rejects{again})"
+                f"{plural(report.records, 'record')} from {plural(report.files, 'file')} "
+                f"into {folder} ({plural(len(report.segments), 'segment')}, "
+                f"{plural(len(report.rejects), 'reject')}{again})"
             )
         if args.fold:
             stats = summary["stats"]
             print(
-                f"state_stats: {stats['states']} states, {stats['new_segments']} new segments "
-                f"({stats['new_records']} records, {stats['bad_lines']} bad lines)"
+                f"state_stats: {plural(stats['states'], 'state')}, "
+                f"{plural(stats['new_segments'], 'new segment')} "
+                f"({plural(stats['new_records'], 'record')}, "
+                f"{plural(stats['bad_lines'], 'bad line')})"
             )
     return 1 if report.rejects else 0
 

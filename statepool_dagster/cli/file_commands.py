@@ -7,6 +7,7 @@ import json
 import sys
 
 from ..core.config import Settings
+from ..core.words import plural
 
 
 def pool_report_path(settings: Settings):
@@ -86,10 +87,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     from . import preflight
 
     settings = _export_settings(args)
+    try:
+        selection = SelectionOptions.from_args(args, SelectionOptions.from_settings(settings))
+    except ValueError as exc:
+        raise StatepoolError(str(exc)) from None
     store_name = "--store" if args.store else preflight.STORE_SETTING
     preflight.store_folder(settings.store_dir, store_name, must_exist=True)
-    if args.max_prompt_tokens is not None and args.max_prompt_tokens < 1:
-        raise StatepoolError("--max-prompt-tokens: must be at least 1")
     lengths = None
     if args.tokenizer is not None or args.max_prompt_tokens is not None:
         from ..core.export.lengths import LengthFilter, load_counter
@@ -99,10 +102,6 @@ def cmd_export(args: argparse.Namespace) -> int:
         check_target(args.format, args.out, args.force)
     except StatepoolError as exc:
         raise StatepoolError(f"--out: {exc}") from None
-    try:
-        selection = SelectionOptions.from_args(args, SelectionOptions.from_settings(settings))
-    except ValueError as exc:
-        raise StatepoolError(str(exc)) from None
     empty = "empty"
     finished: list[ExportSet] = []
 
@@ -159,8 +158,8 @@ def cmd_export(args: argparse.Namespace) -> int:
                 f"{split} {len(n)}" for split, n in summary["sessions"].items()
             )
         print(line)
-        if export.duplicates:
-            print(f"{len(export.duplicates)} duplicate states left out (see above)")
+        if export.duplicates_dropped:
+            print(f"{plural(export.duplicates_dropped, 'duplicate state')} left out (see above)")
         if export.prompt_lengths is not None:
             lengths_seen = export.prompt_lengths
             print(

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import Settings
+from ..core.words import plural
+from .values import STEP
 
 
 def add_parser(sub: Any) -> None:
@@ -16,7 +18,9 @@ def add_parser(sub: Any) -> None:
         "file", help="JSONL file: one state a line, as CheckpointState.to_json writes it"
     )
     p.add_argument("--session", required=True, help="session name (the rules of run names)")
-    p.add_argument("--policy-step", type=int, default=None, help="policy step of every state")
+    p.add_argument(
+        "--policy-step", type=STEP, default=None, help="policy step of every state (0 or more)"
+    )
     p.add_argument("--writer", default=None, help="writer name (default ingest-<host>-<pid>)")
     p.add_argument(
         "--sessions", default=None, help="sessions root (default STATEPOOL_SESSIONS_DIR)"
@@ -37,7 +41,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from ..core.sessions.writer import default_writer_name, session_line
 
     settings = Settings.from_env(sessions_dir=args.sessions)
-    source = Path(args.file)
+    source = Path(args.file).absolute()  # rejects name the file wherever they are read
     if not source.is_file():
         raise StatepoolError(f"{source}: no such file")
     try:
@@ -79,18 +83,25 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not args.quiet:
         sealed = ", ".join(writer.sealed) or "nothing"
         print(
-            f"ingested {count} states into session {args.session} ({sealed}); "
-            f"{len(rejects)} rejects"
+            f"ingested {plural(count, 'state')} into session {args.session} ({sealed}); "
+            f"{plural(len(rejects), 'reject')}"
         )
     return 1 if rejects else 0
 
 
 def _keep_rejects(settings: Settings, session: str, writer: str, rejects: list) -> None:
-    from ..core.locations import as_path
-    from ..core.names import SESSION_REJECTS, RejectSource
+    """Add the rejects to ``session_rejects/<session>/<writer>.ingest.jsonl`` (a writer
+    named again adds to its file), where the session's totals count them."""
+    import contextlib
+
+    from ..core.names import RejectSource
+    from ..core.sessions.store import SessionFolders
     from ..core.store.atomic import write_bytes_atomic
     from ..core.store.pool import reject_line
 
     lines = [reject_line(r, RejectSource.INGEST) for r in rejects]
-    path = as_path(settings.store_dir) / SESSION_REJECTS / session / f".ingest-{writer}.jsonl"
-    write_bytes_atomic(path, ("\n".join(lines) + "\n").encode("utf-8"))
+    path = SessionFolders(settings.store_dir, session).ingest_rejects(writer)
+    data = b""
+    with contextlib.suppress(FileNotFoundError):
+        data = path.read_bytes()
+    write_bytes_atomic(path, data + ("\n".join(lines) + "\n").encode("utf-8"))

@@ -10,10 +10,12 @@ from pathlib import Path
 
 from ..core.config import Settings
 from ..core.names import EXPORT_FORMATS, TRAINING_DATASET
-from . import feedback
+from ..core.words import plural
+from . import feedback, values
 from .console import Reporter, dagster_instance, start_up, summary_table
 from .file_commands import cmd_export, cmd_report, cmd_score, pool_report_path, write_pool_report
 from .ingest import add_parser as add_ingest_parser
+from .status_view import cmd_status
 
 
 def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
@@ -51,7 +53,7 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
     except Interrupted as stop:
         # Store files are written whole or not at all; the runs built so far are kept.
         print(
-            f"statepool sync: {stop}; {reporter.done} of {reporter.total} runs done, "
+            f"statepool sync: {stop}; {reporter.done} of {plural(reporter.total, 'run')} done, "
             "the rest left for the next sync",
             file=sys.stderr,
             flush=True,
@@ -154,29 +156,8 @@ def _materialize_training_dataset(verbose: bool = False) -> str | None:
     return None if result.success else first_error(result)
 
 
-def cmd_status(args: argparse.Namespace) -> int:
-    with start_up():
-        from . import preflight
-        from .status import run_statuses
-
-        settings = Settings.from_env()
-        preflight.runs_folder(settings)
-        preflight.store_folder(settings.store_dir, must_exist=True)
-        instance = dagster_instance()
-    rows = run_statuses(instance, settings)
-    if args.json:
-        print(json.dumps(rows, indent=1))
-        return 0
-    print(f"{'run':<32}{'status':<14}{'states':>8}{'ignored':>9}  last materialized")
-    for row in rows:
-        when = row["last_materialized"] or "-"
-        ignored = row["ignored_files"]
-        print(f"{row['run']:<32}{row['status']:<14}{row['states']:>8}{ignored:>9}  {when}")
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="statepool", description=__doc__)
+    parser = values.Parser(prog="statepool", description=values.DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, func, help_text in (
         (
@@ -189,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(func=func)
-        p.add_argument("--settle", type=float, default=None, help="wait for files this old (s)")
+        p.add_argument("--settle", type=values.SECONDS, help="wait for files this old (s)")
         p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
         p.add_argument("--json", action="store_true", help="print the summary as JSON")
         p.add_argument("-v", "--verbose", action="store_true", help="show Dagster's own logs")
@@ -198,14 +179,16 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also run a small simulated rollout writing a session (STATEPOOL_SESSIONS_DIR)",
     )
-    p = sub.add_parser("status", help="each run's partition state")
+    p = sub.add_parser(
+        "status", help="each run's and session's partition state, and the feedback fold"
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
     p = sub.add_parser("export", help="write a trainer-ready export of the store (no Dagster)")
     p.add_argument("--format", required=True, choices=EXPORT_FORMATS)
     p.add_argument("--out", required=True, help="folder to write (new, empty or an earlier export)")
-    p.add_argument("--val-fraction", type=float, default=None, help="share of runs in val")
-    p.add_argument("--test-fraction", type=float, default=None, help="share of runs in test")
+    p.add_argument("--val-fraction", type=values.FRACTION, help="share of runs in val (0 to 1)")
+    p.add_argument("--test-fraction", type=values.FRACTION, help="share of runs in test (0 to 1)")
     p.add_argument("--seed", type=int, default=None, help="seed of the run-level split")
     p.add_argument("--store", default=None, help="store root (default STATEPOOL_STORE_DIR)")
     p.add_argument(
@@ -215,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-prompt-tokens",
-        type=int,
+        type=values.POSITIVE,
         default=None,
         help="leave out (and name) states whose prompt is longer (without --tokenizer: "
         "estimated from characters)",
@@ -228,12 +211,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-staleness",
-        type=int,
+        type=values.STEP,
         default=None,
         metavar="N",
         help="keep only session states at most N policy steps behind their session's newest",
     )
-    from ..core.feedback.arguments import add_selection_arguments
+    from .selection_flags import add_selection_arguments
 
     add_selection_arguments(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")

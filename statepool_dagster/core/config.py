@@ -19,6 +19,7 @@ from pydantic import (
     field_validator,
 )
 
+from .names import LAST_STDS, SCORE_RANGE
 from .prompts.spec import PromptLimits, PromptSpec
 from .states.join import Followup, Pairing
 
@@ -110,7 +111,11 @@ class Settings(BaseModel):
         1.0, ge=0, description="Weight of the outcome hook's value (when a hook is set)."
     )
     reward_format_error: float = Field(
-        -1.0, description="Reward of an answer with no well-formed list of ops."
+        SCORE_RANGE[0],
+        ge=SCORE_RANGE[0],
+        le=0,
+        description="Reward of an answer with no well-formed list of ops (the score scale's "
+        "bottom is -1).",
     )
     feedback_dir: str | None = Field(
         None,
@@ -126,13 +131,18 @@ class Settings(BaseModel):
         description="verl's compute_score: one state's answers within this window form a group.",
     )
     select_drop_zero_variance: int | None = Field(
-        None, ge=1, description="Serve no state whose last K feedback groups all had zero std."
-    )
-    select_difficulty_band: str | None = Field(
-        None, description="`LO,HI`: serve states whose mean ops-match rate (or score) is in it."
+        None,
+        ge=1,
+        le=LAST_STDS,
+        description="Serve no state whose last K feedback groups all had zero std (K: 1 to 16).",
     )
     select_band_on: Literal["match", "score"] = Field(
         "match", description="What the difficulty band reads: the ops-match rate or the score."
+    )
+    select_difficulty_band: str | None = Field(
+        None,
+        description="`LO,HI`: serve states whose mean ops-match rate (0 to 1) or score (-1 to 1) "
+        "is in it.",
     )
     select_weight: Literal["std", "pass-rate"] | None = Field(
         None, description="A weight per state: recent groups' reward std, or p(1-p) of matches."
@@ -168,6 +178,22 @@ class Settings(BaseModel):
         if info.field_name == "celery_broker" and not url and info.data.get("executor") == "celery":
             raise ValueError(f"required when {cls.env_name('executor')}=celery")
         return url
+
+    @field_validator("select_difficulty_band", mode="after")
+    @classmethod
+    def _band(cls, band: str | None, info: ValidationInfo) -> str | None:
+        from .feedback.scales import band_problem
+
+        if band is None:
+            return None
+        try:
+            lo, hi = (float(x) for x in band.replace(",", " ").split())
+        except ValueError:
+            raise ValueError(f"{band!r}: two numbers, LO,HI") from None
+        problem = band_problem(lo, hi, info.data.get("select_band_on", "match"))
+        if problem:
+            raise ValueError(f"{band!r}: {problem}")
+        return band
 
     @classmethod
     def env_name(cls, field: str) -> str:

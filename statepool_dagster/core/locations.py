@@ -70,6 +70,34 @@ def entry_name(info: dict[str, Any]) -> str:
     return posixpath.basename(str(info["name"]).rstrip("/"))
 
 
+def fresh_listing(folder: AnyPath) -> list[dict[str, Any]]:
+    """An fsspec folder's entries with their details, listed now: never from the listings
+    cache, which would hide what other processes wrote since (an object store's new files).
+    """
+    try:
+        return folder.fs.ls(folder.path, detail=True, refresh=True)
+    except TypeError:  # a backend without listings-cache refresh
+        return folder.fs.ls(folder.path, detail=True)
+
+
+def forget_listing(folder: AnyPath) -> None:
+    """Drop fsspec's cached listing of ``folder`` before listing it again (``iterdir``): a
+    long-lived process (a sensor, a trainer) must see what other processes wrote since."""
+    if not is_local(folder):
+        folder.fs.invalidate_cache(folder.path)
+
+
+# What a file opened by ``open_ranged`` fetches past a read, at most.
+RANGED_BLOCK = 1 << 20
+
+
+def open_ranged(path: AnyPath, mode: str = "rb"):
+    """An fsspec file opened for reads at chosen places (a Parquet footer and a few row
+    groups, one line of a segment): each read fetches at most :data:`RANGED_BLOCK` past
+    what it asks, not the backend's read-ahead block (s3fs's 50 MiB suits whole files)."""
+    return path.open(mode, block_size=RANGED_BLOCK)
+
+
 _MTIME_KEYS = ("mtime", "LastModified", "last_modified", "updated", "modified", "created")
 _TAG_KEYS = ("ETag", "etag", "md5Hash", "generation", "version_id", "VersionId")
 

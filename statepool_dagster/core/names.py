@@ -16,12 +16,12 @@ PROMPTS = "curator_prompts"
 RUN_ASSETS = (EPISODES, SNAPSHOTS, STATES, PROMPTS)  # each built from the ones before it
 FINAL_ASSET = PROMPTS  # a run is done once its prompts are materialized
 TRAINING_DATASET = "training_dataset"
+STATE_STATS = "state_stats"  # the feedback fold's asset
 
 # The Dagster skin's job, group and resource keys (SETTINGS is also the parameter name
 # assets and sensors take the settings resource by).
 JOB = "statepool_job"
 SESSIONS_JOB = "statepool_sessions_job"
-STATE_STATS = "state_stats"
 STATE_STATS_JOB = "state_stats_job"
 RUNS = "runs"  # the runs' dynamic partitions (one per run folder)
 GROUP = "statepool"
@@ -116,6 +116,13 @@ SESSION_STATES = "session_states"
 SESSION_PROMPTS = "session_prompts"
 SESSION_REJECTS = "session_rejects"
 
+# The scales feedback is measured on: a graded answer's score (the grader's: an answer
+# with no ops list scores the bottom, one that gets everything right the top) and the
+# ops-match rate (the share of answers whose ops equal the reference's). Selection
+# bands, weights and the report's axes derive from them.
+SCORE_RANGE = (-1.0, 1.0)
+MATCH_RANGE = (0.0, 1.0)
+LAST_STDS = 16  # the most recent group spreads ``state_stats`` keeps per state
 
 # A run state's id: ``<run>_ckpt<k>``, the state of checkpoint ``k`` of run ``<run>``.
 _STATE_ID = re.compile(r"(?P<run>.+)_ckpt(?P<k>[0-9]+)")

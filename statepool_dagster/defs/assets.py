@@ -43,6 +43,7 @@ from ..core.names import (
 from ..core.stages import STAGES, RunJob, stream_stage
 from ..core.store.arrow_memory import load_arrow
 from ..core.store.schemas import EPISODE_COLUMNS, PROMPT_COLUMNS, SNAPSHOT_COLUMNS, STATE_COLUMNS
+from ..core.words import plural
 from .checks import CHECK_SPECS, run_checks
 from .partitions import runs_partitions
 from .recording import (
@@ -208,6 +209,6 @@ with warnings.catch_warnings():
             raise failed[0].error
         if failed:
             raise Failure(
-                f"{len(failed)} of {len(runs)} runs failed: "
+                f"{len(failed)} of {plural(len(runs), 'run')} failed: "
                 + "; ".join(f"{b.run}: {b.error}" for b in failed)
             )

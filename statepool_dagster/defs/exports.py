@@ -79,7 +79,7 @@ def training_dataset(
         **{f"rows_{split}": n for split, n in counts.items()},
         "runs_by_split": MetadataValue.json(summary["runs"]),
         "sessions_by_split": MetadataValue.json(summary.get("sessions", {})),
-        "duplicates_dropped": len(export.duplicates),
+        "duplicates_dropped": export.duplicates_dropped,
         "problems": len(export.problems),
         "problem_details": MetadataValue.md(problems_markdown(export.problems)),
         "exports": MetadataValue.path(str(layout.exports())),

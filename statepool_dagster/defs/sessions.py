@@ -11,7 +11,6 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-import pyarrow.parquet as pq
 from dagster import (
     AssetCheckEvaluation,
     AssetCheckSpec,
@@ -31,7 +30,9 @@ from ..core.names import GROUP, ROW_COUNT, SESSION_PROMPTS, SESSION_STATES, SESS
 from ..core.sessions.build import SessionBuild, build_session
 from ..core.sessions.layout import check_session_name
 from ..core.sessions.store import SessionFolders
+from ..core.store.atomic import read_parquet
 from ..core.store.preview import markdown_preview
+from ..core.words import plural
 from .partitions import sessions_partitions
 from .resources import StatepoolSettings
 
@@ -91,7 +92,7 @@ def _preview(settings_store: str, session: str, build: SessionBuild) -> str:
     path = folders.states / names[-1].replace(".jsonl", ".parquet")
     try:
         columns = ["state_id", "writer", "segment", "line", "policy_step", "first_copy"]
-        table = pq.read_table(path, columns=columns) if path.exists() else None
+        table = read_parquet(path, columns=columns) if path.exists() else None
     except OSError:
         table = None
     return "_no states yet_" if table is None else markdown_preview(table, columns, 10)
@@ -135,8 +136,8 @@ def session_assets(
         settings.sessions_dir, settings.store_dir, session, settings.prompt_spec()
     )
     context.log.info(
-        f"{session}: built {len(build.built)} segment(s) in {build.seconds:.3f}s; "
-        f"{build.unique} states from {build.segments} segments"
+        f"{session}: built {plural(len(build.built), 'segment')} in {build.seconds:.3f}s; "
+        f"{plural(build.unique, 'state')} from {plural(build.segments, 'segment')}"
     )
     metadata = _metadata(build, _preview(settings.store_dir, session, build))
     yield MaterializeResult(asset_key=SESSION_STATES, metadata=metadata)

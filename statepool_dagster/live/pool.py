@@ -25,7 +25,7 @@ from ..core.export.records import verl_record
 from ..core.export.rows import SPLITS, ExportOptions, ExportRow
 from ..core.feedback.select import Selection, SelectionOptions
 from ..core.feedback.stats_store import TABLE, stats_folder, update_stats
-from ..core.locations import AnyPath, as_path
+from ..core.locations import AnyPath, as_path, is_local
 from ..core.prompts.spec import PromptSpec
 from ..core.segments import list_segments
 from .entries import Candidates, Entry
@@ -35,7 +35,7 @@ from .segments import Rejects, SegmentIndex
 from .served import Served
 from .stamps import file_stamp, reachable
 from .stored import StoredIndex
-from .unavailable import Unreadable
+from .unavailable import StorePace, Unreadable
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +101,7 @@ class LivePool:
         self._folded = -1
         self._served = Served(split)
         self._checked = float("-inf")
+        self._pace = StorePace(is_local(self.store), refresh_seconds)
         self.refresh(force=True)
 
     # ------------------------------------------------------------------ what is served
@@ -141,7 +142,7 @@ class LivePool:
                 self._reindex(entry)
                 if self._unreadable.store_down is not None:
                     break
-            except OSError as exc:
+            except Exception as exc:  # an object store's client raises its own, not OSError
                 problem = exc
                 break
             if delay is not None and self._served.entries.get(sid) is entry:  # not moved
@@ -158,7 +159,7 @@ class LivePool:
             entry = self._served.at(i)
             try:
                 return self._reader.read(entry, self._served.index(entry))
-            except (OSError, Stale):
+            except Exception:  # Stale, OSError, an object store client's own errors
                 continue
         return None
 
@@ -172,24 +173,34 @@ class LivePool:
             return False
         self._checked = now
         before = (len(self._served), self._served.changes)
-        reachable_now = reachable(self.store)
         steps = [self._fold, self._refresh_selection, self._refresh_runs, self._refresh_stored]
-        if not reachable_now:
+        if not (force or self._pace.due(now)):
+            steps = []  # the store's tables later; sealed segments now
+        elif not reachable(self.store):
             self._unreadable.store_problem(FileNotFoundError(f"store {self.store} not reachable"))
+            self._pace.troubled(time.monotonic())
             steps = []
-        troubled = not reachable_now
-        for step in [*steps, self._refresh_segments]:  # one failing leaves the others be
-            try:
-                step()
-            except OSError as exc:  # a trainer keeps training on what it has
-                self._unreadable.store_problem(exc)
-                troubled = True
-            except Exception:
-                self._unreadable.failed(log)
-        if not troubled:
-            self._unreadable.store_back()
+        started, troubled = time.monotonic(), False
+        for step in steps:  # one failing leaves the others be
+            troubled = self._run_step(step) or troubled
+        if steps:
+            self._pace.listed(started, time.monotonic(), troubled)
+            if not troubled:
+                self._unreadable.store_back()
+        self._run_step(self._refresh_segments)
         self.refreshes += 1
         return (len(self._served), self._served.changes) != before
+
+    def _run_step(self, step) -> bool:
+        """Run one step of a refresh; whether the store could not be read."""
+        try:
+            step()
+        except OSError as exc:  # a trainer keeps training on what it has
+            self._unreadable.store_problem(exc)
+            return True
+        except Exception:
+            self._unreadable.failed(log)
+        return False
 
     def _refresh_runs(self) -> None:
         runs = self._runs.refresh()

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pyarrow.parquet as pq
 
 from ..core.export.rows import ExportOptions, split_of, state_text_digest
-from ..core.locations import AnyPath, is_local
+from ..core.locations import AnyPath, is_local, open_ranged
 from ..core.names import SESSION_STATES
 from ..core.runs.files import natural_key
 from ..core.segments.names import parse_segment_name
@@ -34,7 +34,7 @@ def open_parquet(path: AnyPath) -> pq.ParquetFile:
     """A Parquet file memory-mapped where it is local, read through fsspec otherwise."""
     if is_local(path):
         return pq.ParquetFile(path, memory_map=True)
-    return pq.ParquetFile(path.open("rb"))
+    return pq.ParquetFile(open_ranged(path))  # a row group, not 50 MiB of read-ahead
 
 
 def _rows(path: AnyPath, columns: list[str]) -> list[tuple[int, int, dict]]:

@@ -14,6 +14,9 @@ from collections.abc import Callable
 
 from ..core.export.rows import ExportRow
 
+LISTING_SHARE = 10  # an object store's tables are listed for at most 1/10 of the time
+BACKOFF_SECONDS = 30.0  # the longest wait between tries while the store cannot be read
+
 
 class PoolUnavailable(OSError):
     """No row of the pool can be read, and none was read before."""
@@ -71,3 +74,37 @@ class Unreadable:
         if row is None:
             raise PoolUnavailable(f"live pool: no state can be read now ({exc})")
         return row
+
+
+class StorePace:
+    """When a refresh lists the store's tables again.
+
+    On a local disk, at every refresh. On an object store a listing costs a request per
+    1,000 objects: it is taken again once ``LISTING_SHARE`` times its own duration has
+    passed (sealed segments, listed per session, are read at every refresh all the same).
+    While an object store cannot be read, tries are spaced twice as far each time, up to
+    ``BACKOFF_SECONDS``: a client's retries against a gone endpoint take seconds a call.
+    """
+
+    def __init__(self, local: bool, refresh_seconds: float):
+        self.local = local
+        self.base = max(refresh_seconds, 0.0)
+        self.next_at = float("-inf")
+        self.wait = 0.0
+
+    def due(self, now: float) -> bool:
+        return now >= self.next_at
+
+    def listed(self, started: float, ended: float, troubled: bool) -> None:
+        if troubled:
+            self.troubled(ended)
+            return
+        self.wait = 0.0
+        self.next_at = started if self.local else ended + LISTING_SHARE * (ended - started)
+
+    def troubled(self, now: float) -> None:
+        if self.local:  # a local failure is quick to find again
+            self.next_at = now
+            return
+        self.wait = min(max(2 * self.wait, self.base, 1.0), BACKOFF_SECONDS)
+        self.next_at = now + self.wait

@@ -109,8 +109,8 @@ def test_bad_lines_are_rejects_naming_segment_and_line(tmp_path: Path) -> None:
     assert built.states == 2 and built.prompts == 1
     for line, said in [
         (2, "not valid JSON"),
-        (3, "missing field(s) 'dataset'"),
-        (4, "unknown field(s) 'extra'"),
+        (3, "missing field 'dataset'"),
+        (4, "unknown field 'extra'"),
         (5, "field dataset"),
         (6, "field episodes.0"),
         (7, "nested 600 levels deep"),

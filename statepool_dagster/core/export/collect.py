@@ -30,6 +30,7 @@ from ..store.layout import StoreLayout
 from ..store.part_files import READ_ATTEMPTS
 from ..store.parts import RunTable
 from ..store.schemas import SCHEMAS
+from ..words import plural
 from .gate import Gate
 from .lengths import LengthFilter
 from .rows import (
@@ -195,7 +196,9 @@ def export_rows(
             )
         if kept:
             collected_runs.setdefault(split, []).append(run)
-    export.problems.extend(_duplicate_problems(export.duplicates))
+    notes = _duplicate_problems(export.duplicates)
+    export.problems.extend(notes)
+    export.duplicate_notes.extend(notes)
     collected_sessions: set[str] = set()
     if sessions:
         reader = SessionRows(store, export, gate, seen, run_ids or set(), sources.max_staleness)
@@ -251,8 +254,8 @@ def _duplicate_problems(duplicates: dict[str, str], shown: int = 5) -> list[str]
     for (dropped_run, kept_run), ids in by_pair.items():
         listed = ", ".join(ids[:shown]) + (f", … ({len(ids)} in all)" if len(ids) > shown else "")
         lines.append(
-            f"{dropped_run}: {len(ids)} states identical to {kept_run}'s left out "
-            f"(the earliest run by name keeps them): {listed}"
+            f"{dropped_run}: {plural(len(ids), 'state')} identical to {kept_run}'s left out "
+            f"(the earliest run by name keeps {'it' if len(ids) == 1 else 'them'}): {listed}"
         )
     return lines
 

@@ -203,6 +203,7 @@ class ExportSet:
     weighted: bool = False  # rows carry a weight
     sessions: dict[str, list[str]] = field(default_factory=dict)  # split -> sessions
     session_duplicates: int = 0
+    duplicate_notes: list[str] = field(default_factory=list)  # the problems naming them
     extra: dict[str, Any] = field(default_factory=dict)  # sources, freshness, selection
 
     def split_rows(self, split: str) -> list[ExportRow]:
@@ -221,6 +222,11 @@ class ExportSet:
             runs.append(row.run)
 
     @property
+    def duplicates_dropped(self) -> int:
+        """States left out as copies of others: run states and session states alike."""
+        return len(self.duplicates) + self.session_duplicates
+
+    @property
     def total(self) -> int:
         return sum(self.row_counts.values())
 
@@ -232,7 +238,7 @@ class ExportSet:
         summary = {
             "rows": self.counts(),
             "runs": {s: self.runs.get(s, []) for s in self.options.splits},
-            "duplicates_dropped": len(self.duplicates) + self.session_duplicates,
+            "duplicates_dropped": self.duplicates_dropped,
             "problems": self.problems,
             "options": self.options.model_dump(),
         }

@@ -17,6 +17,7 @@ from ..names import parse_run_state_id
 from ..runs.files import natural_key
 from ..sessions.build import session_totals
 from ..sessions.reading import iter_session_table, stored_sessions
+from ..words import plural
 from .gate import Gate
 from .rows import NO_REFERENCE, SESSIONS, ExportRow, ExportSet, split_of, state_digest
 
@@ -184,12 +185,14 @@ class SessionRows:
         """One line per session and reason, naming the first states left out."""
         lines = []
         for (session, why), dropped in self.dropped.items():
-            if why.startswith("identical"):
-                self.export.session_duplicates += dropped.count
-            lines.append(
-                f"session {session}: {dropped.count} states {why} left out: "
+            line = (
+                f"session {session}: {plural(dropped.count, 'state')} {why} left out: "
                 f"{_listed(dropped.ids, dropped.count)}"
             )
+            if why.startswith("identical"):
+                self.export.session_duplicates += dropped.count
+                self.export.duplicate_notes.append(line)
+            lines.append(line)
         return lines
 
 

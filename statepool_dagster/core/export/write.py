@@ -210,5 +210,8 @@ def stream_export(
     """
     export = ExportSet(options or ExportOptions())
     chosen = Selection.from_options(selection, store) if selection is not None else None
+    notice = chosen.notice() if chosen is not None else None
+    if notice:
+        export.problems.append(notice)
     _write(export_rows(store, export, lengths, sources, chosen), export, outs, force, check)
     return export

@@ -17,21 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import Settings
 from ..errors import StatepoolError
 from ..locations import as_path
 from ..segments import SegmentWriter
 from ..segments.writer import highest_seq
+from .folders import feedback_folder as feedback_folder
 from .records import FeedbackRecord, encode, from_breakdown, group_id
-
-FEEDBACK_SUBDIR = "feedback"
-
-
-def feedback_folder(settings: Settings) -> str:
-    """Where feedback segments live: ``feedback_dir``, else ``<store>/feedback``."""
-    if settings.feedback_dir:
-        return settings.feedback_dir
-    return settings.store_dir.rstrip("/") + "/" + FEEDBACK_SUBDIR
 
 
 @dataclass

@@ -9,7 +9,8 @@
   ``"pass-rate"``: p(1 - p) of its ops-match rate.
 
 A state with no feedback yet (or no measurement a rule needs) is kept: nothing says it
-no longer teaches. Its weight is ``unseen_weight`` (the scale's top by default).
+no longer teaches. Its weight is ``unseen_weight``, by default the top of the weight's
+scale (``scales``: √2 for ``std``, 0.25 for ``pass-rate``), so never below a scored state.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from typing import Any, Literal, TypeVar
 
 import pyarrow as pa
 
-from .stats import LAST_STDS, ZERO_STD
+from ..names import LAST_STDS
+from .scales import UNSEEN_WEIGHT, band_problem
+from .stats import ZERO_STD
 from .stats_store import read_stats
 
 Weight = Literal["std", "pass-rate"]
 BandOn = Literal["match", "score"]
-UNSEEN_WEIGHT = {"std": 0.5, "pass-rate": 0.25}
 Row = TypeVar("Row")
 
 
@@ -45,12 +47,13 @@ class SelectionOptions:
         k = self.drop_zero_variance
         if k is not None and not 1 <= k <= LAST_STDS:
             raise ValueError(f"--drop-zero-variance {k}: must be 1 to {LAST_STDS}")
-        if self.difficulty_band is not None:
-            lo, hi = self.difficulty_band
-            if not lo <= hi:
-                raise ValueError(f"--difficulty-band {lo} {hi}: LO above HI")
         if self.band_on not in ("match", "score"):
             raise ValueError(f"band on {self.band_on!r}: match or score")
+        if self.difficulty_band is not None:
+            lo, hi = self.difficulty_band
+            problem = band_problem(lo, hi, self.band_on)
+            if problem:
+                raise ValueError(f"--difficulty-band {lo:g} {hi:g}: {problem}")
         if self.weight not in (None, "std", "pass-rate"):
             raise ValueError(f"--weight {self.weight!r}: std or pass-rate")
 
@@ -62,8 +65,8 @@ class SelectionOptions:
     def from_args(
         args: argparse.Namespace, defaults: SelectionOptions | None = None
     ) -> SelectionOptions:
-        """From the arguments ``arguments.add_selection_arguments`` added; a flag not given
-        keeps its value in ``defaults`` (for ``statepool export``: the environment's)."""
+        """From the arguments ``cli.selection_flags.add_selection_arguments`` added; a flag
+        not given keeps its value in ``defaults`` (for ``statepool export``: the environment's)."""
         base = defaults or SelectionOptions()
         band = getattr(args, "difficulty_band", None)
         given = {
@@ -128,6 +131,22 @@ class Selection:
             return Selection(options)
         return Selection.from_table(options, read_stats(store))
 
+    def notice(self) -> str | None:
+        """What to tell when a rule is on but no state has statistics yet: it keeps them all."""
+        if not self.options.active or self.stats:
+            return None
+        rules = " ".join(
+            f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+            for k, v in describe(self.options).items()
+            if v is not None and k != "band_on"
+        )
+        return (
+            f"selection ({rules}): no feedback statistics yet (state_stats holds no state), so "
+            "every state is kept"
+            + (" at the unscored weight" if self.options.weight else "")
+            + "; record feedback, then fold it (statepool feedback --fold)"
+        )
+
     def decide(self, state_id: str) -> Decision:
         o = self.options
         seen = self.stats.get(state_id)
@@ -138,7 +157,8 @@ class Selection:
         if k and len(stds) >= k and all(s <= ZERO_STD for s in stds[-k:]):
             return Decision(
                 False,
-                reason=f"its last {k} groups all had zero reward std (--drop-zero-variance {k})",
+                reason=f"its last {'group' if k == 1 else f'{k} groups all'} had zero reward std "
+                f"(--drop-zero-variance {k})",
             )
         if o.difficulty_band is not None:
             lo, hi = o.difficulty_band
@@ -153,7 +173,7 @@ class Selection:
     def _weight(self, stds: list[float], match: float | None) -> float | None:
         o = self.options
         if o.weight == "std" and stds:
-            return sum(stds) / len(stds)
+            return min(sum(stds) / len(stds), UNSEEN_WEIGHT["std"])  # a hook's score off scale
         if o.weight == "pass-rate" and match is not None:
             return match * (1 - match)
         return self._unseen()

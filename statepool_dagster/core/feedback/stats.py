@@ -20,11 +20,11 @@ from typing import Any
 import pyarrow as pa
 
 from ..locations import AnyPath
+from ..names import LAST_STDS
 from ..segments import iter_segment_lines
 from ..segments.reader import OversizeLine
 from .records import BadRecord, FeedbackRecord, decode
 
-LAST_STDS = 16  # the most recent group spreads kept per state
 ZERO_STD = 1e-12
 DEFAULT_CLOSE_SECONDS = 600.0
 BAD_KEPT = 20

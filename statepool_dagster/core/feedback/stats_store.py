@@ -21,7 +21,7 @@ import pyarrow as pa
 from ..locations import AnyPath, is_local
 from ..segments import list_segments
 from ..store.atomic import read_parquet, write_bytes_atomic, write_parquet_atomic
-from .manifest import MANIFEST, stats_folder
+from .folders import MANIFEST, stats_folder
 from .stats import DEFAULT_CLOSE_SECONDS, Fold
 
 TABLE = "state_stats.parquet"
@@ -113,6 +113,7 @@ def _save(folder: AnyPath, fold: Fold, feedback: str) -> pa.Table:
         "bad": fold.bad,
         "bad_examples": fold.bad_examples,
         "open_groups": len(fold.groups),
+        "states": stats.num_rows,
         "saved": time.time(),
     }
     write_bytes_atomic(folder / MANIFEST, json.dumps(manifest, indent=1).encode())

@@ -14,8 +14,10 @@ from html import escape
 
 import pyarrow.parquet as pq
 
+from ..feedback.scales import STD_TOP
 from ..feedback.stats_store import TABLE, stats_folder
 from ..locations import AnyPath, as_path, is_local
+from ..names import SCORE_RANGE
 from ..sessions.build import session_totals
 from ..sessions.reading import iter_session_table, stored_sessions
 from . import svg
@@ -129,7 +131,6 @@ class FeedbackNumbers:
 
     states: int = 0
     grid: Counter[tuple[int, int]] = field(default_factory=Counter)
-    std_top: float = 0.5
     zero: Counter[int] = field(default_factory=Counter)  # last step -> zero-variance groups
     groups: Counter[int] = field(default_factory=Counter)  # last step -> groups
 
@@ -156,9 +157,9 @@ def _add(numbers: FeedbackNumbers, cols: dict[str, list]) -> None:
     for mean, std, groups, zero, step in zip(*(cols[c] for c in cols), strict=True):
         numbers.states += 1
         if mean is not None:
-            # scores live in [0, 1]; a sample std of such scores is at most ~0.71
-            x = min(GRID - 1, max(0, int(mean * GRID)))
-            y = min(GRID - 1, max(0, int((std or 0.0) / 0.75 * GRID)))
+            low, high = SCORE_RANGE
+            x = min(GRID - 1, max(0, int((mean - low) / (high - low) * GRID)))
+            y = min(GRID - 1, max(0, int((std or 0.0) / STD_TOP * GRID)))
             numbers.grid[x, y] += 1
         if step is not None and step >= 0 and groups:
             numbers.groups[step] += groups
@@ -177,19 +178,23 @@ def scatter(numbers: FeedbackNumbers) -> str:
         cx = svg.LEFT + span_x * (x + 0.5) / GRID
         cy = svg.HEIGHT - svg.BOTTOM - span_y * (y + 0.5) / GRID
         r = 1.5 + 4.5 * (count / top) ** 0.5
-        mean, std = x / GRID, y * 0.75 / GRID
+        width = (SCORE_RANGE[1] - SCORE_RANGE[0]) / GRID
+        mean, std = SCORE_RANGE[0] + x * width, y * STD_TOP / GRID
         marks.append(
             f'<circle class="mark" cx="{cx:.1f}" cy="{cy:.1f}" r="{r:.1f}" fill="{svg.LINE}" '
             f'fill-opacity=".6" data-x="{mean:.3f}" data-y="{std:.3f}" data-count="{count}">'
-            f"<title>mean {mean:.2f}–{mean + 1 / GRID:.2f}, std {std:.2f}: {count} states"
+            f"<title>mean {mean:.2f}–{mean + width:.2f}, std {std:.2f}: {count} states"
             "</title></circle>"
         )
+    low, high = SCORE_RANGE
     ticks = [
-        f'<text class="tick" x="{svg.LEFT + span_x * v:.1f}" y="{svg.HEIGHT - 16}">{v:g}</text>'
-        for v in (0, 0.5, 1)
+        f'<text class="tick" x="{svg.LEFT + span_x * (v - low) / (high - low):.1f}" '
+        f'y="{svg.HEIGHT - 16}">{v:g}</text>'
+        for v in (low, (low + high) / 2, high)
     ]
     body = [*marks, *ticks]
-    return svg._frame("score-scatter", "score mean vs std", body, 0.75, "score mean (y: std)")
+    # The axes span the grader's score range and the largest sample std scores can have.
+    return svg._frame("score-scatter", "score mean vs std", body, STD_TOP, "score mean (y: std)")
 
 
 def zero_share_points(numbers: FeedbackNumbers) -> list[tuple[int, float]]:

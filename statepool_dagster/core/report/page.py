@@ -11,6 +11,7 @@ import datetime as dt
 from html import escape
 from urllib.parse import quote
 
+from ..words import plural
 from . import svg
 from .numbers import PoolNumbers, RunRow
 from .run_page import RUNS_FOLDER, figure
@@ -166,7 +167,8 @@ def render_page(
         list(numbers.split_rows.items()), "splits", "rows per export split", "split"
     )
     split_text = ", ".join(
-        f"{s}: {numbers.split_rows[s]} rows from {numbers.split_runs.get(s, 0)} runs"
+        f"{s}: {plural(numbers.split_rows[s], 'row')} from "
+        f"{plural(numbers.split_runs.get(s, 0), 'run')}"
         for s in numbers.split_rows
     )
     limit_text = f" (dashed line: the export's limit, {limit})" if limit is not None else ""
@@ -179,8 +181,10 @@ def render_page(
         f"<style>{STYLE}</style></head><body>",
         "<h1>State pool report</h1>",
         f"<p>Store <code>{escape(store)}</code>, written {now.isoformat(timespec='seconds')}: "
-        f"{len(numbers.runs)} runs, {sum(r.states for r in numbers.runs)} states, "
-        f"{len(numbers.prompt_chars)} prompts; {flagged} runs with problems.</p>",
+        f"{plural(len(numbers.runs), 'run')}, "
+        f"{plural(sum(r.states for r in numbers.runs), 'state')}, "
+        f"{plural(len(numbers.prompt_chars), 'prompt')}; "
+        f"{plural(flagged, 'run')} with problems.</p>",
         "<h2>The pool</h2>",
         '<div class="row">',
         figure(f"prompt length distribution{limit_text}", lengths),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from html import escape
 
+from ..words import plural
 from . import svg
 from .numbers import RunNumbers, RunRow
 
@@ -64,8 +65,9 @@ def run_card(run: RunNumbers, problems: list[str]) -> str:
     split = f", split <b>{escape(run.split)}</b>" if run.split else ""
     parts = [
         f'<section class="card" id="run-{escape(run.run)}" data-run="{escape(run.run)}">',
-        f"<p>{run.states} states{split}; {sum(run.episodes.values())} episodes; "
-        f"{len(run.rejects)} rejects; {len(run.ignored)} ignored files</p>",
+        f"<p>{plural(run.states, 'state')}{split}; "
+        f"{plural(sum(run.episodes.values()), 'episode')}; "
+        f"{plural(len(run.rejects), 'reject')}; {plural(len(run.ignored), 'ignored file')}</p>",
         '<div class="row">',
         figure("accuracy by library version (share of episodes correct)", accuracy),
         figure("cards per snapshot version", cards),

@@ -109,7 +109,9 @@ def store_states(store: str | os.PathLike[str]) -> tuple[dict[str, StateRecord],
     states = {r.state_id: StateRecord(r.state, r.reference_ops) for r in export.rows}
     for dropped, kept in export.duplicates.items():
         states.setdefault(dropped, states[kept])
-    return states, export.problems
+    # A duplicate is graded as its kept twin: the exports' note about it is no problem here.
+    notes = set(export.duplicate_notes)
+    return states, [p for p in export.problems if p not in notes]
 
 
 def read_completions(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str]]:

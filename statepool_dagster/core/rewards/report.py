@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..words import plural
 from .completions import ScoreReport
 
 PROBLEMS_SHOWN = 2
@@ -32,9 +33,10 @@ def score_table(report: ScoreReport) -> str:
     mean = summary["mean_score"]
     lines += [
         "",
-        f"{summary['lines_scored']} answers scored in {summary['groups']} groups"
+        f"{plural(summary['lines_scored'], 'answer')} scored in "
+        f"{plural(summary['groups'], 'group')}"
         + ("" if mean is None else f", mean score {mean:.3f}")
-        + f"; {summary['unparsed']} unparsed, {summary['bad_lines']} bad lines, "
-        f"{summary['unknown_states']} unknown state ids",
+        + f"; {summary['unparsed']} unparsed, {plural(summary['bad_lines'], 'bad line')}, "
+        f"{plural(summary['unknown_states'], 'unknown state id')}",
     ]
     return "\n".join(lines)

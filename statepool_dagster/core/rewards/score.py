@@ -9,8 +9,10 @@
 - **outcome**: what an outcome hook returns for the next library, when one is set.
 
 The score is the weighted mean of the parts present, in [0, 1] when the hook's value
-is. Doing nothing is never rewarded when the reference changes something: an answer
-with no valid op (``[]`` too) then scores 0, below any answer that gets part of it
+is; with the format error the scale is ``SCORE_RANGE`` (−1 to 1, ``core/names``), which
+the feedback statistics, the selection rules and the report read their bounds from.
+Doing nothing is never rewarded when the reference changes something: an answer with
+no valid op (``[]`` too) then scores 0, below any answer that gets part of it
 right, whatever an outcome hook says; ``[]`` against an empty reference scores 1.
 """
 
@@ -20,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..names import SCORE_RANGE
 from .agreement import agreement, predicted_card_ops
 from .apply import apply_ops
 from .parse import Op, Parsed
@@ -37,7 +40,7 @@ class Weights:
     agreement: float = 1.0
     validity: float = 0.2
     outcome: float = 1.0
-    format_error: float = -1.0
+    format_error: float = SCORE_RANGE[0]
 
 
 @dataclass

@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..locations import AnyPath, as_path
+from ..names import SESSION_REJECTS
 from ..prompts.spec import PromptSpec
 from ..segments.reader import DEFAULT_MAX_LINE, list_segments
 from ..store.layout import StoreLayout
+from ..words import plural
 from .layout import check_session_name, segments_dir
 from .store import SessionFolders, build_segment
 
@@ -51,6 +53,7 @@ def build_session(
     folders = SessionFolders(store_root, session)
     result = SessionBuild(session)
     with StoreLayout(as_path(store_root)).lock(session):
+        folders.show_old_ingest_rejects()
         index = folders.load_index()
         folder = segments_dir(sessions_root, session)
         on_disk = {s.name: s for s in list_segments(folder)}
@@ -81,13 +84,19 @@ def build_session(
             result.built.append(name)
             result.reject_details += [r.describe() for r in report.rejects[:20]]
     result.missing = not folder.is_dir()
-    _totals(result, index)
+    ingested = folders.ingest_reject_counts()
+    _totals(result, index, sum(ingested.values()))
+    result.reject_details += [
+        f"{SESSION_REJECTS}/{session}/{name}: {plural(n, 'line')} statepool ingest could not read"
+        for name, n in ingested.items()
+    ]
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _totals(result: SessionBuild, index: dict[str, dict[str, Any]]) -> None:
+def _totals(result: SessionBuild, index: dict[str, dict[str, Any]], ingest_rejects: int) -> None:
     result.segments = len(index)
+    result.rejects = ingest_rejects  # lines ``statepool ingest`` could not read
     steps: list[int] = []
     writers: set[str] = set()
     for entry in index.values():
@@ -104,7 +113,8 @@ def _totals(result: SessionBuild, index: dict[str, dict[str, Any]]) -> None:
 def session_totals(store_root: str | os.PathLike[str] | AnyPath, session: str) -> SessionBuild:
     """The session's totals as last built, read from its index only."""
     result = SessionBuild(session)
-    _totals(result, SessionFolders(store_root, session).load_index())
+    folders = SessionFolders(store_root, session)
+    _totals(result, folders.load_index(), sum(folders.ingest_reject_counts().values()))
     return result
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 
-from ..locations import AnyPath, as_path, entry_name, is_local
+from ..locations import AnyPath, as_path, entry_name, fresh_listing, is_local
 from ..runs.names import run_name_problem
 
 SESSION_FILE = "session.json"
 SEGMENTS_DIR = "segments"
+# In the store, beside a session's parts: the segments built and their counts.
+INDEX = ".index.json"
 
 
 def session_name_problem(name: str) -> str | None:
@@ -42,7 +44,7 @@ def discover_sessions(root: str | os.PathLike[str] | AnyPath) -> tuple[list[str]
             with os.scandir(root) as entries:
                 names = [e.name for e in entries if e.is_dir()]
         else:
-            infos = root.fs.ls(root.path, detail=True)
+            infos = fresh_listing(root)
             names = [entry_name(i) for i in infos if i.get("type") == "directory"]
     valid, invalid = [], {}
     for name in sorted(n for n in names if not n.startswith(".")):

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..names import parse_run_state_id
-from ..rejects import RAW_LIMIT, UNSTORABLE, Reject, escape_bytes
+from ..rejects import RAW_LIMIT, UNSTORABLE, Reject, escape_bytes, storable
 from ..runs.json_read import is_utf8, loads
 from ..runs.names import run_name_problem
 from ..segments.reader import DEFAULT_MAX_LINE, OversizeLine, iter_segment_lines
@@ -19,6 +19,7 @@ from ..states.models import STATE_FIELDS, CheckpointState
 from .writer import PROVENANCE_KEY
 
 _REQUIRED = ("state_id", "dataset", "lib_snapshot", "episodes", "analysis", "last_receipt")
+_SLICE = 1 << 20  # characters encoded at a time into the digest
 
 
 @dataclass
@@ -45,9 +46,21 @@ def pool_state_id(state: CheckpointState) -> str:
     parsed = parse_run_state_id(state.state_id)
     if parsed and run_name_problem(parsed[0]) is None:
         return state.state_id
-    body = {k: getattr(state, k) for k in STATE_FIELDS if k != "state_id"}
-    canonical = json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return "s-" + hashlib.blake2b(canonical.encode("utf-8"), digest_size=16).hexdigest()
+    # The digest of json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",",
+    # ":")), fed a field at a time and encoded a slice at a time: a huge field is not
+    # copied into one text with the others, nor encoded whole.
+    digest = hashlib.blake2b(digest_size=16)
+    for n, key in enumerate(sorted(k for k in STATE_FIELDS if k != "state_id")):
+        digest.update((("{" if n == 0 else ",") + json.dumps(key) + ":").encode("utf-8"))
+        text = _canonical(getattr(state, key))
+        for start in range(0, len(text), _SLICE):
+            digest.update(text[start : start + _SLICE].encode("utf-8"))
+    digest.update(b"}")
+    return "s-" + digest.hexdigest()
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def _provenance(value: Any) -> tuple[int | None, str | None, float | None, str | None]:
@@ -84,10 +97,12 @@ def parse_state_line(raw: bytes, line: int) -> SessionState:
     step, parent, when, meta = _provenance(record.pop(PROVENANCE_KEY, None))
     unknown = [k for k in record if k not in STATE_FIELDS]
     if unknown:
-        raise ValueError(f"not a state: unknown field(s) {', '.join(map(repr, unknown[:5]))}")
+        fields = "field" if len(unknown) == 1 else "fields"
+        raise ValueError(f"not a state: unknown {fields} {', '.join(map(repr, unknown[:5]))}")
     missing = [k for k in _REQUIRED if k not in record]
     if missing:
-        raise ValueError(f"not a state: missing field(s) {', '.join(map(repr, missing))}")
+        fields = "field" if len(missing) == 1 else "fields"
+        raise ValueError(f"not a state: missing {fields} {', '.join(map(repr, missing))}")
     try:
         state = CheckpointState.model_validate(record, strict=True)
     except ValidationError as exc:
@@ -95,10 +110,11 @@ def parse_state_line(raw: bytes, line: int) -> SessionState:
     written = state.state_id
     try:
         state.state_id = pool_state_id(state)
-        text = state.to_json()
-        text.encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError(UNSTORABLE) from None
+    text = state.to_json()
+    if not storable(text):
+        raise ValueError(UNSTORABLE)
     return SessionState(state.state_id, written, text, state, line, step, parent, when, meta)
 
 
@@ -107,7 +123,9 @@ def read_segment(
 ) -> Iterator[SessionState | Reject]:
     """Each line of a sealed segment as a state or a reject naming ``display`` and the line."""
     for number, raw in iter_segment_lines(path, max_line):
-        yield parse_line(raw, number, display, max_line)
+        item = parse_line(raw, number, display, max_line)
+        del raw  # not held while the caller stores the state
+        yield item
 
 
 def parse_line(

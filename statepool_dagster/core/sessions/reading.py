@@ -8,13 +8,14 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..locations import AnyPath, is_local
+from ..locations import AnyPath, forget_listing, is_local
 from ..segments.names import parse_segment_name
 from .store import SessionFolders
 
 
 def _parts(folder: AnyPath) -> list[AnyPath]:
     try:
+        forget_listing(folder)
         names = [p.name for p in folder.iterdir()]
     except (FileNotFoundError, NotADirectoryError):
         return []
@@ -77,6 +78,7 @@ def stored_sessions(store_root: str | os.PathLike[str] | AnyPath) -> list[str]:
 
     folder = as_path(store_root) / SESSION_STATES
     try:
+        forget_listing(folder)
         names = [p.name for p in folder.iterdir() if p.is_dir()]
     except (FileNotFoundError, NotADirectoryError):
         return []

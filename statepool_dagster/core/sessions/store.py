@@ -5,7 +5,9 @@ its provenance (the state text on a segment's first copy only),
 ``session_prompts/<session>/<segment>.parquet`` one prompt per state the segment
 brought, ``session_rejects/<session>/<segment>.jsonl`` its rejects, and
 ``session_states/<session>/.index.json`` the segments built and their counts, so a
-session grown by one segment costs one segment's work.
+session grown by one segment costs one segment's work. ``statepool ingest`` keeps the
+lines it could not read in ``session_rejects/<session>/<writer>.ingest.jsonl`` (a name no
+segment's can take); the session's totals count them too.
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ from ..rejects import Reject
 from ..segments.reader import DEFAULT_MAX_LINE, Segment
 from ..states.models import CheckpointState
 from ..store.atomic import write_bytes_atomic
+from ..store.part_files import writer_options
 from ..store.pool import reject_line
-from .layout import check_session_name
+from .layout import INDEX, check_session_name
 from .read import SessionState, read_segment
 
-INDEX = ".index.json"
+INGEST_REJECTS = ".ingest.jsonl"  # ``<writer>.ingest.jsonl``: never ``<writer>-<seq>.jsonl``
+_OLD_INGEST_REJECTS = ".ingest-"  # ``.ingest-<writer>.jsonl``, hidden, before they showed
 _BATCH_CHARS = 32 << 20  # state text held before a row group is written
 
 STATES_SCHEMA = pa.schema(
@@ -91,6 +95,43 @@ class SessionFolders:
         data = json.dumps({"segments": index}, sort_keys=True, indent=0).encode("utf-8")
         write_bytes_atomic(self.states / INDEX, data)
 
+    def ingest_rejects(self, writer: str) -> AnyPath:
+        """Where ``statepool ingest`` as ``writer`` keeps the lines it could not read."""
+        return self.rejects / f"{writer}{INGEST_REJECTS}"
+
+    def ingest_reject_counts(self) -> dict[str, int]:
+        """Lines in each of the session's ingest reject files (old hidden ones too)."""
+        counts = {}
+        for path in self._ingest_reject_files():
+            with contextlib.suppress(FileNotFoundError), path.open("rb") as f:
+                counts[path.name] = sum(1 for line in f if line.strip())
+        return counts
+
+    def show_old_ingest_rejects(self) -> None:
+        """Rename an old ingest's hidden ``.ingest-<writer>.jsonl`` to its visible name."""
+        for path in self._ingest_reject_files():
+            if not path.name.startswith(_OLD_INGEST_REJECTS):
+                continue
+            writer = path.name.removeprefix(_OLD_INGEST_REJECTS).removesuffix(".jsonl")
+            target = self.ingest_rejects(writer)
+            data = path.read_bytes()
+            with contextlib.suppress(FileNotFoundError):
+                data = target.read_bytes() + data
+            write_bytes_atomic(target, data)
+            path.unlink()
+
+    def _ingest_reject_files(self) -> list[AnyPath]:
+        try:
+            names = sorted(p.name for p in self.rejects.iterdir())
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return [
+            self.rejects / n
+            for n in names
+            if n.endswith(INGEST_REJECTS)
+            or (n.startswith(_OLD_INGEST_REJECTS) and n.endswith(".jsonl"))
+        ]
+
     def drop(self, segment: str) -> None:
         stem = _stem(segment)
         for path in (
@@ -115,7 +156,9 @@ class _PartFile:
             fd, name = tempfile.mkstemp(prefix="statepool-session-", suffix=".parquet")
         os.close(fd)
         self.tmp = Path(name)
-        self.writer = pq.ParquetWriter(self.tmp, schema, compression="zstd")
+        # As the run parts are written: no dictionary or statistics of a text cell (each a
+        # copy of it, of any size), pages compressed from the encoder's buffer.
+        self.writer = pq.ParquetWriter(self.tmp, schema, **writer_options(schema))
         self.rows: list[dict[str, Any]] = []
         self.chars = 0
 
@@ -174,10 +217,11 @@ def build_segment(
         report.states += 1
         if item.policy_step is not None:
             report.policy_steps.add(item.policy_step)
+        prompt = _render(item, spec, display, report.rejects) if first else None
+        item.state = None  # type: ignore[assignment]  # rendered: only its text is stored
         states.add(_state_row(item, session, segment, first), len(item.text) if first else 0)
         if first:
             report.unique += 1
-            prompt = _render(item, spec, display, report.rejects)
             if prompt is not None:
                 report.prompts += 1
                 prompts.add(

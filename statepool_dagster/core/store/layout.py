@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..locations import AnyPath, as_path, is_local
+from ..locations import AnyPath, as_path, forget_listing, is_local
 from ..names import EXPORTS, LOCKS, REJECTS_DIR, STATE_POOL
 from ..runs.names import check_run_name
 from .locks import file_lock
@@ -72,6 +72,7 @@ class StoreLayout:
     def runs_with(self, asset: str) -> list[str]:
         """Runs that have a table for ``asset``, temp files ignored."""
         folder = self.root / asset
+        forget_listing(folder)
         if not folder.is_dir():
             return []
         return [p.name for p in folder.iterdir() if not p.name.startswith(".") and p.is_dir()]

@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..locations import AnyPath, is_local
+from ..locations import AnyPath, is_local, open_ranged
 from ..names import TABLE_INDEX
 from .atomic import write_bytes_atomic
 from .compaction import Compaction
@@ -104,7 +104,7 @@ class RunTable(Compaction):
                 with contextlib.suppress(Exception):
                     self._open.pop(next(iter(self._open))).close(force=True)
             path = self.folder / name
-            parquet = pq.ParquetFile(path if is_local(path) else path.open("rb"))
+            parquet = pq.ParquetFile(path if is_local(path) else open_ranged(path))
         self._open[name] = parquet  # most recently used last
         return parquet
 
