@@ -1,0 +1,180 @@
+"""The live pool as a trainer serves it (issue 31): open, refresh, memory, freshness, rows.
+
+    python bench/live_pool.py --sizes 1k,11k,100k [--s3]          # the pool of this checkout
+    python bench/live_pool.py --sizes 1k,4k,11k --code ../base --name before
+    python bench/live_pool.py --sizes tiny                         # seconds; tests run it
+    python bench/live_pool.py --render                             # the page again, no measuring
+
+Sizes (``live_corpus.py``): ``1k`` 60 runs × 20 checkpoints of the wide shape (1,140
+states), ``4k`` 200 runs (3,800), ``11k`` 600 runs (11,400), ``100k`` 100,000 session
+states written by 8 ``StateWriter`` processes and synced (the sessions bench's shape);
+``tiny`` and ``tiny-sessions`` for tests. Corpora are generated and synced once, cached
+under ``bench/out/live/``.
+
+For each size, one serving process (``live_serve.py``, timed from outside as every bench
+figure is) opens ``LivePool`` over the store with the sessions folder, reads every row,
+refreshes after new 5-state segments sealed by a writer process beside it, and probes
+freshness; its rows are checked against ``statepool export --format verl`` of the same
+store. With ``--s3`` the store and sessions folder are copied to moto's S3 server on
+127.0.0.1 and served from there too. ``--code DIR`` measures another checkout
+(``PYTHONPATH=DIR``), ``--name`` files the figures under that name. Every run's figures
+go to ``bench/out/live/results-<name>.json`` and ``docs/performance/live.json`` (one
+entry per name); ``docs/performance/live.md`` is written from the latter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from live_check import compare, export_digests, served_digests
+from live_corpus import SIZES, ensure, folder, scratch_sessions
+from live_render import render
+from measure import BENCH, REPO, Bench, last_json, statepool
+from run_bench import run_info
+
+DOCS = REPO / "docs" / "performance"
+ALL_TRAIN = ("--val-fraction", "0", "--test-fraction", "0")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="1k,11k,100k", help=f"of {', '.join(SIZES)}")
+    parser.add_argument("--code", type=Path, default=REPO, help="the checkout measured")
+    parser.add_argument("--name", default="current", help="the figures' name on the page")
+    parser.add_argument("--s3", action="store_true", help="also serve from moto's S3 server")
+    parser.add_argument("--probes", type=int, default=20, help="freshness probes per pool")
+    parser.add_argument("--refreshes", type=int, default=3, help="new segments, median")
+    parser.add_argument("--out", type=Path, default=BENCH / "out")
+    parser.add_argument("--docs", type=Path, default=DOCS, help="where live.md/live.json go")
+    parser.add_argument("--render", action="store_true", help="only write the page again")
+    return parser.parse_args(argv)
+
+
+def serve(bench: Bench, store: str, sessions: str, args, digests: Path | None, env=None) -> dict:
+    """One serving process (``live_serve.py``): its figures, and its own from outside."""
+    argv = [sys.executable, str(BENCH / "live_serve.py"), store, sessions]
+    argv += ["--probes", str(args.probes), "--refreshes", str(args.refreshes)]
+    if digests:
+        argv += ["--digests", str(digests)]
+    if env and "AWS_ENDPOINT_URL" in env:
+        argv += ["--storage-options", json.dumps(s3_options(env))]
+    local = "://" not in store
+    # The store read once, untimed, as every bench input is; S3 objects live in moto.
+    measure = bench.run("serve", argv, env or bench.env(), inputs=Path(store) if local else None)
+    figures = last_json(measure.stdout)
+    figures["process_s"] = round(measure.seconds, 2)
+    figures["process_peak_rss_mb"] = round(measure.peak_rss_mb)
+    return figures
+
+
+def check_rows(bench: Bench, size: str, digests: Path) -> dict:
+    """The rows served at open against ``statepool export --format verl`` of the store."""
+    out = bench.out / "export"
+    shutil.rmtree(out, ignore_errors=True)
+    env = bench.env(STATEPOOL_STORE_DIR=str(folder(bench.out, size) / "store"))
+    bench.run("export", statepool("export", "--format", "verl", "--out", str(out), *ALL_TRAIN), env)
+    return compare(served_digests(digests), export_digests(out))
+
+
+def s3_options(env: dict[str, str]) -> dict:
+    return {
+        "key": env["AWS_ACCESS_KEY_ID"],
+        "secret": env["AWS_SECRET_ACCESS_KEY"],
+        "client_kwargs": {"endpoint_url": env["AWS_ENDPOINT_URL"], "region_name": "us-east-1"},
+    }
+
+
+def start_s3():
+    """moto's S3 server on 127.0.0.1 (``tests/s3server.py``), or a clear message."""
+    sys.path.insert(0, str(REPO / "tests"))
+    try:
+        from s3server import S3Server
+    except ImportError:
+        raise SystemExit("--s3 needs tests/s3server.py (moto's server starter)") from None
+    return S3Server().start()
+
+
+def on_s3(bench: Bench, server, size: str, sessions: Path, args) -> dict:
+    """The same pool with its store and sessions folder on the S3 server."""
+    import s3fs
+
+    bucket = f"live-{size}-{int(time.time())}".lower()
+    server.make_bucket(bucket)
+    fs = s3fs.S3FileSystem(**s3_options(server.env()))
+    started = time.perf_counter()
+    fs.put(str(folder(bench.out, size) / "store"), f"{bucket}/store", recursive=True)
+    fs.put(str(sessions), f"{bucket}/sessions", recursive=True)
+    print(f"{size}: uploaded to S3 in {time.perf_counter() - started:.0f}s", file=sys.stderr)
+    env = bench.env(**server.env())
+    return serve(bench, f"s3://{bucket}/store", f"s3://{bucket}/sessions", args, None, env)
+
+
+def measure_size(bench: Bench, size: str, args, server) -> dict:
+    corpus = ensure(bench.out, size)
+    sessions = scratch_sessions(bench.out, size)
+    digests = bench.out / "live" / size / "served.jsonl"
+    store = folder(bench.out, size) / "store"
+    figures = {"corpus": corpus, "local": serve(bench, str(store), str(sessions), args, digests)}
+    figures["rows_vs_export"] = check_rows(bench, size, digests)
+    if server is not None:
+        figures["s3"] = on_s3(bench, server, size, scratch_sessions(bench.out, size), args)
+    print(f"{size}: {json.dumps(figures)}", file=sys.stderr)
+    return figures
+
+
+def ratios(sizes: dict[str, dict], where: str = "local") -> None:
+    """Each size's refresh after a new segment against the next smaller size measured."""
+    ordered = sorted(sizes.values(), key=lambda f: f[where]["states"] if where in f else 0)
+    for small, large in itertools.pairwise(ordered):
+        if where in small and where in large:
+            a = small[where]["refresh_new_segment_s"]
+            b = large[where]["refresh_new_segment_s"]
+            large[where]["refresh_vs_smaller"] = {
+                "states": small[where]["states"],
+                "ratio": round(b / a, 2) if a else None,
+            }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    page, store = args.docs / "live.md", args.docs / "live.json"
+    recorded = json.loads(store.read_text()) if store.is_file() else {}
+    if args.render:
+        page.write_text(render(recorded), encoding="utf-8")
+        return 0
+    sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    unknown = [s for s in sizes if s not in SIZES]
+    if unknown:
+        raise SystemExit(f"unknown size(s) {', '.join(unknown)}: choose from {', '.join(SIZES)}")
+    bench = Bench(args.out, code=args.code.resolve())
+    info = run_info(bench, sys.argv[1:])
+    info["command"] = info["command"].replace("run_bench.py", "live_pool.py")
+    server = start_s3() if args.s3 else None
+    started = time.perf_counter()
+    try:
+        result = {size: measure_size(bench, size, args, server) for size in sizes}
+    finally:
+        if server is not None:
+            server.stop()
+    ratios(result)
+    ratios(result, "s3")
+    info["bench_s"] = round(time.perf_counter() - started)
+    run = {"run": info, "sizes": result}
+    (args.out / "live").mkdir(parents=True, exist_ok=True)
+    (args.out / "live" / f"results-{args.name}.json").write_text(json.dumps(run, indent=1))
+    recorded[args.name] = run
+    args.docs.mkdir(parents=True, exist_ok=True)
+    store.write_text(json.dumps(recorded, indent=1) + "\n", encoding="utf-8")
+    page.write_text(render(recorded), encoding="utf-8")
+    print(json.dumps(run))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
