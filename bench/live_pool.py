@@ -73,13 +73,13 @@ def serve(bench: Bench, store: str, sessions: str, args, digests: Path | None, e
     return figures
 
 
-def check_rows(bench: Bench, size: str, digests: Path) -> dict:
-    """The rows served at open against ``statepool export --format verl`` of the store."""
-    out = bench.out / "export"
+def export(bench: Bench, size: str) -> Path:
+    """``statepool export --format verl`` of the size's store, every state in train."""
+    out = bench.out / "live" / size / "export"
     shutil.rmtree(out, ignore_errors=True)
     env = bench.env(STATEPOOL_STORE_DIR=str(folder(bench.out, size) / "store"))
     bench.run("export", statepool("export", "--format", "verl", "--out", str(out), *ALL_TRAIN), env)
-    return compare(served_digests(digests), export_digests(out))
+    return out
 
 
 def s3_options(env: dict[str, str]) -> dict:
@@ -100,7 +100,7 @@ def start_s3():
     return S3Server().start()
 
 
-def on_s3(bench: Bench, server, size: str, sessions: Path, args) -> dict:
+def on_s3(bench: Bench, server, size: str, sessions: Path, args, digests: Path) -> dict:
     """The same pool with its store and sessions folder on the S3 server."""
     import s3fs
 
@@ -112,7 +112,7 @@ def on_s3(bench: Bench, server, size: str, sessions: Path, args) -> dict:
     fs.put(str(sessions), f"{bucket}/sessions", recursive=True)
     print(f"{size}: uploaded to S3 in {time.perf_counter() - started:.0f}s", file=sys.stderr)
     env = bench.env(**server.env())
-    return serve(bench, f"s3://{bucket}/store", f"s3://{bucket}/sessions", args, None, env)
+    return serve(bench, f"s3://{bucket}/store", f"s3://{bucket}/sessions", args, digests, env)
 
 
 def measure_size(bench: Bench, size: str, args, server) -> dict:
@@ -121,9 +121,12 @@ def measure_size(bench: Bench, size: str, args, server) -> dict:
     digests = bench.out / "live" / size / "served.jsonl"
     store = folder(bench.out, size) / "store"
     figures = {"corpus": corpus, "local": serve(bench, str(store), str(sessions), args, digests)}
-    figures["rows_vs_export"] = check_rows(bench, size, digests)
+    exported = export_digests(export(bench, size))
+    figures["local"]["rows_vs_export"] = compare(served_digests(digests), exported)
     if server is not None:
-        figures["s3"] = on_s3(bench, server, size, scratch_sessions(bench.out, size), args)
+        sessions = scratch_sessions(bench.out, size)
+        figures["s3"] = on_s3(bench, server, size, sessions, args, digests)
+        figures["s3"]["rows_vs_export"] = compare(served_digests(digests), exported)
     print(f"{size}: {json.dumps(figures)}", file=sys.stderr)
     return figures
 

@@ -33,9 +33,9 @@ def _fresh(f: dict) -> str:
 
 
 def _rows(figures: dict, f: dict) -> str:
-    check = figures.get("rows_vs_export")
-    if not check or f is not figures.get("local"):
-        return ""
+    check = f.get("rows_vs_export") or (f is figures["local"] and figures.get("rows_vs_export"))
+    if not check:
+        return "—"
     if check["same"]:
         return f"same: {check['rows_equal']:,} rows"
     differing = ", ".join(f"{k} {v:,}" for k, v in sorted(check["fields_differing"].items()))
@@ -147,10 +147,11 @@ def targets(run: dict) -> list[str]:
     verl = f.get("verl_on_batch_end_s")
     if verl is not None:
         add("verl `on_batch_end` after one new segment ≤ 0.5 s", verl, 0.5)
-    same = [g["rows_vs_export"]["same"] for g in run["sizes"].values() if "rows_vs_export" in g]
+    checks = [f.get("rows_vs_export") for _, _, f in _columns(run["sizes"])]
+    same = [c["same"] for c in checks if c]
     if same:
         lines.append(
-            f"| rows served = `statepool export --format verl` (every size) | {sum(same)}/{len(same)} sizes | {'yes' if all(same) else 'no'} |"
+            f"| rows served = `statepool export --format verl` (every size and place) | {sum(same)}/{len(same)} | {'yes' if all(same) else 'no'} |"
         )
     return lines
 

@@ -65,7 +65,12 @@ class Served:
         return [r.state_id for r in self.pool.rows]
 
     def touch_index(self) -> None:
-        """For the old pool, a change: the first table index found, its mtime moved."""
+        """For the old pool, a change: the first table index found, its mtime moved.
+
+        On an object store it has no stamp: every refresh re-reads the pool anyway.
+        """
+        if "://" in self.store:
+            return
         from statepool_dagster.core.names import TABLE_INDEX
         from statepool_dagster.core.sessions.store import INDEX
 
@@ -170,7 +175,11 @@ def probes(served: Served, writer: Writer, count: int, timeout: float = 30.0) ->
         if len(served) <= before:
             latencies.append(None)
             continue
-        matched += sid in served.state_ids()[before:]
+        # Session state ids are digests: find the state by its question, new rows come last.
+        marker = json.dumps(f"q{sid.removeprefix('gen-')}")
+        matched += any(
+            marker in served.row(j)["extra_info"]["state"] for j in range(before, len(served))
+        )
         latencies.append(seen - sealed)
     done = sorted(t for t in latencies if t is not None)
 

@@ -136,7 +136,7 @@ def test_live_pool_bench_runs_at_tiny_size_and_checks_rows_against_the_export(tm
     assert served["states"] == served["rows"] == 12  # 3 runs × 4 checkpoints
     assert served["open_s"] > 0 and served["refresh_new_segment_s"] > 0
     assert 0 < served["rss_anon_open_mb"] <= served["rss_anon_peak_mb"] < served["vm_hwm_mb"]
-    check = figures["rows_vs_export"]
+    check = served["rows_vs_export"]
     assert check["same"] and check["rows_equal"] == check["exported"] == 12
     if served["api"] != "LivePool(store=...)":  # a pool with a sessions folder
         assert served["refresh_grew_by"] == [5]
