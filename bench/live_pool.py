@@ -144,6 +144,18 @@ def ratios(sizes: dict[str, dict], where: str = "local") -> None:
             }
 
 
+def merged(earlier: dict | None, run: dict) -> dict:
+    """A run of the same code under the same name adds its sizes to the earlier run's."""
+    same = earlier and earlier["run"]["code_commit"] == run["run"]["code_commit"]
+    if not same or run["run"]["code_dirty"] or earlier["run"]["code_dirty"]:
+        return run
+    commands = earlier["run"].get("commands", [earlier["run"]["command"]])
+    info = run["run"] | {"commands": [*commands, run["run"]["command"]]}
+    info["bench_s"] += earlier["run"].get("bench_s", 0)
+    sizes = {k: v for k, v in earlier["sizes"].items() if k not in run["sizes"]}
+    return {"run": info, "sizes": sizes | run["sizes"]}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     page, store = args.docs / "live.md", args.docs / "live.json"
@@ -165,13 +177,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if server is not None:
             server.stop()
-    ratios(result)
-    ratios(result, "s3")
     info["bench_s"] = round(time.perf_counter() - started)
     run = {"run": info, "sizes": result}
+    ratios(result)
+    ratios(result, "s3")
     (args.out / "live").mkdir(parents=True, exist_ok=True)
     (args.out / "live" / f"results-{args.name}.json").write_text(json.dumps(run, indent=1))
-    recorded[args.name] = run
+    entry = merged(recorded.get(args.name), run)
+    entry["sizes"] = dict(sorted(entry["sizes"].items(), key=lambda kv: kv[1]["local"]["states"]))
+    ratios(entry["sizes"])
+    ratios(entry["sizes"], "s3")
+    recorded[args.name] = entry
     args.docs.mkdir(parents=True, exist_ok=True)
     store.write_text(json.dumps(recorded, indent=1) + "\n", encoding="utf-8")
     page.write_text(render(recorded), encoding="utf-8")

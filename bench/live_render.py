@@ -166,7 +166,7 @@ def header(name: str, run: dict) -> list[str]:
         f"measured: `{info['code_commit']}`{dirty} ({info['code']}), bench at "
         f"`{info['bench_commit']}`; the whole run took {info.get('bench_s', '?')} s.",
         "",
-        f"```\n{info['command']}\n```",
+        "```\n" + "\n".join(info.get("commands", [info["command"]])) + "\n```",
         "",
     ] + (OLD_NOTE if _old(run) else [])
 
