@@ -133,7 +133,7 @@ def targets(run: dict) -> list[str]:
     vs = f.get("refresh_vs_smaller")
     if vs and vs["ratio"] is not None:
         add(
-            f"… ≤ 1.5× the cost on the {vs['states']:,}-state pool",
+            f"refresh after a new segment ≤ 1.5× its cost on the {vs['states']:,}-state pool",
             vs["ratio"],
             1.5,
             f"{vs['ratio']}×",
@@ -158,12 +158,12 @@ def targets(run: dict) -> list[str]:
 
 def header(name: str, run: dict) -> list[str]:
     info = run["run"]
-    dirty = " (with uncommitted changes)" if info.get("code_dirty") else ""
+    dirty = ", with uncommitted changes" if info.get("code_dirty") else ""
     return [
         f"### {name}",
         "",
         f"Measured {info['when']} on {info['cpus']} CPUs (Python {info['python']}); code "
-        f"measured: `{info['code_commit']}`{dirty} ({info['code']}), bench at "
+        f"measured: `{info['code_commit']}` at {info['code']}{dirty}; bench at "
         f"`{info['bench_commit']}`; the whole run took {info.get('bench_s', '?')} s.",
         "",
         "```\n" + "\n".join(info.get("commands", [info["command"]])) + "\n```",
