@@ -232,21 +232,20 @@ def test_cli_export_with_sources_staleness_and_selection(pool, tmp_path):
 
 
 def test_live_pool_serves_session_states_and_sees_a_new_segment(pool, tmp_path):
-    from statepool_dagster.live.pool import LivePool
-    from statepool_dagster.live.trl import live_rows
+    from statepool_dagster.live import LivePool
 
     store, sessions = tmp_path / "store", tmp_path / "sessions"
     shutil.copytree(pool.store, store)
     shutil.copytree(pool.sessions, sessions)
     live = LivePool(str(store), refresh_seconds=0.0)
-    live.refresh(force=True)
-    assert sum(r.source == "sessions" for r in live.rows) == 6
+    rows = [live[i] for i in range(len(live))]
+    assert sum(r["extra_info"]["source"] == "sessions" for r in rows) == 6
     with StateWriter(sessions, "beta", writer="w") as writer:
         writer.append(generated_state(30), policy_step=8)
+    assert not live.refresh()  # sealed, but this pool reads the store only
     build_session(sessions, store, "beta", pool.settings.prompt_spec())
     assert live.refresh()  # the session's index changed
-    assert sum(r.source == "sessions" for r in live.rows) == 7
-    rows = live_rows(str(store), refresh_seconds=0.0)
-    served = [next(rows) for _ in range(len(live.rows))]
-    assert {r["source"] for r in served} == {"runs", "sessions"}
-    assert {r["session"] for r in served} == {"", "alpha", "beta"}
+    rows = [live[i] for i in range(len(live))]
+    assert sum(r["extra_info"]["source"] == "sessions" for r in rows) == 7
+    assert {r["extra_info"]["session"] for r in rows} == {None, "alpha", "beta"}
+    assert rows[-1]["extra_info"]["policy_step"] == 8  # the new state comes last

@@ -202,12 +202,3 @@ def check_evaluations(run: str, results: Iterable[CheckResult]) -> Iterator[Asse
             blocking=False,
             **result,
         )
-
-
-def evaluate_checks(
-    store_dir: str, runs: list[str], keys: Iterable[AssetCheckKey]
-) -> Iterator[AssetCheckEvaluation]:
-    """Each check of ``keys`` on each run, as a result for that run's partition."""
-    keys = list(keys)
-    for run in runs:
-        yield from check_evaluations(run, run_checks(store_dir, run, keys))

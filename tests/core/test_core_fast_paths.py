@@ -124,3 +124,29 @@ def test_markdown_preview_escapes_cells_and_stops_at_the_row_limit():
     lines = markdown_preview(table, ["b", "a"], rows=3).splitlines()
     assert lines == ["| b | a |", "|---|---|", "| x\\|y | 0 |", "| two lines | 1 |", "|  | 2 |"]
     assert markdown_preview(table.slice(0, 0), ["a"]) == "_no rows_"
+
+
+json_value = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(10**20), 10**20),
+        st.floats(allow_infinity=False),  # NaN too: the json path takes it
+        st.text(max_size=12),
+    ),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300)
+@given(lib=json_value, episodes=json_value, other=json_value, ascii_only=st.booleans())
+def test_a_states_text_digest_is_its_digest(lib, episodes, other, ascii_only):
+    from statepool_dagster.core.export.rows import state_digest, state_text_digest
+
+    state = {"state_id": "x", "lib_snapshot": lib, "other": other, "episodes": episodes}
+    text = json.dumps(state, ensure_ascii=ascii_only)
+    assert state_text_digest(text) == state_digest(json.loads(text))
+    assert state_text_digest(text.encode("utf-8")) == state_digest(json.loads(text))

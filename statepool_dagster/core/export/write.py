@@ -214,13 +214,6 @@ def stream_export(
     return export
 
 
-def write_export(
-    export: ExportSet, fmt: Format, out: str | os.PathLike[str], force: bool = False
-) -> int:
-    """Write an export held in memory (``collect_export``) to ``out`` in ``fmt``."""
-    return _write(export.rows, export, {fmt: out}, force, None)
-
-
 def export_store(
     store: str | os.PathLike[str],
     fmt: Format,

@@ -33,11 +33,6 @@ def _pieces(index: int, episode: dict[str, Any]) -> list[str]:
     return pieces
 
 
-def format_episode(index: int, episode: dict[str, Any]) -> str:
-    """One episode in a few readable lines."""
-    return "".join(_pieces(index, episode))
-
-
 def format_episodes(episodes: list[dict[str, Any]], limit: int | None = None) -> str:
     """The batch, one block per episode, with its accuracy first.
 

@@ -110,11 +110,6 @@ def lines_with_ends(data: bytes | bytearray) -> Iterator[bytes | bytearray]:
         start = end
 
 
-def split_lines(data: bytes) -> list[bytes]:
-    """``data`` cut at universal line ends, without them (the last line end ends no line)."""
-    return [line.rstrip(b"\r\n") for line in lines_with_ends(data)]
-
-
 def iter_lines(path: AnyPath, run_dir: AnyPath | None = None) -> Iterator[tuple[int, bytes]]:
     """Yield ``(line_number, raw_bytes)`` (with its line end), streaming the file.
 

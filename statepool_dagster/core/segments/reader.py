@@ -82,22 +82,40 @@ def iter_segment_lines(
     :class:`OversizeLine`: memory holds at most one line of ``max_line`` bytes.
     Blank lines are skipped (numbers still count them).
     """
+    for number, _, line in iter_segment_records(path, max_line):
+        yield number, line
+
+
+def iter_segment_records(
+    path: AnyPath, max_line: int = DEFAULT_MAX_LINE
+) -> Iterator[tuple[int, int, bytes | OversizeLine]]:
+    """``(line_number, byte offset, line)``: :func:`iter_segment_lines` with where each line
+    starts, so that one line can be read again alone (:func:`read_segment_line`)."""
     with path.open("rb") as f:
-        number = 0
+        number, offset = 0, 0
         while True:
             line = f.readline(max_line + 1)
             if not line:
                 return
             number += 1
+            start, offset = offset, offset + len(line)
             if len(line) > max_line and not line.endswith(b"\n"):
                 length = len(line)
                 while True:
                     chunk = f.readline(_SKIP_CHUNK)
                     length += len(chunk)
+                    offset += len(chunk)
                     if not chunk or chunk.endswith(b"\n"):
                         break
-                yield number, OversizeLine(length)
+                yield number, start, OversizeLine(length)
                 continue
             line = line.rstrip(b"\r\n")
             if line.strip():
-                yield number, line
+                yield number, start, line
+
+
+def read_segment_line(path: AnyPath, offset: int, max_line: int = DEFAULT_MAX_LINE) -> bytes:
+    """The line of a sealed segment that starts at ``offset``, line end removed."""
+    with path.open("rb") as f:
+        f.seek(offset)
+        return f.readline(max_line + 1).rstrip(b"\r\n")

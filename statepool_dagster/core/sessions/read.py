@@ -108,13 +108,17 @@ def read_segment(
 ) -> Iterator[SessionState | Reject]:
     """Each line of a sealed segment as a state or a reject naming ``display`` and the line."""
     for number, raw in iter_segment_lines(path, max_line):
-        if isinstance(raw, OversizeLine):
-            error = f"a line of {raw.length} bytes, over the limit of {max_line}"
-            yield Reject(file=display, line=number, error=error, raw=None)
-            continue
-        try:
-            yield parse_state_line(raw, number)
-        except ValueError as exc:
-            yield Reject(
-                file=display, line=number, error=str(exc), raw=escape_bytes(raw[:RAW_LIMIT])
-            )
+        yield parse_line(raw, number, display, max_line)
+
+
+def parse_line(
+    raw: bytes | OversizeLine, number: int, display: str, max_line: int = DEFAULT_MAX_LINE
+) -> SessionState | Reject:
+    """One line of a sealed segment (``display`` names it) as a state or a reject."""
+    if isinstance(raw, OversizeLine):
+        error = f"a line of {raw.length} bytes, over the limit of {max_line}"
+        return Reject(file=display, line=number, error=error, raw=None)
+    try:
+        return parse_state_line(raw, number)
+    except ValueError as exc:
+        return Reject(file=display, line=number, error=str(exc), raw=escape_bytes(raw[:RAW_LIMIT]))

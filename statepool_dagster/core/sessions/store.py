@@ -30,6 +30,7 @@ from ..prompts.spec import PromptSpec
 from ..prompts.template import surrogate_problem
 from ..rejects import Reject
 from ..segments.reader import DEFAULT_MAX_LINE, Segment
+from ..states.models import CheckpointState
 from ..store.atomic import write_bytes_atomic
 from ..store.pool import reject_line
 from .layout import check_session_name
@@ -218,17 +219,23 @@ def _state_row(item: SessionState, session: str, segment: Segment, first: bool) 
     }
 
 
+def session_prompt(state: CheckpointState, spec: PromptSpec) -> str:
+    """A session state's prompt as ``session_prompts`` stores it; :class:`PromptInputError`
+    when it cannot be rendered or stored."""
+    prompt = build_curator_prompt(state, spec)
+    unstorable = surrogate_problem(prompt)
+    if unstorable:
+        raise PromptInputError(f"cannot store the prompt: {unstorable}")
+    return prompt
+
+
 def _render(
     item: SessionState, spec: PromptSpec, display: str, rejects: list[Reject]
 ) -> str | None:
     try:
-        prompt = build_curator_prompt(item.state, spec)
-        unstorable = surrogate_problem(prompt)
-        if unstorable:
-            raise PromptInputError(f"cannot store the prompt: {unstorable}")
+        return session_prompt(item.state, spec)
     except PromptInputError as exc:
         rejects.append(
             Reject(file=display, line=item.line, error=f"{item.state_id}: {exc}", raw=None)
         )
         return None
-    return prompt

@@ -1,8 +1,7 @@
-"""Typed views of a run's records, and the checkpoint state the curator sees.
+"""The checkpoint state the curator sees, kept as the plain dicts its records were read as.
 
-The state keeps the records as the plain dicts they were read as, so unknown
-fields (researchers add them) and key order survive untouched; the pydantic
-models validate those dicts and give typed access where logic needs it.
+Unknown fields (researchers add them) and key order survive untouched; the pydantic model
+gives typed access where logic needs it.
 """
 
 from __future__ import annotations
@@ -12,54 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgspec
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, Field
 
 _decode = msgspec.json.Decoder().decode
-
-
-class Episode(BaseModel):
-    """One line of ``episodes.jsonl``: a question answered under one library version."""
-
-    model_config = ConfigDict(extra="allow")
-
-    skill_lib_version: StrictInt = 0
-    id: Any = None
-    task: Any = None
-    question: Any = None
-    gt: Any = None
-    response: Any = None
-    correct: Any = None
-
-
-class CardMeta(BaseModel):
-    """Usage counters the evolution loop keeps for a card."""
-
-    model_config = ConfigDict(extra="allow")
-
-    injected: Any = 0
-    fired: Any = 0
-    helped: Any = 0
-    harmful: Any = 0
-
-
-class Card(BaseModel):
-    """A skill card: when it applies (``trigger``) and what to do (``program``)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    card_id: str | int
-    trigger: str
-    program: str
-    meta_info: CardMeta = Field(default_factory=CardMeta)
-
-
-class SkillLibrary(BaseModel):
-    """A ``skills_v<k>.json`` snapshot, embeddings already removed."""
-
-    model_config = ConfigDict(extra="allow")
-
-    version: Any = None
-    cards: list[Card] = Field(default_factory=list)
 
 
 STATE_FIELDS = (

@@ -1,0 +1,184 @@
+"""What the live pool's index holds per state copy: no prompt, no state, only where they are.
+
+An :class:`Entry` is one copy of a state the pool could serve: a run's checkpoint, a
+stored session state, or a line of a sealed session segment not stored yet. It keeps its
+id, the 16-byte digest the export de-duplicates on, its place in the export's order, its
+split, and a locator its row is read from on demand.
+
+:class:`Candidates` holds every entry and decides, as ``statepool export`` does, which
+copy of each state is served: a run's state beats a session's of its id or content, the
+earliest run (by natural name) keeps a duplicate, the first copy of a session's state is
+its copy, the earliest session keeps a state two sessions share, and a session state
+without a prompt is left out. Only entries that share an id or a digest with a changed
+one are decided again: a refresh costs what changed, never the pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+RUN, STORED, SEGMENT = 0, 1, 2  # where a copy's row is read from
+
+
+class Entry:
+    """One copy of a state: its identity, its export order and where its row is."""
+
+    __slots__ = ("copy", "digest", "key", "kind", "ok", "sid", "split", "step", "weight", "where")
+
+    def __init__(
+        self,
+        kind: int,
+        copy: tuple,
+        sid: str,
+        digest: bytes,
+        key: tuple,
+        split: str,
+        where: tuple,
+        step: int | None = None,
+        ok: bool = True,
+    ):
+        self.kind, self.copy, self.sid, self.digest = kind, copy, sid, digest
+        self.key, self.split, self.where, self.step, self.ok = key, split, where, step, ok
+        self.weight: float | None = None
+
+    @property
+    def source(self) -> str:
+        """The run or the session it belongs to."""
+        return self.copy[0]
+
+    def __repr__(self) -> str:
+        return f"Entry({self.sid!r}, kind={self.kind}, copy={self.copy!r})"
+
+
+def _add(index: dict[Any, Any], key: Any, entry: Entry) -> None:
+    held = index.get(key)
+    if held is None:
+        index[key] = entry
+    elif isinstance(held, list):
+        held.append(entry)
+    else:
+        index[key] = [held, entry]
+
+
+def _remove(index: dict[Any, Any], key: Any, entry: Entry) -> None:
+    held = index.get(key)
+    if held is entry:
+        del index[key]
+    elif isinstance(held, list):
+        held.remove(entry)
+        if len(held) == 1:
+            index[key] = held[0]
+
+
+def _each(held: Any) -> Iterable[Entry]:
+    if held is None:
+        return ()
+    return held if isinstance(held, list) else (held,)
+
+
+class Candidates:
+    """Every copy the pool knows, by copy, by state id and by digest; which copy wins."""
+
+    def __init__(self) -> None:
+        self.copies: dict[tuple, Entry] = {}
+        self._by_sid: dict[str, Any] = {}
+        self._by_digest: dict[bytes, Any] = {}
+        self.winners: dict[str, Entry] = {}  # state id -> the copy the export would keep
+
+    def __len__(self) -> int:
+        return len(self.copies)
+
+    def update(self, added: Iterable[Entry], removed: Iterable[tuple]) -> tuple[set[str], set[str]]:
+        """Add entries (replacing a copy of the same key) and remove copies; then decide the
+        affected states again. ``(state ids that won or changed copy, state ids that lost)``."""
+        seeds_sid: set[str] = set()
+        seeds_digest: set[bytes] = set()
+        new: list[Entry] = []
+        for copy in removed:
+            old = self.copies.pop(copy, None)
+            if old is not None:
+                self._forget(old, seeds_sid, seeds_digest)
+        for entry in added:
+            old = self.copies.get(entry.copy)
+            if old is not None:
+                self._forget(old, seeds_sid, seeds_digest)
+            self.copies[entry.copy] = entry
+            _add(self._by_sid, entry.sid, entry)
+            _add(self._by_digest, entry.digest, entry)
+            new.append(entry)
+        won: set[str] = set()
+        for entry in new:  # most copies share neither id nor digest: decided alone
+            alone = self._by_sid[entry.sid] is entry and self._by_digest[entry.digest] is entry
+            if alone and (entry.kind == RUN or entry.ok):
+                if self.winners.get(entry.sid) is not entry:
+                    self.winners[entry.sid] = entry
+                    won.add(entry.sid)
+            else:
+                seeds_sid.add(entry.sid)
+                seeds_digest.add(entry.digest)
+        if not seeds_sid and not seeds_digest:
+            return won, set()
+        more, lost = self._decide(self._component(seeds_sid, seeds_digest), seeds_sid)
+        return won | more, lost - more
+
+    def _forget(self, old: Entry, seeds_sid: set[str], seeds_digest: set[bytes]) -> None:
+        _remove(self._by_sid, old.sid, old)
+        _remove(self._by_digest, old.digest, old)
+        seeds_sid.add(old.sid)
+        seeds_digest.add(old.digest)
+
+    def _component(self, sids: set[str], digests: set[bytes]) -> list[Entry]:
+        """Every entry linked to the seeds by a shared state id or digest."""
+        found: dict[int, Entry] = {}
+        todo_sid, todo_digest = list(sids), list(digests)
+        done_sid, done_digest = set(sids), set(digests)
+        while todo_sid or todo_digest:
+            if todo_sid:
+                held = self._by_sid.get(todo_sid.pop())
+            else:
+                held = self._by_digest.get(todo_digest.pop())
+            for entry in _each(held):
+                if id(entry) in found:
+                    continue
+                found[id(entry)] = entry
+                if entry.sid not in done_sid:
+                    done_sid.add(entry.sid)
+                    todo_sid.append(entry.sid)
+                if entry.digest not in done_digest:
+                    done_digest.add(entry.digest)
+                    todo_digest.append(entry.digest)
+        return list(found.values())
+
+    def _decide(self, component: list[Entry], seeds: set[str]) -> tuple[set[str], set[str]]:
+        """The export's rules (``export_rows`` then ``SessionRows``) over one closed component."""
+        run_ids = {e.sid for e in component if e.kind == RUN}
+        seen: set[bytes] = set()
+        kept: dict[str, Entry] = {}
+        firsts: set[tuple[str, str]] = set()
+        for entry in sorted(component, key=lambda e: e.key):
+            if entry.kind == RUN:
+                if entry.digest not in seen:
+                    seen.add(entry.digest)
+                    kept[entry.sid] = entry
+                continue
+            first = (entry.source, entry.sid)
+            if first in firsts:  # a later copy of a state the session already gave
+                continue
+            firsts.add(first)
+            if entry.sid in run_ids or entry.sid in kept or entry.digest in seen or not entry.ok:
+                continue
+            seen.add(entry.digest)
+            kept[entry.sid] = entry
+        won, lost = set(), set()
+        for sid in seeds | {e.sid for e in component}:
+            old, new = self.winners.get(sid), kept.get(sid)
+            if old is new:
+                continue
+            if new is None:
+                del self.winners[sid]
+                lost.add(sid)
+            else:
+                self.winners[sid] = new
+                won.add(sid)
+        return won, lost

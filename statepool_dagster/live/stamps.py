@@ -1,0 +1,100 @@
+"""What changed in a store or a sessions folder, from one listing: index stamps, folder names.
+
+Locally a stamp is a file's size, mtime and inode (``os.stat``); through fsspec it is the
+size, mtime and ETag of one listing's entries (``info_stamp``), the listing cache dropped
+first so that an object store's new files are seen. ``None`` means the place could not be
+read (gone or unreachable): the pool then keeps what it has.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from ..core.locations import AnyPath, entry_name, info_stamp, is_local
+from ..core.names import TABLE_INDEX
+
+Stamp = tuple
+
+
+def _fresh(folder: AnyPath) -> None:
+    with contextlib.suppress(Exception):
+        folder.fs.invalidate_cache(folder.path)
+
+
+def reachable(root: AnyPath) -> bool:
+    """Whether ``root`` is there to be read (a store or sessions folder gone says no)."""
+    try:
+        if is_local(root):
+            return os.path.isdir(root) and os.access(root, os.R_OK | os.X_OK)
+        _fresh(root)
+        return root.fs.isdir(root.path)
+    except Exception:
+        return False
+
+
+def index_stamps(folder: AnyPath, index: str = TABLE_INDEX) -> dict[str, Stamp] | None:
+    """``{subfolder: stamp of its index file}`` for each subfolder of ``folder`` holding one.
+
+    A subfolder without an index yet (a first build under way) is left out.
+    """
+    found: dict[str, Stamp] = {}
+    if is_local(folder):
+        try:
+            entries = list(os.scandir(folder))
+        except FileNotFoundError:
+            return found
+        except OSError:
+            return None
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            try:
+                st = os.stat(os.path.join(entry.path, index))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError:
+                return None
+            found[entry.name] = (st.st_size, st.st_mtime_ns, st.st_ino)
+        return found
+    _fresh(folder)
+    try:
+        infos = folder.fs.find(folder.path, maxdepth=2, detail=True)
+    except FileNotFoundError:
+        return found
+    except Exception:
+        return None
+    base = folder.path.rstrip("/")
+    for path, info in infos.items():
+        rest = path.rstrip("/")[len(base) + 1 :].split("/")
+        if len(rest) == 2 and rest[1] == index and not rest[0].startswith("."):
+            found[rest[0]] = info_stamp(info)
+    return found
+
+
+def file_stamp(path: AnyPath) -> Stamp | None:
+    """One file's stamp; ``None`` when it is absent or unreadable."""
+    try:
+        if is_local(path):
+            st = os.stat(path)
+            return (st.st_size, st.st_mtime_ns, st.st_ino)
+        _fresh(path.parent)
+        return info_stamp(path.fs.info(path.path))
+    except Exception:
+        return None
+
+
+def subfolders(folder: AnyPath) -> list[str] | None:
+    """The names of ``folder``'s subfolders (dot names left out); ``None`` if unreadable."""
+    try:
+        if is_local(folder):
+            with os.scandir(folder) as entries:
+                return [e.name for e in entries if e.is_dir() and not e.name.startswith(".")]
+        _fresh(folder)
+        infos = folder.fs.ls(folder.path, detail=True)
+        names = [entry_name(i) for i in infos if i.get("type") == "directory"]
+        return [n for n in names if not n.startswith(".")]
+    except FileNotFoundError:
+        return []
+    except Exception:
+        return None
