@@ -10,7 +10,7 @@ export DAGSTER_HOME := $(HOME_DIR)
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,postgres,celery]'
+	$(BIN)/python -m pip install -q -e '.[dev,postgres,celery,s3]'
 	touch $@
 
 # The trainer extra (TRL, verl, torch) lives in a venv of its own, .venv-trainer: building the

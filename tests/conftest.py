@@ -167,3 +167,33 @@ def pg_instance(pg_env):
         assert type(instance.event_log_storage).__name__ == "StatepoolPostgresEventLogStorage"
         assert type(instance.schedule_storage).__name__ == "PostgresScheduleStorage"
         yield instance
+
+
+# S3 (tests/s3server.py): moto's S3 server on 127.0.0.1, one port for the whole session, since
+# fsspec keeps one S3 filesystem per set of options and the endpoint comes from the environment.
+@pytest.fixture(scope="session")
+def moto_s3():
+    """moto's S3 server on 127.0.0.1 (a :class:`s3server.S3Server`), running for the session,
+    its endpoint and dummy credentials in the environment (this process and its children)."""
+    try:
+        import moto.server  # noqa: F401
+        import s3fs
+    except ImportError as error:
+        unavailable(f"moto[server] or s3fs is missing ({error}): pip install -e '.[dev]'", "S3")
+    from s3server import S3Server
+
+    with S3Server() as server, pytest.MonkeyPatch.context() as env:
+        for name, value in server.env().items():
+            env.setenv(name, value)
+        s3fs.S3FileSystem.clear_instance_cache()
+        yield server
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture
+def s3_bucket(moto_s3) -> str:
+    """A new, empty bucket on the moto server: its ``s3://`` URL."""
+    if not moto_s3.running:  # a test that stopped it failed before starting it again
+        moto_s3.start()
+    moto_s3.reset_requests()
+    return moto_s3.make_bucket(f"test-{uuid.uuid4().hex[:12]}")

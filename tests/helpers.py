@@ -229,3 +229,43 @@ def generated_state(k: int) -> dict:
         "followup_qids": [],
         "gt_map": {},
     }
+
+
+def store_files(root) -> dict[str, bytes]:
+    """Every visible file under a store root, local or not: ``{relative path: bytes}``.
+
+    Hidden names (locks, temp files, manifests) are left out, as every reader leaves them,
+    and so is the pool report (report/index.html: a page naming its store and time).
+    """
+    from statepool_dagster.core.locations import as_path, is_local
+
+    root = as_path(root)
+    if is_local(root):
+        paths = {p.relative_to(root).as_posix(): p for p in root.rglob("*") if p.is_file()}
+    else:
+        base = root.path.rstrip("/") + "/"
+        paths = {
+            name[len(base) :]: root.joinpath(*name[len(base) :].split("/"))
+            for name in root.fs.find(root.path)
+        }
+    return {
+        rel: path.read_bytes()
+        for rel, path in sorted(paths.items())
+        if not any(part.startswith(".") for part in rel.split("/"))
+        and not rel.startswith("report/")
+    }
+
+
+def assert_same_store(store, expected: Path) -> None:
+    """Same files; JSON and JSONL byte for byte; Parquet tables equal, metadata included."""
+    from statepool_dagster.core.locations import as_path
+    from statepool_dagster.core.store.atomic import read_parquet
+
+    ours, theirs = store_files(store), store_files(expected)
+    assert sorted(ours) == sorted(theirs)
+    for rel, data in ours.items():
+        if rel.endswith(".parquet"):
+            table = read_parquet(as_path(store).joinpath(*rel.split("/")))
+            assert table.equals(read_parquet(expected / rel), check_metadata=True), rel
+        else:
+            assert data == theirs[rel], rel

@@ -27,7 +27,7 @@ from statepool_dagster.core.export.write import export_store
 from statepool_dagster.core.locations import as_path, is_local, upload_tree
 from statepool_dagster.core.names import DIR_MANIFEST
 from statepool_dagster.core.store import atomic as store_module
-from statepool_dagster.core.store.atomic import read_parquet, replace_dir_atomic
+from statepool_dagster.core.store.atomic import replace_dir_atomic
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.reading import read_run_table
 from statepool_dagster.definitions import defs
@@ -35,7 +35,7 @@ from statepool_dagster.defs.partitions import RUNS
 from statepool_dagster.defs.sensors import runs_sensor
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 
-from helpers import cli_env, latest_metadata, materialize_run
+from helpers import assert_same_store, cli_env, latest_metadata, materialize_run, store_files
 
 SPEC = SampleSpec(n_runs=3, n_checkpoints=4, n_cards=5, emb_dim=8, episodes_per_batch=3)
 RUN_NAMES = [f"run{i:03d}" for i in range(SPEC.n_runs)]
@@ -93,41 +93,6 @@ def fresh_instance(tmp_path):
 def point_at(monkeypatch, runs, store) -> None:
     monkeypatch.setenv("STATEPOOL_RUNS_DIR", str(runs))
     monkeypatch.setenv("STATEPOOL_STORE_DIR", str(store))
-
-
-def store_files(root) -> dict[str, bytes]:
-    """Every visible file under a store root, local or not: ``{relative path: bytes}``.
-
-    Hidden names (locks, temp files, manifests) are left out, as every reader leaves them,
-    and so is the pool report (report/index.html: a page naming its store and time).
-    """
-    root = as_path(root)
-    if is_local(root):
-        paths = {p.relative_to(root).as_posix(): p for p in root.rglob("*") if p.is_file()}
-    else:
-        base = root.path.rstrip("/") + "/"
-        paths = {
-            name[len(base) :]: root.joinpath(*name[len(base) :].split("/"))
-            for name in root.fs.find(root.path)
-        }
-    return {
-        rel: path.read_bytes()
-        for rel, path in sorted(paths.items())
-        if not any(part.startswith(".") for part in rel.split("/"))
-        and not rel.startswith("report/")
-    }
-
-
-def assert_same_store(store, expected: Path) -> None:
-    """Same files; JSON and JSONL byte for byte; Parquet tables equal, metadata included."""
-    ours, theirs = store_files(store), store_files(expected)
-    assert sorted(ours) == sorted(theirs)
-    for rel, data in ours.items():
-        if rel.endswith(".parquet"):
-            table = read_parquet(as_path(store).joinpath(*rel.split("/")))
-            assert table.equals(read_parquet(expected / rel), check_metadata=True), rel
-        else:
-            assert data == theirs[rel], rel
 
 
 def write_state_pool(layout: StoreLayout, run: str, states) -> None:

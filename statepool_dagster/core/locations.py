@@ -70,6 +70,16 @@ def entry_name(info: dict[str, Any]) -> str:
     return posixpath.basename(str(info["name"]).rstrip("/"))
 
 
+def fresh_listing(folder: AnyPath) -> list[dict[str, Any]]:
+    """An fsspec folder's entries with their details, listed now: never from the listings
+    cache, which would hide what other processes wrote since (an object store's new files).
+    """
+    try:
+        return folder.fs.ls(folder.path, detail=True, refresh=True)
+    except TypeError:  # a backend without listings-cache refresh
+        return folder.fs.ls(folder.path, detail=True)
+
+
 _MTIME_KEYS = ("mtime", "LastModified", "last_modified", "updated", "modified", "created")
 _TAG_KEYS = ("ETag", "etag", "md5Hash", "generation", "version_id", "VersionId")
 

@@ -11,7 +11,6 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-import pyarrow.parquet as pq
 from dagster import (
     AssetCheckEvaluation,
     AssetCheckSpec,
@@ -32,6 +31,7 @@ from ..core.names import GROUP, ROW_COUNT, SESSION_PROMPTS, SESSION_STATES, SESS
 from ..core.sessions.build import SessionBuild, build_session
 from ..core.sessions.layout import check_session_name
 from ..core.sessions.store import SessionFolders
+from ..core.store.atomic import read_parquet
 from ..core.store.preview import markdown_preview
 from .resources import StatepoolSettings
 
@@ -94,7 +94,7 @@ def _preview(settings_store: str, session: str, build: SessionBuild) -> str:
     path = folders.states / names[-1].replace(".jsonl", ".parquet")
     try:
         columns = ["state_id", "writer", "segment", "line", "policy_step", "first_copy"]
-        table = pq.read_table(path, columns=columns) if path.exists() else None
+        table = read_parquet(path, columns=columns) if path.exists() else None
     except OSError:
         table = None
     return "_no states yet_" if table is None else markdown_preview(table, columns, 10)

@@ -137,7 +137,7 @@ class LivePool:
                 self._reindex(entry)
                 if self._unreadable.store_down is not None:
                     break
-            except OSError as exc:
+            except Exception as exc:  # an object store's client raises its own, not OSError
                 problem = exc
                 break
             if delay is not None and self._served.get(sid) is entry:  # still where it was
@@ -154,7 +154,7 @@ class LivePool:
             entry = self._served[sid]
             try:
                 return self._reader.read(entry, bisect_left(self._keys[entry.split], entry.key))
-            except (OSError, Stale):
+            except Exception:  # Stale, OSError, an object store client's own errors
                 continue
         return None
 

@@ -59,7 +59,9 @@ def index_stamps(folder: AnyPath, index: str = TABLE_INDEX) -> dict[str, Stamp] 
         return found
     _fresh(folder)
     try:
-        infos = folder.fs.find(folder.path, maxdepth=2, detail=True)
+        # One listing of every object below (paged, 1,000 keys a request on S3): with a
+        # maxdepth, s3fs lists each subfolder on its own, a request per run.
+        infos = folder.fs.find(folder.path, detail=True)
     except FileNotFoundError:
         return found
     except Exception:

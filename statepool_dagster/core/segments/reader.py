@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
-from ..locations import AnyPath, as_path, entry_name, info_stamp, is_local
+from ..locations import AnyPath, as_path, entry_name, fresh_listing, info_stamp, is_local
 from .names import parse_segment_name
 
 DEFAULT_MAX_LINE = 256 << 20
 _SKIP_CHUNK = 1 << 20
+_READ_BUFFER = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,8 @@ class OversizeLine:
 def list_segments(folder: str | os.PathLike[str] | AnyPath) -> list[Segment]:
     """The sealed segments in ``folder``, by writer then number; unsealed (dot) names never.
 
-    One directory listing: ``os.scandir`` locally, one ``ls`` with details through fsspec.
+    One directory listing: ``os.scandir`` locally, one ``ls`` with details through fsspec
+    (listed afresh: a long-lived reader sees what other processes sealed since).
     """
     folder = as_path(folder)
     found: list[Segment] = []
@@ -59,7 +64,7 @@ def list_segments(folder: str | os.PathLike[str] | AnyPath) -> list[Segment]:
             return []
     else:
         try:
-            infos = folder.fs.ls(folder.path, detail=True)
+            infos = fresh_listing(folder)
         except (FileNotFoundError, NotADirectoryError):
             return []
         for info in infos:
@@ -71,6 +76,33 @@ def list_segments(folder: str | os.PathLike[str] | AnyPath) -> list[Segment]:
             found.append(Segment(name, *parsed, size, mtime, folder / name))
     found.sort(key=lambda s: (s.writer, s.seq))
     return found
+
+
+@contextlib.contextmanager
+def open_segment(path: AnyPath, block_size: int | None = None) -> Iterator[BinaryIO]:
+    """A sealed segment opened for reading, whose ``readline`` takes a size on any filesystem.
+
+    fsspec's buffered files (s3fs, gcsfs) take none: they are read through a buffer.
+    ``block_size``: how much an object store's file fetches at a time (its default is
+    large, made for reading a whole file).
+    """
+    if is_local(path):
+        with open(path, "rb") as f:
+            yield f
+        return
+    options = {} if block_size is None else {"block_size": block_size}
+    with path.open("rb", **options) as raw:
+        if _readline_takes_size(raw):
+            yield raw
+            return
+        with io.BufferedReader(raw, _READ_BUFFER) as f:
+            yield f
+
+
+def _readline_takes_size(f: object) -> bool:
+    from fsspec.spec import AbstractBufferedFile
+
+    return not isinstance(f, AbstractBufferedFile)
 
 
 def iter_segment_lines(
@@ -91,7 +123,7 @@ def iter_segment_records(
 ) -> Iterator[tuple[int, int, bytes | OversizeLine]]:
     """``(line_number, byte offset, line)``: :func:`iter_segment_lines` with where each line
     starts, so that one line can be read again alone (:func:`read_segment_line`)."""
-    with path.open("rb") as f:
+    with open_segment(path) as f:
         number, offset = 0, 0
         while True:
             line = f.readline(max_line + 1)
@@ -116,6 +148,6 @@ def iter_segment_records(
 
 def read_segment_line(path: AnyPath, offset: int, max_line: int = DEFAULT_MAX_LINE) -> bytes:
     """The line of a sealed segment that starts at ``offset``, line end removed."""
-    with path.open("rb") as f:
+    with open_segment(path, block_size=_READ_BUFFER) as f:  # not the whole segment
         f.seek(offset)
         return f.readline(max_line + 1).rstrip(b"\r\n")

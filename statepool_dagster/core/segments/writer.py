@@ -3,9 +3,10 @@
 Each record is one line. A segment is written under a dot name (every reader skips
 it) and sealed, whole, under ``<writer>-<seq>.jsonl``: locally by ``fsync`` and an
 exclusive rename (never over an existing file), through fsspec by a single put of the
-whole segment. A segment is sealed when it holds ``max_bytes`` or ``max_records``,
-once it is ``max_age`` seconds old (by a timer thread, even if no append follows),
-and on :meth:`SegmentWriter.close`.
+whole segment (exclusive too where the store has conditional puts, as S3 does). A
+segment is sealed when it holds ``max_bytes`` or ``max_records``, once it is ``max_age``
+seconds old (by a timer thread, even if no append follows), and on
+:meth:`SegmentWriter.close`.
 A writer killed before sealing loses only its unsealed segment; the next writer of
 the same name starts after the highest sealed number and never overwrites one.
 """
@@ -25,8 +26,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
-from ..locations import AnyPath, as_path, entry_name, is_local
-from ..store.atomic import libc_function
+from ..locations import AnyPath, as_path, entry_name, fresh_listing, is_local
+from ..store.atomic import libc_function, put_new
 from .names import check_writer_name, parse_segment_name, segment_name, unsealed_name
 
 DEFAULT_MAX_BYTES = 64 << 20
@@ -48,7 +49,7 @@ def highest_seq(folder: AnyPath, writer: str) -> int:
             return best
     else:
         try:
-            names = [entry_name(i) for i in folder.fs.ls(folder.path, detail=True)]
+            names = [entry_name(i) for i in fresh_listing(folder)]
         except FileNotFoundError:
             return best
     for name in names:
@@ -259,11 +260,9 @@ class SegmentWriter:
         data = f.getvalue()
         while True:
             name = segment_name(self.name, self._seq)
-            target = self.folder / name
-            if not target.exists():
+            # One put (an object store publishes it whole), refused over an existing name.
+            if put_new(self.folder / name, data):
                 break
             self._seq = max(self._seq + 1, highest_seq(self.folder, self.name) + 1)
-        with target.open("wb") as out:  # one put: an object store publishes it whole
-            out.write(data)
         self._seq += 1
         return name

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import StatepoolError
 from ..locations import AnyPath, is_local
+from ..store.atomic import put_new
 from .layout import SESSION_FILE
 
 
@@ -58,10 +59,7 @@ def ensure_spec(folder: AnyPath, spec: dict[str, Any] | None) -> dict[str, Any] 
             folder.mkdir(parents=True, exist_ok=True)
             created = _create_local(path, data)
         else:
-            created = not path.exists()
-            if created:
-                with path.open("wb") as f:  # object stores: no exclusive put; first one wins
-                    f.write(data)
+            created = put_new(path, data)  # the first writer's spec stays
         if created:
             return spec
     existing = read_spec(folder)

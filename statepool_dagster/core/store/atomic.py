@@ -47,6 +47,25 @@ def _put(path: AnyPath, data: bytes) -> None:
         f.write(data)
 
 
+def put_new(path: AnyPath, data: bytes) -> bool:
+    """Write ``path`` whole unless it exists; ``False`` (nothing written) when it does.
+
+    Exclusive where the filesystem can refuse an existing name (``xb``: S3's conditional
+    put, ``If-None-Match: *``); elsewhere a check, then one put.
+    """
+    try:
+        with path.open("xb") as f:
+            f.write(data)
+        return True
+    except FileExistsError:
+        return False
+    except (ValueError, NotImplementedError):  # no exclusive mode on this filesystem
+        if path.exists():
+            return False
+        _put(path, data)
+        return True
+
+
 def write_bytes_atomic(path: AnyPath, data: bytes) -> None:
     if not is_local(path):
         if not isinstance(data, bytes | bytearray | memoryview):
