@@ -39,6 +39,8 @@ from measure import BENCH, REPO, Bench, last_json, statepool
 from run_bench import run_info
 
 DOCS = REPO / "docs" / "performance"
+# verl lives in its own venv beside .venv (see bench/README.md).
+TRAINER_PYTHON = Path(sys.executable).parents[1].parent / ".venv-trainer" / "bin" / "python"
 ALL_TRAIN = ("--val-fraction", "0", "--test-fraction", "0")
 
 
@@ -52,6 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--refreshes", type=int, default=3, help="new segments, median")
     parser.add_argument("--out", type=Path, default=BENCH / "out")
     parser.add_argument("--docs", type=Path, default=DOCS, help="where live.md/live.json go")
+    parser.add_argument("--no-verl", action="store_true", help="skip verl's on_batch_end")
+    parser.add_argument("--trainer-python", type=Path, default=TRAINER_PYTHON)
     parser.add_argument("--render", action="store_true", help="only write the page again")
     return parser.parse_args(argv)
 
@@ -115,6 +119,25 @@ def on_s3(bench: Bench, server, size: str, sessions: Path, args, digests: Path) 
     return serve(bench, f"s3://{bucket}/store", f"s3://{bucket}/sessions", args, digests, env)
 
 
+def verl_step(bench: Bench, size: str, args) -> dict | None:
+    """verl's ``LiveRLDataset``: open, then ``on_batch_end`` after each of 5 new segments."""
+    script = BENCH / "live_verl.py"
+    if args.no_verl or not script.is_file() or not args.trainer_python.is_file():
+        return None
+    sessions = scratch_sessions(bench.out, size)
+    argv = [
+        str(args.trainer_python),
+        str(script),
+        "--store",
+        str(folder(bench.out, size) / "store"),
+    ]
+    argv += ["--sessions", str(sessions), "--segments", "5", "--states", "5"]
+    measure = bench.run("verl", argv, bench.env(), inputs=None)
+    figures = last_json(measure.stdout)
+    figures["process_s"] = round(measure.seconds, 2)
+    return figures
+
+
 def measure_size(bench: Bench, size: str, args, server) -> dict:
     corpus = ensure(bench.out, size)
     sessions = scratch_sessions(bench.out, size)
@@ -123,6 +146,9 @@ def measure_size(bench: Bench, size: str, args, server) -> dict:
     figures = {"corpus": corpus, "local": serve(bench, str(store), str(sessions), args, digests)}
     exported = export_digests(export(bench, size))
     figures["local"]["rows_vs_export"] = compare(served_digests(digests), exported)
+    if corpus["session_states"] >= 50_000 and (verl := verl_step(bench, size, args)):
+        figures["local"]["verl"] = verl
+        figures["local"]["verl_on_batch_end_s"] = verl["on_batch_end_median"]
     if server is not None:
         sessions = scratch_sessions(bench.out, size)
         figures["s3"] = on_s3(bench, server, size, sessions, args, digests)

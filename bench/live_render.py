@@ -32,6 +32,16 @@ def _fresh(f: dict) -> str:
     return f"{_num(f['fresh_p50_s'])} / {_num(f['fresh_p99_s'])} ({seen})"
 
 
+def _verl(f: dict) -> str:
+    verl = f.get("verl")
+    if not verl:
+        return "—"
+    return (
+        f"{_num(verl['open_seconds'])} / {_num(verl['on_batch_end_median'], 3)} "
+        f"({_num(verl['on_batch_end_max'], 3)}); RssAnon {_num(verl['rss_anon_mb_max'], 0)} MB"
+    )
+
+
 def _rows(figures: dict, f: dict) -> str:
     check = f.get("rows_vs_export") or (f is figures["local"] and figures.get("rows_vs_export"))
     if not check:
@@ -68,6 +78,10 @@ ROWS: list[Row] = [
     ),
     ("sealed → served p50 / p99, s (probes seen)", lambda _, f: _fresh(f)),
     ("rows vs `statepool export --format verl`", _rows),
+    (
+        "verl `LiveRLDataset`: open, s / `on_batch_end` after a new segment, median (max), s",
+        lambda _, f: _verl(f),
+    ),
     ("serving process, wall s (with probes)", lambda _, f: _num(f["process_s"])),
 ]
 
