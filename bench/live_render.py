@@ -47,7 +47,8 @@ def _rows(figures: dict, f: dict) -> str:
     if not check:
         return "—"
     if check["same"]:
-        return f"same: {check['rows_equal']:,} rows"
+        of = f" (a sample of {check['exported']:,})" if check.get("sample") else ""
+        return f"same: {check['rows_equal']:,} rows{of}"
     differing = ", ".join(f"{k} {v:,}" for k, v in sorted(check["fields_differing"].items()))
     return (
         f"{check['rows_equal']:,}/{check['exported']:,} equal; only served "
@@ -60,8 +61,8 @@ ROWS: list[Row] = [
     ("states served", lambda _, f: _num(f["states"])),
     ("open: `LivePool(...).refresh(force=True)`, s", lambda _, f: _num(f["open_s"])),
     (
-        "read every row, s (µs a row)",
-        lambda _, f: f"{_num(f['read_all_s'])} ({f['read_row_us']:,.0f})",
+        "rows read (every row; on S3 at most `--s3-read-limit`): s (µs a row)",
+        lambda _, f: f"{f['rows']:,}: {_num(f['read_all_s'])} ({f['read_row_us']:,.0f})",
     ),
     ("refresh, nothing new, s", lambda _, f: _num(f["refresh_idle_s"], 3)),
     ("refresh after one new 5-state segment, s", lambda _, f: _num(f["refresh_new_segment_s"], 3)),

@@ -1,7 +1,7 @@
 """The live-pool bench's serving process: open, read every row, refresh, probe freshness.
 
     python bench/live_serve.py STORE SESSIONS [--probes 20] [--refreshes 3]
-        [--digests FILE] [--storage-options JSON] [--first K]
+        [--digests FILE] [--read-limit N] [--storage-options JSON] [--first K]
 
 Imports ``statepool_dagster`` from ``PYTHONPATH`` (the checkout measured) and serves its
 ``LivePool`` as a trainer would; memory is sampled all along (``live_memory``). A
@@ -90,17 +90,27 @@ def row_digests(row: dict) -> dict[str, str]:
     return {k: _digest(v) for k, v in fields.items()}
 
 
-def read_all(served: Served, digests: Path | None) -> dict:
-    """Every row, ``pool[i]`` for each i (its field digests to ``digests``, when given)."""
+def read_all(served: Served, digests: Path | None, limit: int = 0) -> dict:
+    """Every row, ``pool[i]`` for each i (its field digests to ``digests``, when given).
+
+    With ``limit``, at most that many rows spread evenly over the pool.
+    """
     n = len(served)
+    step = -(-n // limit) if limit and limit < n else 1
+    indices = range(0, n, step)
     with open(digests or os.devnull, "w", encoding="utf-8") as out:
         started = time.perf_counter()
-        for i in range(n):
+        for i in indices:
             row = served.row(i)
             if digests:
                 out.write(json.dumps([row["extra_info"]["state_id"], row_digests(row)]) + "\n")
         seconds = time.perf_counter() - started
-    return {"rows": n, "read_all_s": round(seconds, 3), "read_row_us": round(seconds / n * 1e6, 1)}
+    read = len(indices)
+    return {
+        "rows": read,
+        "read_all_s": round(seconds, 3),
+        "read_row_us": round(seconds / read * 1e6, 1),
+    }
 
 
 class Writer:
@@ -203,6 +213,7 @@ def main() -> int:
     parser.add_argument("--probes", type=int, default=20)
     parser.add_argument("--refreshes", type=int, default=3)
     parser.add_argument("--digests", type=Path, default=None)
+    parser.add_argument("--read-limit", type=int, default=0, help="rows read at most (0: all)")
     parser.add_argument("--storage-options", type=json.loads, default=None)
     parser.add_argument("--first", type=int, default=10**9, help="the probes' first state number")
     args = parser.parse_args()
@@ -218,7 +229,7 @@ def main() -> int:
         result["rss_anon_open_mb"] = round(sampler.sample(), 1)
         result["vm_hwm_open_mb"] = round(status_mb()["VmHWM"], 1)
         sampler.begin("read every row")
-        result |= read_all(served, args.digests)
+        result |= read_all(served, args.digests, args.read_limit)
         sampler.begin("refresh")
         result |= refreshes(served, writer, args.refreshes)
         result["vm_hwm_refresh_mb"] = round(status_mb()["VmHWM"], 1)
