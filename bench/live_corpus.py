@@ -49,6 +49,8 @@ SIZES = {
     "1k": Corpus("1k", runs=60),  # 1,140 states
     "4k": Corpus("4k", runs=200),  # 3,800 states: the wide corpus
     "11k": Corpus("11k", runs=600),  # 11,400 states
+    # The 100k pool's shape, 10× smaller: what its refresh is compared with.
+    "10k-sessions": Corpus("10k-sessions", session_states=10_000),
     "100k": Corpus("100k", session_states=100_000),
 }
 

@@ -46,7 +46,9 @@ ALL_TRAIN = ("--val-fraction", "0", "--test-fraction", "0")
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default="1k,11k,100k", help=f"of {', '.join(SIZES)}")
+    parser.add_argument(
+        "--sizes", default="1k,11k,10k-sessions,100k", help=f"of {', '.join(SIZES)}"
+    )
     parser.add_argument("--code", type=Path, default=REPO, help="the checkout measured")
     parser.add_argument("--name", default="current", help="the figures' name on the page")
     parser.add_argument("--s3", action="store_true", help="also serve from moto's S3 server")
@@ -164,8 +166,13 @@ def measure_size(bench: Bench, size: str, args, server) -> dict:
 
 
 def ratios(sizes: dict[str, dict], where: str = "local") -> None:
-    """Each size's refresh after a new segment against the next smaller size measured."""
-    ordered = sorted(sizes.values(), key=lambda f: f[where]["states"] if where in f else 0)
+    """Each size's refresh after a new segment against the next smaller of the same shape."""
+    for sessions in (False, True):
+        shaped = [f for f in sizes.values() if bool(f["corpus"]["session_states"]) == sessions]
+        _pairs(sorted(shaped, key=lambda f: f[where]["states"] if where in f else 0), where)
+
+
+def _pairs(ordered: list[dict], where: str) -> None:
     for small, large in itertools.pairwise(ordered):
         if where in small and where in large:
             a = small[where]["refresh_new_segment_s"]
