@@ -1,12 +1,16 @@
 """The live datasets inside real trainers: verl's dataset factory and v1 replay buffer, TRL's GRPO.
 
-The pool grows while they run: a second process adds a run folder and syncs it.
-Needs the ``trainer`` extra (under ``CI=true`` its absence fails the tests).
+The pool grows while they run: a second process (``statepool ingest``, a rollout writer
+as any other) seals new states into a session folder the live pool reads directly, with
+no Dagster run in between. Needs the ``trainer`` extra (under ``CI=true`` its absence
+fails the tests).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,15 +22,14 @@ from test_trainers import SPEC, _need, _verl_config, train_tokenizer
 from statepool_dagster import load_prompts
 from statepool_dagster.core.feedback.recorder import FEEDBACK_ENV, SEAL_ENV, flush_all
 from statepool_dagster.core.feedback.select import Selection, SelectionOptions
-from statepool_dagster.core.feedback.stats_store import read_stats
+from statepool_dagster.core.feedback.stats_store import read_stats, stats_folder
 from statepool_dagster.core.segments import SegmentWriter, iter_segment_lines, list_segments
-from statepool_dagster.demo.sample_runs import generate_run
 
-from helpers import BIN, cli_env, local_sync
+from helpers import STATEPOOL, cli_env, generated_state, local_sync
 
 pytestmark = pytest.mark.trainer  # needs the trainer extra (.venv-trainer)
 
-NEW_RUN = "run002"
+SESSION = "rollouts"
 
 
 @pytest.fixture(scope="module")
@@ -41,26 +44,74 @@ def pool(tmp_path_factory) -> SimpleNamespace:
 
 
 def _copy(pool, tmp_path: Path) -> SimpleNamespace:
-    """A private copy of the synced runs, store and Dagster home (tests add a run to it)."""
+    """A private copy of the synced store, and an empty sessions folder for writers."""
     root = tmp_path / "pool"
     for name in ("runs", "store", "home"):
         shutil.copytree(pool.root / name, root / name)
     ws = SimpleNamespace(runs=root / "runs", store=root / "store")
-    return SimpleNamespace(root=root, store=ws.store, runs=ws.runs, env=cli_env(ws, root / "home"))
+    env = cli_env(ws, root / "home")
+    env["STATEPOOL_SESSIONS_DIR"] = str(root / "sessions")
+    return SimpleNamespace(root=root, store=ws.store, sessions=root / "sessions", env=env)
 
 
-def _add_run_and_sync(copy: SimpleNamespace) -> subprocess.Popen:
-    """A writer process: one more run folder, then ``statepool sync`` (its states land)."""
-    generate_run(copy.runs / NEW_RUN, SPEC, run_index=2)
+def big_state(k: int) -> dict:
+    """A generated state whose library makes a long prompt."""
+    state = generated_state(k)
+    cards = [{"card_id": f"c{i}", "trigger": f"when {i} " * 20, "program": "do " * 40}
+             for i in range(12)]  # fmt: skip
+    state["lib_snapshot"]["cards"] = cards
+    return state
+
+
+def seal(copy: SimpleNamespace, states: list[dict], step: int) -> subprocess.Popen:
+    """A writer process: ``statepool ingest`` seals ``states`` into the session."""
+    path = copy.root / f"states-{step}.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in states), encoding="utf-8")
     return subprocess.Popen(
-        [str(BIN / "statepool"), "sync", "--quiet"], env=copy.env, cwd=copy.root,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [str(STATEPOOL), "ingest", str(path), "--session", SESSION, "--policy-step", str(step),
+         "--quiet"], env=copy.env, cwd=copy.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
     )  # fmt: skip
 
 
-def test_verl_loads_the_live_dataset_through_its_factory_and_grows_on_batch_end(pool, tmp_path):
+def sealed(copy: SimpleNamespace, states: list[dict], step: int) -> None:
+    writer = seal(copy, states, step)
+    assert writer.wait(timeout=120) == 0, writer.stderr.read()
+
+
+def flat_group(feedback: Path, state_id: str, name: str, step: int) -> None:
+    """One GRPO group of ``state_id`` whose two answers scored the same (sealed at once)."""
+    with SegmentWriter(feedback, name) as writer:
+        for _ in range(2):
+            writer.append({"state_id": state_id, "score": -1.0, "group": name,
+                           "time": 1.0 + step, "source": "verl", "step": step})  # fmt: skip
+
+
+def _live_verl_config(copy, tokenizer_limit: int, tmp_path: Path, **statepool):
+    from omegaconf import open_dict
+
+    placeholder = copy.root / "unused.parquet"  # verl requires train_files; the pool is read
+    placeholder.write_bytes(b"")
+    config = _verl_config(placeholder, tokenizer_limit, tmp_path / "cache")
+    config.data.custom_cls.path = "pkg://statepool_dagster.live.verl"
+    config.data.custom_cls.name = "LiveRLDataset"
+    with open_dict(config.data):
+        config.data.statepool = {"store": str(copy.store), "sessions": str(copy.sessions),
+                                 "cache_dir": str(tmp_path), **statepool}  # fmt: skip
+    return config
+
+
+def _prompt_tokens(tokenizer, prompt: str) -> int:
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
+                                        add_generation_prompt=True)  # fmt: skip
+    return len(ids["input_ids"])
+
+
+def test_verl_live_dataset_grows_on_batch_end_and_keeps_its_indices(pool, tmp_path):
     _need("verl", "torch")
     import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     import torch
     from transformers import AutoTokenizer
     from verl import DataProto
@@ -69,43 +120,81 @@ def test_verl_loads_the_live_dataset_through_its_factory_and_grows_on_batch_end(
     from statepool_dagster.live.verl import LiveRLDataset
 
     copy = _copy(pool, tmp_path)
+    feedback = tmp_path / "feedback"
     tokenizer = AutoTokenizer.from_pretrained(str(pool.tokenizer), local_files_only=True)
-    placeholder = copy.store / "exports"  # verl requires train_files; the pool is read instead
-    placeholder.mkdir(exist_ok=True)
-    (placeholder / "unused.parquet").write_bytes(b"")
-    config = _verl_config(placeholder / "unused.parquet", 10**6, tmp_path / "cache")
-    config.data.custom_cls.path = "pkg://statepool_dagster.live.verl"
-    config.data.custom_cls.name = "LiveRLDataset"
-    from omegaconf import open_dict
-
-    with open_dict(config.data):
-        config.data.statepool = {"store": str(copy.store)}
+    limit = max(_prompt_tokens(tokenizer, p) for p in load_prompts(copy.store)["prompt"])
+    config = _live_verl_config(
+        copy, limit, tmp_path, feedback=str(feedback), select={"drop_zero_variance": 1}
+    )
     dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, None)
     assert isinstance(dataset, LiveRLDataset)
-    before = set(dataset.state_ids)
-    assert len(dataset) == len(before) == 6 and not any(s.startswith(NEW_RUN) for s in before)
-    item = dataset[0]
-    assert item["extra_info"]["state_id"] in before
+    before = dataset.state_ids
+    assert len(dataset) == len(before) == len(set(before)) == 6
+    assert dataset[0]["extra_info"]["state_id"] == before[0]
+    folded = stats_folder(copy.store)  # the feedback fold writes there, as `statepool feedback`
+    store_files = sorted(p for p in copy.store.rglob("*") if not p.is_relative_to(folded))
 
-    writer = _add_run_and_sync(copy)
-    assert writer.wait(timeout=300) == 0, writer.stderr.read()
+    # Training goes on: a rollout worker seals four states and a long one, and a group of
+    # the state at index 1 scored all the same (the selection now leaves it out).
+    sealed(copy, [generated_state(k) for k in range(4)] + [big_state(9)], step=1)
+    flat_group(feedback, before[1], "step1", 1)
     batch = DataProto.from_dict(
         tensors={"responses": torch.zeros(2, 3, dtype=torch.long)},
         non_tensors={"uid": np.array(["a", "b"], dtype=object)},
     )
     dataset.on_batch_end(batch=batch)
-    after = set(dataset.state_ids)
-    assert before < after and {s for s in after - before} == {
-        s for s in after if s.startswith(NEW_RUN)
-    }
-    # whatever index the sampler (sized for the old length) asks for, new states come first
-    firsts = [dataset[i]["extra_info"]["state_id"] for i in range(len(after - before))]
-    assert set(firsts) == after - before
-    assert dataset[len(after) + 1]["extra_info"]["state_id"] == dataset.state_ids[1]  # wraps
+    after = dataset.state_ids
+    new = set(after) - set(before)
+    assert len(new) == 4 and len(after) == 9 == len(set(after))  # the long one is not served
+    # every index keeps its state, but index 1, whose state a new one took
+    assert after[1] in new and after[:1] + after[2:6] == before[:1] + before[2:]
+    assert {dataset[i]["extra_info"]["state_id"] for i in range(4)} == new  # new first
+    assert all(dataset[i]["extra_info"]["session"] == SESSION for i in (1, 6, 7, 8))
+
+    # exactly what verl itself keeps of the same rows at the same limit
+    rows = [dataset.pool[i] for i in range(len(dataset.pool))]
+    exported = tmp_path / "pool.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), exported)
+    verl_config = _verl_config(exported, limit, tmp_path / "verl_cache")
+    by_verl = create_rl_dataset(verl_config.data.train_files, verl_config.data, tokenizer, None)
+    assert {by_verl[i]["extra_info"]["state_id"] for i in range(len(by_verl))} == set(after)
+    long_id = next(r["extra_info"]["state_id"] for r in rows if r["extra_info"]["state_id"]
+                   not in set(after))  # fmt: skip
+    assert dataset.prompt_tokens[long_id] > limit
+    served = dataset.dataframe
+    assert [served[i]["extra_info"]["state_id"] for i in range(9)] == after
+
+    # The pool shrinks, nothing new: the index of the state left out serves a served state.
+    flat_group(feedback, before[3], "step2", 2)
+    dataset.on_batch_end()
+    shrunk = dataset.state_ids
+    assert len(shrunk) == 9 and before[3] not in shrunk and shrunk[3] in set(after)
+    assert [s for i, s in enumerate(shrunk) if i != 3] == [s for i, s in enumerate(after) if i != 3]
+    assert dataset[len(shrunk) + 2]["extra_info"]["state_id"] == shrunk[2]  # past the end: wraps
+
+    # The rows live memory-mapped in the process's own folder; the store is as it was.
+    files = [Path(f["filename"]) for f in dataset.dataframe.cache_files]
+    assert files and all(f.is_relative_to(tmp_path) and f.suffix == ".arrow" for f in files)
+    assert sorted(p for p in copy.store.rglob("*") if not p.is_relative_to(folded)) == store_files
+
+
+def test_the_trl_stream_serves_a_state_sealed_while_it_streams(pool, tmp_path):
+    from statepool_dagster.live.trl import live_rows
+
+    copy = _copy(pool, tmp_path)
+    stream = live_rows(str(copy.store), str(copy.sessions), refresh_seconds=0.0)
+    first = [row["state_id"] for row in itertools.islice(stream, 8)]
+    runs = sorted(load_prompts(copy.store)["state_id"])
+    assert sorted(first[:6]) == runs and first[6:] == first[:2]  # each once, then round robin
+    sealed(copy, [generated_state(k) for k in range(3)], step=1)
+    rows = list(itertools.islice(stream, 7))
+    assert [r["source"] for r in rows] == ["sessions"] * 3 + ["runs"] * 4  # new ones first
+    assert [r["session"] for r in rows[:3]] == [SESSION] * 3
+    assert [r["state_id"] for r in rows[3:]] == first[2:6]  # round robin goes on
 
 
 @pytest.mark.slow
-def test_grpo_on_the_live_pool_serves_new_states_and_stops_serving_flat_ones(
+def test_grpo_on_the_live_pool_serves_states_sealed_in_training_and_drops_flat_ones(
     pool, tmp_path, monkeypatch
 ):
     _need("trl", "torch")
@@ -142,18 +231,19 @@ def test_grpo_on_the_live_pool_serves_new_states_and_stops_serving_flat_ones(
     )  # fmt: skip
     dataset = live_trl_dataset(
         copy.store,
+        sessions=copy.sessions,
         options=SelectionOptions(drop_zero_variance=k),
         feedback=feedback,
         refresh_seconds=0.0,
     )
-    writer = _add_run_and_sync(copy)
-    served: list[tuple[int, list[str]]] = []
+    served: list[tuple[int, list[str], list[str]]] = []
 
     @functools.wraps(trl_reward)
     def reward(prompts, completions, **kwargs):
-        if len(served) == 2:  # the writer has had two steps: let it finish
-            assert writer.wait(timeout=300) == 0, writer.stderr.read()
-        served.append((kwargs["trainer_state"].global_step, list(kwargs["state_id"])))
+        step = kwargs["trainer_state"].global_step
+        if not served:  # training has started: a rollout worker seals two states now
+            sealed(copy, [generated_state(1), generated_state(2)], step=step)
+        served.append((step, list(kwargs["state_id"]), list(kwargs["source"])))
         return trl_reward(prompts, completions, **kwargs)
 
     args = GRPOConfig(
@@ -167,22 +257,23 @@ def test_grpo_on_the_live_pool_serves_new_states_and_stops_serving_flat_ones(
         train_dataset=dataset,
     )  # fmt: skip
     trainer.train()
-    writer.wait(timeout=300)
     flush_all()
 
     assert trainer.state.global_step == 8
-    seen = [sid for _, ids in served for sid in ids]
-    assert any(sid.startswith(NEW_RUN) for sid in seen), seen  # not in the store at start
-    assert not any(s.startswith(NEW_RUN) for s in start_ids)
+    seen = [sid for _, ids, _ in served for sid in ids]
+    sealed_ids = {sid for _, ids, src in served for sid, s in zip(ids, src, strict=True)
+                  if s == "sessions"}  # fmt: skip
+    assert len(sealed_ids) == 2 and not sealed_ids & set(start_ids), served
+    assert all(src == ["runs"] * 4 for _, _, src in served[:1])  # sealed after the first batch
     recorded = sum(1 for s in list_segments(feedback) for _ in iter_segment_lines(s.path)) - 2 * (
         k - 1
     )
     assert recorded == len(seen) == 8 * 4
     # The flat state: its k-th flat group came in training, then it was never served again.
-    times_flat = sum(1 for _, ids in served if flat in ids)
+    times_flat = sum(1 for _, ids, _ in served if flat in ids)
     assert times_flat == 1, served
     others = [s for s in start_ids if s != flat]
-    assert max(sum(1 for _, ids in served if s in ids) for s in others) >= 2
+    assert max(sum(1 for _, ids, _ in served if s in ids) for s in others) >= 2
     stats = read_stats(copy.store)
     decision = Selection.from_table(SelectionOptions(drop_zero_variance=k), stats).decide(flat)
     assert not decision.keep and "zero reward std" in decision.reason
@@ -191,12 +282,12 @@ def test_grpo_on_the_live_pool_serves_new_states_and_stops_serving_flat_ones(
 @pytest.mark.slow  # starts a local Ray cluster: TransferQueue's controller and storage are actors
 # verl's own loader for custom samplers warns that it is deprecated (verl's call, not ours).
 @pytest.mark.filterwarnings("ignore:.*load_extern_type' is deprecated:FutureWarning")
-def test_verl_v1_builds_the_live_replay_buffer_and_its_sample_reloads_the_pool(pool, tmp_path):
+def test_verl_v1_builds_the_live_replay_buffer_and_its_sample_refreshes_the_pool(pool, tmp_path):
     _need("verl", "torch", "transfer_queue", "ray")
     import ray
     import torch
     import transfer_queue as tq
-    from omegaconf import OmegaConf, open_dict
+    from omegaconf import OmegaConf
     from transformers import AutoTokenizer
     from verl.trainer.ppo.utils import create_rl_dataset
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
@@ -208,31 +299,16 @@ def test_verl_v1_builds_the_live_replay_buffer_and_its_sample_reloads_the_pool(p
     feedback = tmp_path / "feedback"
     k = 2
     flat = next(iter(load_prompts(copy.store)["state_id"]))
-
-    def flat_group(name: str, step: int) -> None:
-        with SegmentWriter(feedback, name) as writer:  # closed: sealed, the next fold sees it
-            for _ in range(2):
-                writer.append({"state_id": flat, "score": -1.0, "group": name,
-                               "time": 1.0 + step, "source": "verl", "step": step})  # fmt: skip
-
-    flat_group("earlier-run", 0)  # k - 1 flat groups: still served
+    flat_group(feedback, flat, "earlier-run", 0)  # k - 1 flat groups: still served
     tokenizer = AutoTokenizer.from_pretrained(str(pool.tokenizer), local_files_only=True)
-    placeholder = copy.store / "exports"
-    placeholder.mkdir(exist_ok=True)
-    (placeholder / "unused.parquet").write_bytes(b"")
-    config = _verl_config(placeholder / "unused.parquet", 10**6, tmp_path / "cache")
-    config.data.custom_cls.path = "pkg://statepool_dagster.live.verl"
-    config.data.custom_cls.name = "LiveRLDataset"
-    with open_dict(config.data):
-        config.data.statepool = {
-            "store": str(copy.store), "feedback": str(feedback),
-            "select": {"drop_zero_variance": k},
-        }  # fmt: skip
+    config = _live_verl_config(
+        copy, 10**6, tmp_path, feedback=str(feedback), select={"drop_zero_variance": k}
+    )
     sampler = config.trainer.v1.sampler
     sampler.custom_sampler.path = "pkg://statepool_dagster.live.verl_v1"
     dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, None)
     assert isinstance(dataset, LiveRLDataset)
-    before = set(dataset.state_ids)
+    before = dataset.state_ids
     assert flat in before and len(before) == 6
 
     # verl's own loader (load_extern_type) and constructor arguments for a custom sampler,
@@ -246,11 +322,10 @@ def test_verl_v1_builds_the_live_replay_buffer_and_its_sample_reloads_the_pool(p
     buffers = [build("LiveReplayBuffer", "sync"), build("LiveReplayBufferAsync", "separate_async")]
     assert [type(b) for b in buffers] == [LiveReplayBuffer, LiveReplayBufferAsync]
 
-    # One step later: its group of the flat state scored the same again, and a run was synced.
-    flat_group("this-run", 1)
-    writer = _add_run_and_sync(copy)
-    assert writer.wait(timeout=300) == 0, writer.stderr.read()
-    assert set(dataset.state_ids) == before  # nothing reloads until the trainer samples
+    # One step later: its group of the flat state scored the same again; a worker sealed states.
+    flat_group(feedback, flat, "this-run", 1)
+    sealed(copy, [generated_state(j) for j in range(3)], step=1)
+    assert dataset.state_ids == before  # nothing is read until the trainer samples
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # controller + 1 unit
     try:
@@ -267,14 +342,15 @@ def test_verl_v1_builds_the_live_replay_buffer_and_its_sample_reloads_the_pool(p
             )  # fmt: skip
             batch, metrics = buffer.sample(global_steps=step, partition_id="train", batch_size=1)
             assert (batch.keys, batch.partition_id, metrics) == ([f"{uid}_0_0"], "train", {})
-            served.append(set(dataset.state_ids))
+            served.append(dataset.state_ids)
     finally:
         tq.close()
         ray.shutdown()
 
     after = served[0]
-    new = {s for s in after if s.startswith(NEW_RUN)}
-    assert new and after == (before - {flat}) | new  # new states in, the flat one out
+    new = set(after) - set(before)
+    assert len(new) == 3 and set(after) == (set(before) - {flat}) | new  # new in, flat out
+    assert after[before.index(flat)] in new  # the flat state's index serves a new state
     # the prompts verl draws next (the dataloader indexes the dataset) are the new states
     assert {dataset[i]["extra_info"]["state_id"] for i in range(len(new))} == new
-    assert served[1] == after  # the async buffer reloads too (nothing changed since)
+    assert served[1] == after  # the async buffer refreshes too (nothing changed since)

@@ -157,7 +157,7 @@ def test_a_sealed_segment_is_served_before_dagster_then_from_the_store_in_place(
         sid: prompts[sid] for sid in new
     }
     assert early == {sid: _export(pool.store)[sid] for sid in new}  # before and after Dagster
-    live.refresh()
+    assert not live.refresh()  # the same states, now read from the store
     assert live.state_ids() == before + new  # no state twice, none moved
     assert {live._served[s].kind for s in new} == {STORED}
     assert _rows(live) == _export(pool.store)
@@ -222,3 +222,17 @@ def test_a_new_run_comes_after_the_served_states_and_a_removed_one_leaves(pool):
     assert live.refresh()
     assert not any(s.startswith("run001") for s in live.state_ids())
     assert _rows(live) == _export(pool.store)
+
+
+def test_through_fsspec_the_pool_is_the_same_and_sees_a_sealed_segment(pool):
+    local = LivePool(pool.store, sessions=pool.sessions)
+    url = LivePool(f"local://{pool.store}", sessions=f"local://{pool.sessions}",
+                   refresh_seconds=0.0)  # fmt: skip
+    assert url.state_ids() == local.state_ids()
+    assert _rows(url) == _rows(local)
+    assert not url.refresh()
+    with StateWriter(pool.sessions, "beta", writer="z") as writer:
+        writer.append(generated_state(77), policy_step=3)
+    assert url.refresh()
+    assert url.state_ids()[:-1] == local.state_ids()
+    assert url[len(url) - 1]["extra_info"]["session"] == "beta"

@@ -170,10 +170,12 @@ class LivePool:
         before = (len(self._order), self._change)
         try:
             self._fold()
+            self._refresh_selection()  # first: new states are decided on the new stats
             self._refresh_sources()
-            self._refresh_selection()
-        except Exception as exc:  # a trainer keeps training on what it has
+        except OSError as exc:  # a trainer keeps training on what it has
             self._unreadable.store_problem(exc)
+        except Exception:
+            self._unreadable.failed(log)
         self.refreshes += 1
         return (len(self._order), self._change) != before
 
@@ -270,11 +272,10 @@ class LivePool:
             old = self._served.get(sid)
             if old is None:
                 new.append(entry)
-            elif old is not entry:  # the same state from another copy: same place
+            elif old is not entry:  # the same state from another copy: same place, same row
                 self._drop_key(old)
                 insort(self._keys.setdefault(entry.split, []), entry.key)
                 self._served[sid] = entry
-                self._change += 1
         if gone:
             self._order = [s for s in self._order if s not in gone]
             self._change += 1

@@ -27,7 +27,7 @@ from ..core.sessions.layout import SEGMENTS_DIR, session_name_problem
 from ..core.sessions.read import SessionState, parse_line
 from ..core.sessions.store import session_prompt
 from .entries import SEGMENT, Entry
-from .stamps import subfolders
+from .stamps import fresh_listing, subfolders
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,7 @@ class SegmentIndex:
         self.root, self.spec, self.options = root, spec, options
         self.rejects, self.max_line = rejects, max_line
         self.stamps: dict[tuple[str, str], tuple[int, float]] = {}
+        self.read: dict[str, set[str]] = {}  # session -> its segments read here
         self.copies: dict[tuple[str, str], list[tuple]] = {}
         self.digests: dict[tuple[str, str], dict[int, bytes]] = {}  # for the stored switch
 
@@ -82,11 +83,11 @@ class SegmentIndex:
             if session_name_problem(session) is not None:
                 continue
             folder = self.root / session / SEGMENTS_DIR
+            fresh_listing(folder)
             listed = {s.name: s for s in list_segments(folder)}
             if listed:
-                gone = [k for k in self.stamps if k[0] == session and k[1] not in listed]
-                for key in gone:
-                    removed += self.forget(*key)
+                for name in [n for n in self.read.get(session, ()) if n not in listed]:
+                    removed += self.forget(session, name)
             for segment in listed.values():
                 key = (session, segment.name)
                 stamp = (segment.size, segment.mtime)
@@ -99,6 +100,7 @@ class SegmentIndex:
                     log.debug("live pool: segment %s not read now: %s", segment.name, exc)
                     continue
                 self.stamps[key] = stamp
+                self.read.setdefault(session, set()).add(segment.name)
                 self.copies[key] = [e.copy for e in entries]
                 self.digests[key] = {e.copy[2]: e.digest for e in entries}
                 added += entries
@@ -107,6 +109,7 @@ class SegmentIndex:
     def forget(self, session: str, segment: str) -> list[tuple]:
         """Drop one segment's record (its copies, which the caller removes or replaces)."""
         self.stamps.pop((session, segment), None)
+        self.read.get(session, set()).discard(segment)
         self.digests.pop((session, segment), None)
         return self.copies.pop((session, segment), [])
 

@@ -17,7 +17,10 @@ from ..core.names import TABLE_INDEX
 Stamp = tuple
 
 
-def _fresh(folder: AnyPath) -> None:
+def fresh_listing(folder: AnyPath) -> None:
+    """Drop fsspec's cached listing of ``folder`` (an object store's new files are listed)."""
+    if is_local(folder):
+        return
     with contextlib.suppress(Exception):
         folder.fs.invalidate_cache(folder.path)
 
@@ -27,7 +30,7 @@ def reachable(root: AnyPath) -> bool:
     try:
         if is_local(root):
             return os.path.isdir(root) and os.access(root, os.R_OK | os.X_OK)
-        _fresh(root)
+        fresh_listing(root)
         return root.fs.isdir(root.path)
     except Exception:
         return False
@@ -57,7 +60,7 @@ def index_stamps(folder: AnyPath, index: str = TABLE_INDEX) -> dict[str, Stamp] 
                 return None
             found[entry.name] = (st.st_size, st.st_mtime_ns, st.st_ino)
         return found
-    _fresh(folder)
+    fresh_listing(folder)
     try:
         # One listing of every object below (paged, 1,000 keys a request on S3): with a
         # maxdepth, s3fs lists each subfolder on its own, a request per run.
@@ -80,7 +83,7 @@ def file_stamp(path: AnyPath) -> Stamp | None:
         if is_local(path):
             st = os.stat(path)
             return (st.st_size, st.st_mtime_ns, st.st_ino)
-        _fresh(path.parent)
+        fresh_listing(path.parent)
         return info_stamp(path.fs.info(path.path))
     except Exception:
         return None
@@ -92,7 +95,7 @@ def subfolders(folder: AnyPath) -> list[str] | None:
         if is_local(folder):
             with os.scandir(folder) as entries:
                 return [e.name for e in entries if e.is_dir() and not e.name.startswith(".")]
-        _fresh(folder)
+        fresh_listing(folder)
         infos = folder.fs.ls(folder.path, detail=True)
         names = [entry_name(i) for i in infos if i.get("type") == "directory"]
         return [n for n in names if not n.startswith(".")]

@@ -1,10 +1,12 @@
 """A ``datasets.IterableDataset`` over the live pool for TRL's ``GRPOTrainer``.
 
 Rows have the columns of ``statepool export --format trl`` (and ``weight`` when a
-weight is asked for). The stream never ends (set ``max_steps``) and re-reads the pool as
-it goes: a state materialized after training started is served next, before any state
-is served again; a state the selection leaves out is no longer served. Use it with
-``GRPOConfig(shuffle_dataset=False)``: TRL's shuffle buffer would hold new states back.
+weight is asked for), each read from the pool's index when it is served. The stream never
+ends (set ``max_steps``) and refreshes the pool as it goes: a state sealed or synced after
+training started is served next, before any state is served again; then round robin in
+the pool's order (or a draw by weight); a state the selection leaves out is no longer
+served. Use it with ``GRPOConfig(shuffle_dataset=False)``: TRL's shuffle buffer would
+hold new states back.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ import json
 import os
 import random
 import time
+from bisect import bisect_right
+from collections import deque
 from collections.abc import Iterator
+from itertools import accumulate
 from typing import Any
 
 from ..core.export.rows import ExportRow
@@ -38,66 +43,117 @@ def trl_row(row: ExportRow, weight: float | None, with_weight: bool) -> dict[str
         "state": row.state,
         "source": row.source,  # runs or sessions
         "session": row.session or "",  # a string on every row: one inferred type
+        "policy_step": row.policy_step,  # None for a run state
     }
     if with_weight:
         out["weight"] = 1.0 if weight is None else float(weight)
     return out
 
 
+class _Order:
+    """Which served state comes next: never served ones first, then round robin or weights."""
+
+    def __init__(self, pool: LivePool, weighted: bool, seed: int):
+        self.pool, self.weighted = pool, weighted
+        self.rng = random.Random(seed)
+        self.served: set[str] = set()
+        self.fresh: deque[str] = deque()
+        self.cursor = 0  # round robin: the next position
+        self.last: str | None = None
+        self.update()
+
+    def update(self) -> None:
+        """Take in a change of the pool: O(states), once per change."""
+        ids = self.pool.state_ids()
+        self.position = {sid: i for i, sid in enumerate(ids)}
+        queued = set(self.fresh)
+        self.fresh.extend(s for s in ids if s not in self.served and s not in queued)
+        if self.last in self.position:  # round robin goes on after the last one served
+            self.cursor = self.position[self.last] + 1
+        self.cumulative: list[float] = []
+        if self.weighted:
+            weights = (self.pool.weight(i) for i in range(len(ids)))
+            self.cumulative = list(accumulate(1.0 if w is None else max(w, 1e-6) for w in weights))
+
+    def next(self) -> int | None:
+        """The next position to serve (``None``: the pool serves nothing now)."""
+        if not self.position:
+            return None
+        while self.fresh:
+            i = self.position.get(self.fresh.popleft())
+            if i is not None:
+                return self._served(i)
+        if self.weighted:
+            draw = self.rng.random() * self.cumulative[-1]
+            return self._served(min(bisect_right(self.cumulative, draw), len(self.position) - 1))
+        i = self.cursor % len(self.position)
+        self.cursor = i + 1
+        self.last = self.pool.state_id(i)
+        return self._served(i)
+
+    def _served(self, i: int) -> int:
+        self.served.add(self.pool.state_id(i))
+        return i
+
+
 def live_rows(
     store: str,
+    sessions: str | None = None,
     options: dict[str, Any] | None = None,
     feedback: str | None = None,
     refresh_seconds: float = 1.0,
     seed: int = 0,
+    split: str | None = None,
+    val_fraction: float = 0.0,
 ) -> Iterator[dict[str, Any]]:
-    """Rows forever: states never served first (oldest first), then a weighted draw."""
+    """Rows forever: states never served first (in the pool's order), then round robin or a
+    weighted draw."""
     selection = SelectionOptions(**(options or {}))
-    pool = LivePool(store, selection, feedback, refresh_seconds)
-    rng = random.Random(seed)
-    served: dict[str, int] = {}
+    pool = LivePool(
+        store, sessions=sessions, options=selection, feedback=feedback, split=split,
+        val_fraction=val_fraction, seed=seed, refresh_seconds=refresh_seconds,
+    )  # fmt: skip
+    weighted = selection.weight is not None
+    order = _Order(pool, weighted, seed)
     while True:
-        pool.refresh()
-        if not pool.rows:
+        if pool.refresh():
+            order.update()
+        i = order.next()
+        if i is None:
             time.sleep(WAIT_SECONDS)
             continue
-        fresh = [i for i, r in enumerate(pool.rows) if r.state_id not in served]
-        if fresh:
-            i = fresh[0]
-        else:
-            weights = [1.0 if w is None else max(w, 1e-6) for w in pool.weights]
-            least = min(served[r.state_id] for r in pool.rows)
-            if selection.weight is None:  # round robin: the least served next
-                i = next(k for k, r in enumerate(pool.rows) if served[r.state_id] == least)
-            else:
-                i = rng.choices(range(len(pool.rows)), weights=weights)[0]
-        row = pool.rows[i]
-        served[row.state_id] = served.get(row.state_id, 0) + 1
-        yield trl_row(row, pool.weights[i], selection.weight is not None)
+        yield trl_row(pool.export_row(i), pool.weight(i), weighted)
 
 
 def live_trl_dataset(
     store: str | os.PathLike[str] | None = None,
     *,
+    sessions: str | os.PathLike[str] | None = None,
     options: SelectionOptions | None = None,
     feedback: str | os.PathLike[str] | None = None,
     refresh_seconds: float = 1.0,
     seed: int = 0,
+    split: str | None = None,
+    val_fraction: float = 0.0,
 ):
     """An endless ``datasets.IterableDataset`` over the pool in ``store`` (default: the setting).
 
-    ``feedback``: a feedback folder to fold into ``state_stats`` as training goes (the one
-    ``STATEPOOL_FEEDBACK_DIR`` names, where ``trl_reward`` records), so the selection in
-    ``options`` follows the trainer's own rewards.
+    ``sessions``: the folder rollout workers seal states into (default: the setting); a
+    state sealed there is served without waiting for Dagster. ``feedback``: a feedback
+    folder to fold into ``state_stats`` as training goes (the one ``STATEPOOL_FEEDBACK_DIR``
+    names, where ``trl_reward`` records), so the selection in ``options`` follows the
+    trainer's own rewards. ``split``: ``None`` serves every state, ``"train"`` or ``"val"``
+    one split, the runs split as ``statepool export --val-fraction val_fraction --seed seed``.
     """
     from datasets import IterableDataset
 
     from ..core.config import Settings
 
-    store = str(store) if store is not None else Settings.from_env().store_dir
+    settings = Settings.from_env()
     options = options or SelectionOptions()
     kwargs = {
-        "store": store,
+        "store": str(store) if store is not None else settings.store_dir,
+        "sessions": str(sessions) if sessions is not None else settings.sessions_dir,
         "options": {
             "drop_zero_variance": options.drop_zero_variance,
             "difficulty_band": options.difficulty_band,
@@ -108,5 +164,7 @@ def live_trl_dataset(
         "feedback": None if feedback is None else str(feedback),
         "refresh_seconds": refresh_seconds,
         "seed": seed,
+        "split": split,
+        "val_fraction": val_fraction,
     }
     return IterableDataset.from_generator(live_rows, gen_kwargs=kwargs)

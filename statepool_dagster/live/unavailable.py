@@ -27,6 +27,7 @@ class Unreadable:
         self.store_down: str | None = None
         self.rows_down: set[str] = set()
         self.last: ExportRow | None = None
+        self.refresh_failed = False
 
     def store_problem(self, exc: BaseException) -> None:
         if self.store_down is None:
@@ -36,6 +37,13 @@ class Unreadable:
                 exc,
             )
         self.store_down = str(exc)
+
+    def failed(self, log: logging.Logger) -> None:
+        """A refresh failed for another reason (a bug, a file no reader expects): the
+        traceback once, the served states as they were."""
+        if not self.refresh_failed:
+            log.exception("live pool: a refresh failed; serving what is indexed")
+        self.refresh_failed = True
 
     def store_back(self) -> None:
         if self.store_down is not None:

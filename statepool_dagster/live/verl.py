@@ -1,41 +1,63 @@
-"""verl's ``data.custom_cls``: the pool as an RL dataset, reloaded after each training step.
+"""verl's ``data.custom_cls``: the live pool as an RL dataset that grows after each step.
 
-``data.custom_cls.path=pkg://statepool_dagster.live.verl``, ``name=LiveRLDataset``. The
-rows are those of ``statepool export --format verl``, built from the store in
-``data.statepool.store`` (else ``STATEPOOL_STORE_DIR``; ``data.train_files`` is not
-read but verl requires it), with the selection of ``data.statepool.select`` (keys of
-:class:`SelectionOptions`, else the ``STATEPOOL_SELECT_*`` variables). The legacy
-``RayPPOTrainer`` calls :meth:`LiveRLDataset.on_batch_end` after each step: new states
-come in, states the selection leaves out go. New states are served first, whatever
-index the sampler asks for; the sampler learns the new length at its next epoch, and an
-index past the end wraps around. Changes reach the dataloader only with
-``data.dataloader_num_workers=0`` (workers hold a copy until the next epoch).
+``data.custom_cls.path=pkg://statepool_dagster.live.verl``, ``name=LiveRLDataset``, and
+under ``data.statepool``: ``store`` (else ``STATEPOOL_STORE_DIR``), ``sessions`` (the
+folder rollout workers seal states into, else ``STATEPOOL_SESSIONS_DIR``), ``feedback``,
+``select`` (keys of :class:`SelectionOptions`, else the ``STATEPOOL_SELECT_*``
+variables), ``split`` (with ``val_fraction`` and ``seed``, as the export splits runs),
+``cache_dir``, ``new_first``. ``data.train_files`` is not read, but verl requires it.
+Rows are those of ``statepool export --format verl`` (``extra_info`` with the source
+fields; ``weight``, with a weight, as it was when the state came in).
 
-The v1 trainer never calls ``on_batch_end``: its replay buffer is the hook there
-(:mod:`.verl_v1`), reloading every live dataset of the process before each sample.
+Each state's row is written once, when it first comes in, to an Arrow file in a folder of
+this process (under ``cache_dir``, else the temporary folder; removed at exit; never in
+the store) and read memory-mapped: the dataset is those files behind an indices mapping,
+one slot per index. :meth:`LiveRLDataset.on_batch_end` (the legacy ``RayPPOTrainer``
+calls it after each step) reads only the states new to the pool and measures only their
+prompts (as verl's ``filter_overlong_prompts`` does; counts are kept per state). A slot
+keeps its state while the selection keeps it; a slot whose state was left out takes a new
+state, else a served one; further new states get slots at the end. An index the sampler
+holds so stays valid, and the length never shrinks. With ``new_first`` (the default) new
+states are served first, whatever index is asked for. Changes reach the dataloader only
+with ``data.dataloader_num_workers=0`` (workers hold a copy until the next epoch).
+
+The v1 trainer never calls ``on_batch_end``: its replay buffer (:mod:`.verl_v1`) does.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import shutil
+import tempfile
 import weakref
+from collections import deque
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import datasets
+import numpy as np
+import pyarrow as pa
+from datasets.table import InMemoryTable, MemoryMappedTable, concat_tables
 from verl.utils.dataset.rl_dataset import RLHFDataset
+from verl.utils.tokenizer import normalize_token_ids
 
 from ..core.config import Settings
-from ..core.export.write import verl_table
+from ..core.export.records import verl_record, verl_schema
+from ..core.export.rows import ExportRow
 from ..core.feedback.importers import feedback_folder
 from ..core.feedback.select import SelectionOptions
 from .pool import LivePool
 
 log = logging.getLogger(__name__)
 _live: weakref.WeakSet[LiveRLDataset] = weakref.WeakSet()
+BATCH_ROWS = 1_000  # rows read, measured and written at a time: what a load holds at once
+COUNT_ROWS = 64  # prompts tokenized at once (their token ids are Python ints for a while)
 
 
 def refresh_live_datasets() -> int:
-    """Reload every live dataset of this process (the v1 replay buffer calls it); how many."""
+    """Refresh every live dataset of this process (the v1 replay buffer calls it); how many."""
     datasets_ = list(_live)
     for dataset in datasets_:
         dataset.on_batch_end()
@@ -43,16 +65,57 @@ def refresh_live_datasets() -> int:
 
 
 def _options(config: Any) -> SelectionOptions:
-    select = (config.get("statepool") or {}).get("select") if config is not None else None
+    select = dict((config.get("statepool") or {}).get("select") or {})
     if not select:
         return SelectionOptions.from_env()
-    band = select.get("difficulty_band")
-    return SelectionOptions(
-        drop_zero_variance=select.get("drop_zero_variance"),
-        difficulty_band=tuple(band) if band else None,
-        band_on=select.get("band_on") or "match",
-        weight=select.get("weight"),
-    )
+    if select.get("difficulty_band"):
+        select["difficulty_band"] = tuple(select["difficulty_band"])
+    return SelectionOptions(**select)  # an unknown key: a TypeError that names it
+
+
+class RowFiles:
+    """Rows appended to Arrow files in ``folder``, memory-mapped and read as one table.
+
+    A row keeps its number for good. The last two files are merged while the last is at
+    least half the size of the one before (as a binary counter carries): a few files,
+    each row rewritten a few times, and a small addition stays a small write.
+    """
+
+    def __init__(self, folder: Path, schema: pa.Schema):
+        self.folder, self.schema = folder, schema
+        self.info = datasets.DatasetInfo(features=datasets.Features.from_arrow_schema(schema))
+        self.parts: list[tuple[Path, MemoryMappedTable]] = []
+        self._files = 0
+
+    def add(self, tables: Iterable[pa.Table]) -> int:
+        """Append the rows of ``tables`` (one file); how many."""
+        path, part = self._write(tables)
+        if not part.num_rows:
+            path.unlink()
+            return 0
+        self.parts.append((path, part))
+        while len(self.parts) > 1 and 2 * self.parts[-1][1].num_rows >= self.parts[-2][1].num_rows:
+            merged = self._write(table.table for _, table in self.parts[-2:])
+            for old, _ in self.parts[-2:]:
+                old.unlink()
+            self.parts[-2:] = [merged]
+        return part.num_rows
+
+    def _write(self, tables: Iterable[pa.Table]) -> tuple[Path, MemoryMappedTable]:
+        path = self.folder / f"rows-{self._files:06d}.arrow"
+        self._files += 1
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, self.schema) as out:
+            for table in tables:
+                out.write_table(table, max_chunksize=BATCH_ROWS)
+        return path, MemoryMappedTable.from_file(str(path))
+
+    def dataset(self, fingerprint: str) -> datasets.Dataset:
+        """Every row written, as one dataset (no row copied)."""
+        if not self.parts:
+            table = InMemoryTable(self.schema.empty_table())
+        else:
+            table = concat_tables([part for _, part in self.parts])
+        return datasets.Dataset(table, info=self.info, fingerprint=fingerprint)
 
 
 class LiveRLDataset(RLHFDataset):
@@ -61,31 +124,177 @@ class LiveRLDataset(RLHFDataset):
     def _read_files_and_tokenize(self) -> None:
         own = self.config.get("statepool") or {}
         settings = Settings.from_env(store_dir=own.get("store"))
-        store = settings.store_dir
-        feedback = own.get("feedback") or feedback_folder(settings)
-        self.pool = LivePool(store, _options(self.config), feedback, refresh_seconds=0.0)
-        self.pool.refresh(force=True)
-        self.state_ids: list[str] = []
-        self._fresh: list[int] = []
-        self._load_rows()
+        options = _options(self.config)
+        self.pool = LivePool(
+            settings.store_dir,
+            sessions=own.get("sessions") or settings.sessions_dir,
+            options=options,
+            feedback=own.get("feedback") or feedback_folder(settings),
+            split=own.get("split"),
+            val_fraction=float(own.get("val_fraction", 0.0)),
+            seed=int(own.get("seed", 0)),
+            refresh_seconds=0.0,
+        )
+        self.new_first = bool(own.get("new_first", True))
+        self._limit = self.max_prompt_length if self.filter_overlong_prompts else float("inf")
+        folder = tempfile.mkdtemp(prefix="statepool-live-", dir=own.get("cache_dir"))
+        weakref.finalize(self, shutil.rmtree, folder, True)
+        schema = datasets.Features.from_arrow_schema(verl_schema(True, options.weight is not None))
+        self.files = RowFiles(Path(folder), schema.arrow_schema)  # as datasets writes it
+        self.prompt_tokens: dict[str, int] = {}  # each state measured (0: not counted)
+        self._ids, self._row_of = [], {}  # a row's state, a state's row
+        self._slots = np.zeros(0, dtype=np.int64)  # an index's row
+        self._slot_of: dict[str, int] = {}  # a served state's slot
+        self._spare: list[int] = []  # slots serving a state that has another slot
+        self._pooled: set[str] = set()  # the states the pool served at the last update
+        self._fresh: deque[str] = deque()
+        self._loads, self._unread = 0, False
+        self._update()
         _live.add(self)
 
-    def _load_rows(self) -> None:
-        frame = datasets.Dataset(verl_table(self.pool.rows))
-        self.dataframe = self.maybe_filter_out_long_prompts(frame)
-        known = set(self.state_ids)
-        self.state_ids = [info["state_id"] for info in self.dataframe["extra_info"]]
-        if known:  # states new since the last load are served first
-            self._fresh = [i for i, sid in enumerate(self.state_ids) if sid not in known]
+    @property
+    def state_ids(self) -> list[str]:
+        """The state at each index."""
+        return [self._ids[row] for row in self._slots.tolist()]
 
     def on_batch_end(self, batch: Any = None) -> None:
-        """Reload states and stats (verl's legacy trainer calls it after each step)."""
-        if self.pool.refresh():
-            before = len(self.dataframe)
-            self._load_rows()
-            log.info("statepool: %d -> %d states after a step", before, len(self.dataframe))
+        """Take in what changed in the pool (verl's legacy trainer calls it after each step)."""
+        if self.pool.refresh() or self._unread:
+            self._update()
 
     def __getitem__(self, item: int) -> dict:
-        if self._fresh:
-            return super().__getitem__(self._fresh.pop(0))
+        while self._fresh:
+            slot = self._slot_of.get(self._fresh.popleft())
+            if slot is not None:
+                return super().__getitem__(slot)
         return super().__getitem__(item % len(self.dataframe))
+
+    def _update(self) -> None:
+        ids = self.pool.state_ids()
+        cut = len(ids)  # the pool's new states come after those it served before
+        while cut and ids[cut - 1] not in self._pooled:
+            cut -= 1
+        left = cut < len(self._pooled)  # a state the pool served is gone
+        if left:
+            self._pooled = set(ids)
+        self._pooled.update(ids[cut:])
+        start = 0 if left or self._unread else cut  # else only the new states are looked at
+        self._unread = False
+        tokens = self.prompt_tokens
+        first = len(self._ids)
+        self._write([i for i in range(start, len(ids)) if ids[i] not in tokens])
+        added = set(self._ids[first:])
+        limit = self._limit
+        incoming = [sid for sid in ids[start:] if sid not in self._slot_of
+                    and (n := tokens.get(sid)) is not None and n <= limit]  # fmt: skip
+        gone = [sid for sid in self._slot_of if sid not in self._pooled] if left else []
+        self._place(incoming, gone, [sid for sid in incoming if sid in added])
+
+    def _write(self, positions: list[int]) -> None:
+        """Read, measure and write the rows of these pool positions (those that fit)."""
+        if not positions:
+            return
+        weighted = "weight" in self.files.schema.names
+        kept: list[str] = []
+        measured: dict[str, int] = {}
+
+        def tables() -> Iterator[pa.Table]:
+            for start in range(0, len(positions), BATCH_ROWS):
+                rows = self._rows(positions[start : start + BATCH_ROWS])
+                measured.update(self._measure(rows))
+                rows = [r for r in rows if measured[r.state_id] <= self._limit]
+                kept.extend(r.state_id for r in rows)
+                records = [verl_record(r, True, weighted) for r in rows]
+                yield pa.Table.from_pylist(records, schema=self.files.schema)
+
+        self.files.add(tables())
+        for sid in kept:  # once the file is whole: a row number per state written
+            self._row_of[sid] = len(self._ids)
+            self._ids.append(sid)
+        self.prompt_tokens.update(measured)
+        log.info("statepool: %d new states, %d too long", len(measured), len(measured) - len(kept))
+
+    def _rows(self, positions: list[int]) -> list[ExportRow]:
+        """The rows that can be read now; the others are read at the next step."""
+        rows = []
+        for i in positions:
+            try:
+                rows.append(self.pool.export_row(i))
+            except OSError:  # the pool has logged it
+                continue
+            if rows[-1].state_id != self.pool.state_id(i):  # a stand-in row
+                rows.pop()
+        self._unread = self._unread or len(rows) < len(positions)
+        return rows
+
+    def _measure(self, rows: list[ExportRow]) -> dict[str, int]:
+        """Each row's prompt tokens: the export's count, else counted as verl counts them."""
+        counts = {r.state_id: r.prompt_tokens for r in rows if r.prompt_tokens is not None}
+        todo = [r for r in rows if r.prompt_tokens is None]
+        if not todo or not self.filter_overlong_prompts:
+            return counts | {r.state_id: 0 for r in todo}
+        if self.processor is not None:  # verl's own filter (a processor), in this process
+            messages = [r.messages() for r in todo]
+            light = datasets.Dataset.from_dict({self.prompt_key: messages, "_k": range(len(todo))})
+            self.num_workers, workers = None, self.num_workers
+            fit = set(self.maybe_filter_out_long_prompts(light)["_k"])
+            self.num_workers = workers
+            over = self.max_prompt_length + 1
+            return counts | {r.state_id: 0 if k in fit else over for k, r in enumerate(todo)}
+        return counts | dict(zip([r.state_id for r in todo], self._count(todo), strict=True))
+
+    def _count(self, rows: list[ExportRow]) -> list[int]:
+        """verl 0.9's ``doc2len`` for a tokenizer, a batch at a time (a prompt it cannot
+        template is too long, as in verl)."""
+        kwargs = dict(self.apply_chat_template_kwargs)
+        if self.tool_schemas is not None:
+            kwargs["tools"] = self.tool_schemas
+        for key in ("tokenize", "return_dict", "return_tensors"):
+            kwargs.pop(key, None)
+        template = functools.partial(
+            self.tokenizer.apply_chat_template, add_generation_prompt=True, tokenize=True, **kwargs
+        )
+        try:
+            counts = []
+            for start in range(0, len(rows), COUNT_ROWS):
+                ids = template([r.messages() for r in rows[start : start + COUNT_ROWS]])
+                ids = ids["input_ids"] if hasattr(ids, "keys") else ids
+                counts += [len(one) if isinstance(one, list) else len(normalize_token_ids(one))
+                           for one in ids]  # fmt: skip
+            return counts
+        except Exception:  # one prompt spoilt the batch: each alone
+            counts = []
+            for row in rows:
+                try:
+                    counts.append(len(normalize_token_ids(template(row.messages()))))
+                except Exception as exc:  # verl drops such a prompt too
+                    log.warning("statepool: state %s: prompt not templated: %s", row.state_id, exc)
+                    counts.append(self.max_prompt_length + 1)
+            return counts
+
+    def _place(self, incoming: list[str], gone: list[str], added: list[str]) -> None:
+        """Slots for the incoming states; a slot keeps its state while it is served."""
+        # free: slots of states gone, and spare ones (a second slot of a served state)
+        free = sorted([*self._spare, *(self._slot_of.pop(sid) for sid in gone)])
+        grown = max(0, len(incoming) - len(free))
+        slots = np.concatenate([self._slots, np.zeros(grown, dtype=np.int64)])
+        free += range(len(self._slots), len(slots))
+        for slot, sid in zip(free, incoming, strict=False):
+            slots[slot], self._slot_of[sid] = self._row_of[sid], slot
+        self._spare = free[len(incoming) :]
+        moved = [slot for slot in self._spare if self._ids[slots[slot]] not in self._slot_of]
+        served = list(self._slot_of) if moved else []
+        for k, slot in enumerate(moved if served else ()):  # the pool shrank: a served state
+            slots[slot] = slots[self._slot_of[served[k * len(served) // len(moved)]]]
+        if moved and not served:
+            log.warning("statepool: the selection leaves every state out; serving the last ones")
+        self._slots = slots
+        if self.new_first and self._loads:
+            self._fresh.extend(added)
+        self._loads += 1
+        fingerprint = f"statepool-live-{id(self):x}-{self._loads}"
+        self.dataframe = self.files.dataset(fingerprint)
+        if not np.array_equal(slots, np.arange(len(self.dataframe))):
+            self.dataframe = self.dataframe.select(
+                slots, keep_in_memory=True, new_fingerprint=fingerprint + "-slots"
+            )

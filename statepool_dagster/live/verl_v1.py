@@ -1,9 +1,10 @@
-"""verl's v1 trainer: ``trainer.v1.sampler.custom_sampler``, its replay buffer, reloading the pool.
+"""verl's v1 trainer: ``trainer.v1.sampler.custom_sampler``, its replay buffer, refreshing the pool.
 
 The v1 trainer (``trainer.use_v1=True``) builds its prompts' dataset through the same
 ``data.custom_cls`` but never calls ``on_batch_end``. Its replay buffer's ``sample`` runs
 once per step in the trainer's process: these subclasses of verl's buffers reload every
-:class:`~statepool_dagster.live.verl.LiveRLDataset` there first, then sample as verl does.
+:class:`~statepool_dagster.live.verl.LiveRLDataset` there first (only what changed is read),
+then sample as verl does.
 
 - ``trainer.v1.sampler.custom_sampler.path=pkg://statepool_dagster.live.verl_v1``
 - ``name=LiveReplayBuffer`` (``trainer.v1.trainer_mode=sync``) or ``LiveReplayBufferAsync``.
@@ -22,7 +23,7 @@ from .verl import refresh_live_datasets
 
 
 class LiveReplayBuffer(ReplayBuffer):
-    """verl's synchronous replay buffer; the live datasets are reloaded before each sample."""
+    """verl's synchronous replay buffer; the live datasets are refreshed before each sample."""
 
     def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[Any, dict]:
         if partition_id == "train":
@@ -31,7 +32,7 @@ class LiveReplayBuffer(ReplayBuffer):
 
 
 class LiveReplayBufferAsync(ReplayBufferAsync):
-    """verl's asynchronous replay buffer; the live datasets are reloaded before each sample."""
+    """verl's asynchronous replay buffer; the live datasets are refreshed before each sample."""
 
     def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[Any, dict]:
         if partition_id == "train":
