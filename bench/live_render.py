@@ -176,7 +176,7 @@ def header(name: str, run: dict) -> list[str]:
     info = run["run"]
     dirty = ", with uncommitted changes" if info.get("code_dirty") else ""
     return [
-        f"### {name}",
+        f"# {name}",
         "",
         f"Measured {info['when']} on {info['cpus']} CPUs (Python {info['python']}); code "
         f"measured: `{info['code_commit']}` at {info['code']}{dirty}; bench at "
