@@ -52,6 +52,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--code", type=Path, default=REPO, help="the checkout measured")
     parser.add_argument("--name", default="current", help="the figures' name on the page")
     parser.add_argument("--s3", action="store_true", help="also serve from moto's S3 server")
+    parser.add_argument(
+        "--s3-sizes", default=None, help="with --s3, only these sizes on S3 (default: all)"
+    )
     parser.add_argument("--probes", type=int, default=20, help="freshness probes per pool")
     parser.add_argument("--refreshes", type=int, default=3, help="new segments, median")
     parser.add_argument(
@@ -121,9 +124,11 @@ def on_s3(bench: Bench, server, size: str, sessions: Path, args, digests: Path) 
     started = time.perf_counter()
     fs.put(str(folder(bench.out, size) / "store"), f"{bucket}/store", recursive=True)
     fs.put(str(sessions), f"{bucket}/sessions", recursive=True)
-    print(f"{size}: uploaded to S3 in {time.perf_counter() - started:.0f}s", file=sys.stderr)
+    uploaded = round(time.perf_counter() - started)
+    print(f"{size}: uploaded to S3 in {uploaded}s", file=sys.stderr)
     env = bench.env(**server.env())
-    return serve(bench, f"s3://{bucket}/store", f"s3://{bucket}/sessions", args, digests, env)
+    figures = serve(bench, f"s3://{bucket}/store", f"s3://{bucket}/sessions", args, digests, env)
+    return figures | {"upload_s": uploaded}
 
 
 def verl_step(bench: Bench, size: str, args) -> dict | None:
@@ -156,7 +161,7 @@ def measure_size(bench: Bench, size: str, args, server) -> dict:
     if corpus["session_states"] >= 50_000 and (verl := verl_step(bench, size, args)):
         figures["local"]["verl"] = verl
         figures["local"]["verl_on_batch_end_s"] = verl["on_batch_end_median"]
-    if server is not None:
+    if server is not None and size in (args.s3_sizes or size).split(","):
         sessions = scratch_sessions(bench.out, size)
         figures["s3"] = on_s3(bench, server, size, sessions, args, digests)
         sample = figures["s3"]["rows"] < figures["s3"]["states"]
