@@ -172,6 +172,8 @@ def measure_size(bench: Bench, size: str, args, server) -> dict:
 
 def ratios(sizes: dict[str, dict], where: str = "local") -> None:
     """Each size's refresh after a new segment against the next smaller of the same shape."""
+    for figures in sizes.values():
+        figures.get(where, {}).pop("refresh_vs_smaller", None)
     for sessions in (False, True):
         shaped = [f for f in sizes.values() if bool(f["corpus"]["session_states"]) == sessions]
         _pairs(sorted(shaped, key=lambda f: f[where]["states"] if where in f else 0), where)
@@ -205,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     page, store = args.docs / "live.md", args.docs / "live.json"
     recorded = json.loads(store.read_text()) if store.is_file() else {}
     if args.render:
+        for entry in recorded.values():  # figures filed before pairs were by shape
+            ratios(entry["sizes"])
+            ratios(entry["sizes"], "s3")
         page.write_text(render(recorded), encoding="utf-8")
         return 0
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
