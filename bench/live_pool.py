@@ -195,6 +195,8 @@ def merged(earlier: dict | None, run: dict) -> dict:
     same = earlier and earlier["run"]["code_commit"] == run["run"]["code_commit"]
     if not same or run["run"]["code_dirty"] or earlier["run"]["code_dirty"]:
         return run
+    if earlier["sizes"].keys() <= run["sizes"].keys():  # every earlier size measured again
+        return run
     commands = earlier["run"].get("commands", [earlier["run"]["command"]])
     info = run["run"] | {"commands": [*commands, run["run"]["command"]]}
     info["bench_s"] += earlier["run"].get("bench_s", 0)
