@@ -136,6 +136,8 @@ def verl_step(bench: Bench, size: str, args) -> dict | None:
     script = BENCH / "live_verl.py"
     if args.no_verl or not script.is_file() or not args.trainer_python.is_file():
         return None
+    if bench.code != REPO:  # live_verl.py imports the checkout it is in, not --code
+        return None
     sessions = scratch_sessions(bench.out, size)
     argv = [
         str(args.trainer_python),
