@@ -5,10 +5,11 @@ from __future__ import annotations
 import random
 import statistics
 
+import pyarrow.parquet as pq
 import pytest
 
 from statepool_dagster.core.feedback.records import FeedbackRecord
-from statepool_dagster.core.feedback.stats import LAST_STDS
+from statepool_dagster.core.feedback.stats import LAST_STDS, Fold
 from statepool_dagster.core.feedback.stats_store import load_fold, update_stats
 from statepool_dagster.core.segments import SegmentWriter
 
@@ -127,4 +128,46 @@ def test_bad_lines_in_a_segment_are_counted_and_named(tmp_path):
         "w-000000.jsonl line 2",
         "w-000000.jsonl line 3",
         "w-000000.jsonl line 4",
+    ]
+
+
+def test_saved_tallies_read_back_equal_and_keep_their_columns(tmp_path):
+    records = _records(3, 40)
+    feedback, store = tmp_path / "feedback", tmp_path / "store"
+    with SegmentWriter(feedback, "w") as writer:
+        for r in records:
+            writer.append(_as_dict(r))
+    # half the groups stay open, so both kinds of tally are saved
+    update_stats(store, feedback, close_seconds=0, now=records[len(records) // 2].time)
+    fold, _ = load_fold(store)
+    direct = Fold()
+    direct.fold_segment(next(feedback.glob("w-*")), "w")
+    direct.close_groups(records[len(records) // 2].time)
+    assert fold.groups and fold.states == direct.states and fold.groups == direct.groups
+    # the files an existing store holds: these columns, in this order
+    folder = tmp_path / "store" / "feedback_stats"
+    states = pq.read_schema(folder / f"states-{fold.generation}.parquet")
+    groups = pq.read_schema(folder / f"groups-{fold.generation}.parquet")
+    assert [(f.name, str(f.type)) for f in states] == [
+        ("state_id", "string"),
+        ("answers", "int64"),
+        ("score_mean", "double"),
+        ("score_m2", "double"),
+        ("match_n", "int64"),
+        ("match_known", "int64"),
+        ("groups", "int64"),
+        ("spread_groups", "int64"),
+        ("zero_groups", "int64"),
+        ("last_step", "int64"),
+        ("last_time", "double"),
+        ("last_stds", "list<element: double>"),
+    ]
+    assert [(f.name, str(f.type)) for f in groups] == [
+        ("group", "string"),
+        ("state_id", "string"),
+        ("n", "int64"),
+        ("mean", "double"),
+        ("m2", "double"),
+        ("first_time", "double"),
+        ("last_time", "double"),
     ]

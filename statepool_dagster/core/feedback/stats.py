@@ -14,7 +14,7 @@ a group of one answer has no spread and is never counted as zero-variance.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -31,18 +31,50 @@ BAD_KEPT = 20
 # Sources whose groups are whole in the segments one import writes: closed once folded.
 WHOLE_GROUP_SOURCES = frozenset({"verl-dump", "scores"})
 
-# A state's accumulator: [answers, score mean, score m2, matches, answers with a reference,
-# groups, groups of 2+, zero-variance groups, last step, last time, last spreads];
-# an open group's: [answers, mean, m2, first time, last time].
+
+@dataclass(slots=True)
+class StateTally:
+    """A state's accumulators; the fields are the saved columns, in their order."""
+
+    answers: int = 0
+    score_mean: float = 0.0
+    score_m2: float = 0.0
+    match_n: int = 0  # answers whose operations matched the reference
+    match_known: int = 0  # answers with a reference to match
+    groups: int = 0
+    spread_groups: int = 0  # groups of 2+ answers
+    zero_groups: int = 0
+    last_step: int | None = None
+    last_time: float = 0.0
+    last_stds: list[float] = field(default_factory=list)
+
+    def close(self, g: GroupTally) -> None:
+        """Count the closed group ``g``: its spread when it has one."""
+        self.groups += 1
+        if g.n > 1:
+            std = _std(g.n, g.m2)
+            self.spread_groups += 1
+            self.zero_groups += std <= ZERO_STD
+            self.last_stds = [*self.last_stds, std][-LAST_STDS:]
 
 
-def _welford(acc: list[Any], i: int, x: float) -> None:
-    """Add ``x`` to the count/mean/m2 at ``acc[i:i+3]``."""
-    n = acc[i] + 1
-    delta = x - acc[i + 1]
-    acc[i] = n
-    acc[i + 1] += delta / n
-    acc[i + 2] += delta * (x - acc[i + 1])
+@dataclass(slots=True)
+class GroupTally:
+    """An open group's accumulators; the fields are the saved columns, in their order."""
+
+    n: int
+    mean: float
+    m2: float
+    first_time: float
+    last_time: float
+
+
+def _welford(n: int, mean: float, m2: float, x: float) -> tuple[int, float, float]:
+    """The count, mean and m2 with ``x`` added."""
+    n += 1
+    delta = x - mean
+    mean += delta / n
+    return n, mean, m2 + delta * (x - mean)
 
 
 def _std(n: float, m2: float) -> float:
@@ -53,8 +85,8 @@ def _std(n: float, m2: float) -> float:
 class Fold:
     """The fold's state: per-state and per-open-group accumulators, segments folded."""
 
-    states: dict[str, list[Any]] = field(default_factory=dict)
-    groups: dict[str, list[Any]] = field(default_factory=dict)
+    states: dict[str, StateTally] = field(default_factory=dict)
+    groups: dict[str, GroupTally] = field(default_factory=dict)
     group_state: dict[str, str] = field(default_factory=dict)
     folded: set[str] = field(default_factory=set)
     records: int = 0
@@ -66,21 +98,24 @@ class Fold:
     def add(self, r: FeedbackRecord) -> None:
         s = self.states.get(r.state_id)
         if s is None:
-            s = self.states[r.state_id] = [0, 0.0, 0.0, 0, 0, 0, 0, 0, None, 0.0, []]
-        _welford(s, 0, r.score)
+            s = self.states[r.state_id] = StateTally()
+        s.answers, s.score_mean, s.score_m2 = _welford(s.answers, s.score_mean, s.score_m2, r.score)
         if r.ops_match is not None:
-            s[3] += r.ops_match
-            s[4] += 1
-        if r.step is not None and (s[8] is None or r.step > s[8]):
-            s[8] = r.step
-        s[9] = max(s[9], r.time)
+            s.match_n += r.ops_match
+            s.match_known += 1
+        if r.step is not None and (s.last_step is None or r.step > s.last_step):
+            s.last_step = r.step
+        if r.time > s.last_time:
+            s.last_time = r.time
         g = self.groups.get(r.group)
         if g is None:
-            g = self.groups[r.group] = [0, 0.0, 0.0, r.time, r.time]
+            g = self.groups[r.group] = GroupTally(0, 0.0, 0.0, r.time, r.time)
             self.group_state[r.group] = r.state_id
-        _welford(g, 0, r.score)
-        g[3] = min(g[3], r.time)
-        g[4] = max(g[4], r.time)
+        g.n, g.mean, g.m2 = _welford(g.n, g.mean, g.m2, r.score)
+        if r.time < g.first_time:
+            g.first_time = r.time
+        if r.time > g.last_time:
+            g.last_time = r.time
         if r.source in WHOLE_GROUP_SOURCES:
             self.whole.add(r.group)
         self.records += 1
@@ -90,11 +125,12 @@ class Fold:
         whole) into their states."""
         whole, self.whole = self.whole, set()
         done = sorted(
-            (g[3], gid) for gid, g in self.groups.items() if g[4] < before or gid in whole
+            (g.first_time, gid)
+            for gid, g in self.groups.items()
+            if g.last_time < before or gid in whole
         )  # oldest first: the states' last spreads stay in order
         for _, gid in done:
-            g = self.groups.pop(gid)
-            _close(self.states[self.group_state.pop(gid)], g)
+            self.states[self.group_state.pop(gid)].close(self.groups.pop(gid))
         return len(done)
 
     def fold_segment(self, path: AnyPath, name: str) -> None:
@@ -116,43 +152,33 @@ class Fold:
 
     def table(self) -> pa.Table:
         """One row per state: the closed groups' figures with the open ones added."""
-        extra: dict[str, list[list[Any]]] = {}
-        for gid, g in sorted(self.groups.items(), key=lambda item: item[1][3]):
+        extra: dict[str, list[GroupTally]] = {}
+        for gid, g in sorted(self.groups.items(), key=lambda item: item[1].first_time):
             extra.setdefault(self.group_state[gid], []).append(g)
         columns: dict[str, list[Any]] = {c: [] for c in STATS_COLUMNS}
         for sid in sorted(self.states):
             s = self.states[sid]
             if sid in extra:
-                s = [*s[:10], list(s[10])]
+                s = replace(s)  # close() rebinds last_stds, never mutates it
                 for g in extra[sid]:
-                    _close(s, g)
-            spread = s[6]
+                    s.close(g)
             row = {
                 "state_id": sid,
-                "groups": s[5],
-                "answers": s[0],
-                "score_mean": s[1],
-                "score_std": _std(s[0], s[2]),
-                "zero_variance_groups": s[7],
-                "zero_variance_share": s[7] / spread if spread else None,
-                "last_stds": s[10],
-                "last_step": s[8],
-                "ops_match_rate": s[3] / s[4] if s[4] else None,
-                "ops_match_answers": s[4],
-                "last_seen": s[9],
+                "groups": s.groups,
+                "answers": s.answers,
+                "score_mean": s.score_mean,
+                "score_std": _std(s.answers, s.score_m2),
+                "zero_variance_groups": s.zero_groups,
+                "zero_variance_share": s.zero_groups / s.spread_groups if s.spread_groups else None,
+                "last_stds": s.last_stds,
+                "last_step": s.last_step,
+                "ops_match_rate": s.match_n / s.match_known if s.match_known else None,
+                "ops_match_answers": s.match_known,
+                "last_seen": s.last_time,
             }
             for name, value in row.items():
                 columns[name].append(value)
         return pa.table(columns, schema=STATS_SCHEMA)
-
-
-def _close(s: list[Any], g: list[Any]) -> None:
-    s[5] += 1
-    if g[0] > 1:
-        std = _std(g[0], g[2])
-        s[6] += 1
-        s[7] += std <= ZERO_STD
-        s[10] = [*s[10], std][-LAST_STDS:]
 
 
 STATS_SCHEMA = pa.schema(

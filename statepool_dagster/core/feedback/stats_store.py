@@ -13,7 +13,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pyarrow as pa
@@ -22,7 +22,7 @@ from ..locations import AnyPath, is_local
 from ..segments import list_segments
 from ..store.atomic import read_parquet, write_bytes_atomic, write_parquet_atomic
 from .folders import MANIFEST, stats_folder
-from .stats import DEFAULT_CLOSE_SECONDS, Fold
+from .stats import DEFAULT_CLOSE_SECONDS, Fold, GroupTally, StateTally
 
 TABLE = "state_stats.parquet"
 _STATE_ACC = pa.schema(
@@ -52,6 +52,9 @@ _GROUP_ACC = pa.schema(
         ("last_time", pa.float64()),
     ]
 )
+# A tally's fields are named as its saved columns: loaded and saved by name, in any order.
+_STATE_FIELDS = [f.name for f in fields(StateTally)]
+_GROUP_FIELDS = [f.name for f in fields(GroupTally)]
 
 
 @contextlib.contextmanager
@@ -82,27 +85,29 @@ def load_fold(store: str | os.PathLike[str]) -> tuple[Fold, dict[str, Any]]:
         generation=gen,
     )
     states = read_parquet(folder / f"states-{gen}.parquet").to_pydict()
-    cols = [states[c] for c in _STATE_ACC.names[1:]]
+    cols = [states[c] for c in _STATE_FIELDS]
     for sid, *acc in zip(states["state_id"], *cols, strict=True):
-        fold.states[sid] = acc
+        fold.states[sid] = StateTally(*acc)
     groups = read_parquet(folder / f"groups-{gen}.parquet").to_pydict()
-    cols = [groups[c] for c in _GROUP_ACC.names[2:]]
+    cols = [groups[c] for c in _GROUP_FIELDS]
     for gid, sid, *acc in zip(groups["group"], groups["state_id"], *cols, strict=True):
-        fold.groups[gid] = acc
+        fold.groups[gid] = GroupTally(*acc)
         fold.group_state[gid] = sid
     return fold, manifest
 
 
 def _save(folder: AnyPath, fold: Fold, feedback: str) -> pa.Table:
     gen = fold.generation + 1
-    names = _STATE_ACC.names
-    rows = [[sid, *acc] for sid, acc in fold.states.items()]
-    table = pa.table([list(c) for c in zip(*rows, strict=True)] or [[]] * len(names), _STATE_ACC)
-    write_parquet_atomic(folder / f"states-{gen}.parquet", table)
-    rows = [[gid, fold.group_state[gid], *acc] for gid, acc in fold.groups.items()]
-    names = _GROUP_ACC.names
-    groups = pa.table([list(c) for c in zip(*rows, strict=True)] or [[]] * len(names), _GROUP_ACC)
-    write_parquet_atomic(folder / f"groups-{gen}.parquet", groups)
+    tallies: list[Any] = list(fold.states.values())
+    columns = [list(fold.states), *([getattr(t, c) for t in tallies] for c in _STATE_ACC.names[1:])]
+    write_parquet_atomic(folder / f"states-{gen}.parquet", pa.table(columns, _STATE_ACC))
+    tallies = list(fold.groups.values())
+    columns = [
+        list(fold.groups),
+        [fold.group_state[gid] for gid in fold.groups],
+        *([getattr(t, c) for t in tallies] for c in _GROUP_ACC.names[2:]),
+    ]
+    write_parquet_atomic(folder / f"groups-{gen}.parquet", pa.table(columns, _GROUP_ACC))
     stats = fold.table()
     write_parquet_atomic(folder / TABLE, stats)
     manifest = {
