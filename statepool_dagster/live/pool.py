@@ -11,7 +11,8 @@ the states whose statistics changed are decided again). ``pool[i]`` reads one ro
 
 States served keep their order; new ones come after them; one the selection (or a new
 duplicate winning) leaves out disappears. Readers write nothing into the store, except
-the feedback fold when given a ``feedback`` folder, as ``statepool feedback fold`` does.
+the feedback fold when given a ``feedback`` folder and it holds sealed segments the saved
+fold has not read (as ``statepool feedback --fold`` would fold them).
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from ..core.export.records import verl_record
 from ..core.export.rows import SPLITS, ExportOptions, ExportRow
+from ..core.feedback.folders import folded_segments
 from ..core.feedback.select import Selection, SelectionOptions
 from ..core.feedback.stats_store import TABLE, stats_folder, update_stats
 from ..core.locations import AnyPath, as_path, is_local
@@ -98,7 +101,7 @@ class LivePool:
         self._unreadable = Unreadable(log)
         self._selection = Selection(self.options)
         self._stats_stamp: object = None
-        self._folded = -1
+        self._folded: set[str] | None = None  # the sealed feedback segments last seen
         self._served = Served(split)
         self._checked = float("-inf")
         self._pace = StorePace(is_local(self.store), refresh_seconds)
@@ -148,6 +151,24 @@ class LivePool:
             if delay is not None and self._served.entries.get(sid) is entry:  # not moved
                 time.sleep(delay)
         return self._unreadable.fallback(sid, problem, self._readable_row)
+
+    def export_rows(self, indices: Iterable[int]) -> list[ExportRow]:
+        """``[pool.export_row(i) for i in indices]``, each row group and segment file read
+        once (a row that cannot be read so is read alone, as ``export_row`` reads it)."""
+        indices = list(indices)
+        entries = [self._served.at(i) for i in indices]  # an IndexError as a list's
+        items = [(e, self._served.index(e)) for e in entries]
+        rows = self._reader.read_many(items)
+        return [
+            self._unreadable.ok(e.sid, r) if isinstance(r, ExportRow) else self.export_row(i)
+            for i, e, r in zip(indices, entries, rows, strict=True)
+        ]
+
+    def rows(self, indices: Iterable[int]) -> list[dict[str, Any]]:
+        """``[pool[i] for i in indices]``, read as :meth:`export_rows` reads them."""
+        return [
+            verl_record(r, self.with_sessions, self.weighted) for r in self.export_rows(indices)
+        ]
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         """The ``i``-th served state's row exactly as ``statepool export --format verl``
@@ -247,12 +268,17 @@ class LivePool:
     # ------------------------------------------------------------------ selection
 
     def _fold(self) -> None:
+        """Fold sealed feedback segments the saved fold has not read, as ``statepool feedback
+        --fold`` would: the one write of a pool given ``feedback``. With none, nothing is
+        written (groups waiting to close are closed by the next fold that has a segment)."""
         if not self.feedback:
             return
-        sealed = len(list_segments(self.feedback))
-        if sealed != self._folded:
+        sealed = {s.name for s in list_segments(self.feedback)}
+        if sealed == self._folded:
+            return
+        if sealed - folded_segments(self.store):
             update_stats(self.store, self.feedback)
-            self._folded = sealed
+        self._folded = sealed
 
     def _refresh_selection(self) -> None:
         if not self.options.active:
