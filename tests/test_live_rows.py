@@ -10,7 +10,8 @@ import shutil
 import time
 from pathlib import Path
 
-from test_live_pool import _export, _feedback, built, pool  # noqa: F401 (fixtures)
+import test_live_pool
+from test_live_pool import _export, _feedback, _rows
 
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.feedback.folders import folded_segments
@@ -23,6 +24,8 @@ from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 from statepool_dagster.live import LivePool
 
 from helpers import generated_state
+
+built, pool = test_live_pool.built, test_live_pool.pool  # the same fixtures
 
 
 def _tree(root: Path) -> str:
@@ -91,3 +94,37 @@ def test_rows_read_in_a_batch_are_the_rows_read_one_by_one(pool):
     shutil.rmtree(pool.sessions / "gamma")
     assert live.export_rows(gamma) == [live.export_row(i) for i in gamma]
     assert [r.session for r in live.export_rows(gamma)] == ["gamma"] * len(gamma)
+
+
+def test_a_rebuilt_runs_changed_rows_have_new_row_keys_and_the_others_keep_theirs(pool):
+    runs = pool.root / "runs9"
+    spec = SampleSpec(n_runs=1, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=2)
+    generate_run(runs / "run009", spec, 9)
+    settings = Settings(runs_dir=str(runs), store_dir=str(pool.store))
+    build_run(settings, "run009")
+    with StateWriter(pool.sessions, "gamma", writer="w") as writer:
+        writer.append(generated_state(60), policy_step=1)
+    live = LivePool(pool.store, sessions=pool.sessions, refresh_seconds=0.0)
+    ids = live.state_ids()
+    keys = {sid: live.row_key(i) for i, sid in enumerate(ids)}
+    rows = {sid: live[i] for i, sid in enumerate(ids)}
+    assert live.rekeyed() == ([], live.rekeyed()[1])
+    mark = live.rekeyed()[1]
+    episodes = runs / "run009" / "episodes.jsonl"  # the run's episodes change; synced again
+    lines = [json.loads(line) for line in episodes.read_text("utf-8").splitlines()]
+    for line in lines:
+        if line["skill_lib_version"] == 1:
+            line["question"] += " (asked again)"
+    episodes.write_text("".join(json.dumps(line) + "\n" for line in lines), "utf-8")
+    build_run(settings, "run009")
+    build_session(pool.sessions, pool.store, "gamma", pool.settings.prompt_spec())  # stored
+    assert live.refresh()  # the rows changed, not the states
+    assert live.state_ids() == ids
+    changed, mark = live.rekeyed(mark)
+    assert changed and {s.rsplit("_ckpt", 1)[0] for s in changed} == {"run009"}
+    for i, sid in enumerate(ids):
+        new_key, new_row = live.row_key(i), live[i]
+        assert (new_key != keys[sid]) == (sid in changed) == (new_row != rows[sid]), sid
+    assert _rows(live) == _export(pool.store)
+    assert live.rekeyed(mark) == ([], mark)
+    assert not live.refresh()

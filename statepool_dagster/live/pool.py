@@ -28,7 +28,7 @@ from ..core.export.rows import SPLITS, ExportOptions, ExportRow
 from ..core.feedback.folders import folded_segments
 from ..core.feedback.select import Selection, SelectionOptions
 from ..core.feedback.stats_store import TABLE, stats_folder, update_stats
-from ..core.locations import AnyPath, as_path, is_local
+from ..core.locations import is_local
 from ..core.prompts.spec import PromptSpec
 from ..core.segments import list_segments
 from .entries import Candidates, Entry
@@ -36,7 +36,7 @@ from .rows import RowReader, Stale
 from .runs import RunIndex
 from .segments import Rejects, SegmentIndex
 from .served import Served
-from .stamps import file_stamp, reachable
+from .stamps import file_stamp, location, reachable
 from .stored import StoredIndex
 from .unavailable import StorePace, Unreadable
 
@@ -44,15 +44,6 @@ log = logging.getLogger(__name__)
 
 # A row found stale while its run is rebuilt (prompts after states) is tried again a while.
 RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4)
-
-
-def _location(where: str | os.PathLike[str], storage_options: dict | None) -> AnyPath:
-    text = os.fspath(where) if not hasattr(where, "protocol") else where
-    if storage_options and isinstance(text, str) and "://" in text:
-        from upath import UPath
-
-        return UPath(text, **storage_options)
-    return as_path(text)
 
 
 class LivePool:
@@ -74,8 +65,8 @@ class LivePool:
     ):
         if split not in (None, *SPLITS):
             raise ValueError(f"split {split!r}: None (every state) or one of {', '.join(SPLITS)}")
-        self.store = _location(store, storage_options)
-        self.sessions = None if sessions is None else _location(sessions, storage_options)
+        self.store = location(store, storage_options)
+        self.sessions = None if sessions is None else location(sessions, storage_options)
         self.options = options or SelectionOptions()
         self.feedback = None if feedback is None else str(feedback)
         self.split = split
@@ -121,6 +112,17 @@ class LivePool:
 
     def weight(self, i: int) -> float | None:
         return self._served.at(i).weight
+
+    def row_key(self, i: int) -> tuple:
+        """A version of the ``i``-th state's row, from the index: it changes when the row's
+        content may have (a run rebuilt), so a kept copy can tell an old row from a new one."""
+        return self._served.at(i).row_key
+
+    def rekeyed(self, since: int = 0) -> tuple[list[str], int]:
+        """The served states whose row changed (``row_key``) since the count ``since``, and
+        the count to pass next time (0: since the open)."""
+        changed = [sid for sid, at in self._served.rekeyed.items() if at > since]
+        return changed, self._served.changes
 
     @property
     def rejects(self) -> list:
