@@ -38,6 +38,7 @@ from .stored import open_parquet
 
 OPEN_FILES = 16  # Parquet files kept open (each holds its footer)
 GROUPS_BYTES = 32 << 20  # row groups last read, kept for the next rows of the same group
+MAX_PATHS = 4096  # part files' paths kept made
 PROMPT_COLUMNS = ("prompt", "reference_ops", "state_key")
 STATE_COLUMNS = ("version", "state", "reference_ops", "input_key")
 
@@ -55,6 +56,7 @@ class RowReader:
         self._open: OrderedDict[AnyPath, pq.ParquetFile] = OrderedDict()
         self._groups: OrderedDict[tuple, pa.Table] = OrderedDict()
         self._held = 0
+        self._paths: dict[tuple[str, str, str], AnyPath] = {}
 
     def _file(self, path: AnyPath) -> pq.ParquetFile:
         parquet = self._open.pop(path, None)
@@ -139,29 +141,45 @@ class RowReader:
                 out.append(exc)
         return out
 
-    def _spans(self, entry: Entry) -> list[tuple[AnyPath, tuple, tuple[str, ...]]]:
-        """Where an entry's two Parquet rows are: ``(file, (group, offset, count), columns)``."""
+    def _spans(self, entry: Entry) -> list[tuple[tuple[str, str, str], tuple, tuple[str, ...]]]:
+        """Where an entry's two Parquet rows are: ``(place, (group, offset, count), columns)``
+        (a place: table, run or session, file name; :meth:`_path` makes its path)."""
         if entry.kind == RUN:
             run, where = entry.copy[0], entry.where
             return [
-                (self.layout.table(PROMPTS, run) / where[P_FILE], where[P_SPAN], PROMPT_COLUMNS),
-                (self.layout.table(STATES, run) / where[S_FILE], where[S_SPAN], STATE_COLUMNS),
+                ((PROMPTS, run, where[P_FILE]), where[P_SPAN], PROMPT_COLUMNS),
+                ((STATES, run, where[S_FILE]), where[S_SPAN], STATE_COLUMNS),
             ]
         if entry.kind == STORED:
             stem, group, at, prompt_at = entry.where
             if prompt_at is None:
                 return []
-            folders = SessionFolders(self.store, entry.copy[0])
+            session, name = entry.copy[0], f"{stem}.parquet"
             return [
-                (folders.prompts / f"{stem}.parquet", (*prompt_at, 1), ("state_id", "prompt")),
-                (folders.states / f"{stem}.parquet", (group, at, 1), ("state_id", "state")),
+                (("prompts", session, name), (*prompt_at, 1), ("state_id", "prompt")),
+                (("states", session, name), (group, at, 1), ("state_id", "state")),
             ]
         return []
+
+    def _path(self, place: tuple[str, str, str]) -> AnyPath:
+        """A part file's path, made once (joining paths costs more than reading a row)."""
+        path = self._paths.get(place)
+        if path is None:
+            if len(self._paths) >= MAX_PATHS:
+                self._paths.clear()
+            table, source, name = place
+            if table in (PROMPTS, STATES):
+                folder = self.layout.table(table, source)
+            else:
+                folder = getattr(SessionFolders(self.store, source), table)
+            path = self._paths[place] = folder / name
+        return path
 
     def _take(self, asks: dict[tuple, list]) -> dict[tuple, dict | Exception]:
         """The rows asked for, by (path, row group, columns): each group read once."""
         found: dict[tuple, dict | Exception] = {}
-        for (path, group, columns), wanted in asks.items():
+        for (place, group, columns), wanted in asks.items():
+            path = self._path(place)
             try:
                 table = self._group(path, group, list(columns))
             except FileNotFoundError:
@@ -172,8 +190,9 @@ class RowReader:
                 found.update((key, exc) for key, _ in wanted)
                 continue
             ok = [(key, s[1]) for key, s in wanted if (s[2] < 0 or s[2] == 1) and s[1] < len(table)]
-            rows = table.take([at for _, at in ok]).to_pylist() if ok else []
-            found.update((key, Stale(f"{path}: no row at {span}")) for key, span in wanted)
+            if len(ok) < len(wanted):
+                found.update((key, Stale(f"{path}: no row at {span}")) for key, span in wanted)
+            rows = _rows_at(table, [at for _, at in ok])
             found.update(zip([key for key, _ in ok], rows, strict=True))
         return found
 
@@ -199,6 +218,7 @@ class RowReader:
 
     def _run(self, entry: Entry, index: int) -> ExportRow:
         (prompts, p_span, p_columns), (states, s_span, s_columns) = self._spans(entry)
+        prompts, states = self._path(prompts), self._path(states)
         prompt_row = self._span(prompts, p_span, list(p_columns))
         state_row = self._span(states, s_span, list(s_columns))
         try:
@@ -228,7 +248,7 @@ class RowReader:
         )
 
     def _stored(self, entry: Entry, index: int) -> ExportRow:
-        rows = [self._span(path, span, list(cols)) for path, span, cols in self._spans(entry)]
+        rows = [self._span(self._path(p), span, list(cols)) for p, span, cols in self._spans(entry)]
         return self._stored_row(entry, index, *rows)
 
     def _stored_row(self, entry: Entry, index: int, *rows: dict) -> ExportRow:
@@ -272,3 +292,15 @@ class RowReader:
             policy_step=entry.step,
             weight=entry.weight,
         )
+
+
+def _rows_at(table: pa.Table, rows: list[int]) -> list[dict]:
+    """These rows of a row group, as dicts: a slice where they lie close (no copy), else
+    taken (``take`` copies each string it takes)."""
+    if not rows:
+        return []
+    low, high = min(rows), max(rows)
+    if high - low < 2 * len(rows):
+        near = table.slice(low, high - low + 1).to_pylist()
+        return [near[at - low] for at in rows]
+    return table.take(rows).to_pylist()
