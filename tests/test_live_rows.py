@@ -87,6 +87,9 @@ def test_rows_read_in_a_batch_are_the_rows_read_one_by_one(pool):
     }  # run states, stored session states and a segment's states
     assert live.rows(asked) == [live[i] for i in asked]
     assert live.export_rows([]) == []
+    url = LivePool(f"local://{pool.store}", sessions=f"local://{pool.sessions}",
+                   options=SelectionOptions(weight="std"))  # fmt: skip
+    assert url.export_rows(asked) == [url.export_row(i) for i in asked] == rows  # fsspec's files
     # a segment gone meanwhile (Dagster stored it, the writer's folder cleaned): its rows are
     # read alone as export_row reads them (the pool finds them in the store)
     gamma = [i for i, r in enumerate(live.export_rows(range(n))) if r.session == "gamma"]
