@@ -121,3 +121,29 @@ def test_bench_programs_are_modules_using_public_dagster_only():
         assert not re.search(r"\bdagster\._", text), f"{path.name} imports private Dagster code"
         assert '"-c"' not in text or path.name == "measure.py", f"{path.name} runs a string"
         assert len(text.splitlines()) <= 300, f"{path.name} is over 300 lines"
+
+
+@pytest.mark.slow  # generates and syncs a corpus, then a serving process and a writer
+def test_live_pool_bench_runs_at_tiny_size_and_checks_rows_against_the_export(tmp_path):
+    docs = tmp_path / "docs"
+    argv = [sys.executable, str(BENCH / "live_pool.py"), "--sizes", "tiny", "--out", str(tmp_path)]
+    argv += ["--docs", str(docs), "--probes", "2", "--refreshes", "1", "--name", "tiny"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads((tmp_path / "live" / "results-tiny.json").read_text())
+    figures = run["sizes"]["tiny"]
+    served = figures["local"]
+    assert served["states"] == served["rows"] == 12  # 3 runs × 4 checkpoints
+    assert served["open_s"] > 0 and served["refresh_new_segment_s"] > 0
+    assert 0 < served["rss_anon_open_mb"] <= served["rss_anon_peak_mb"] < served["vm_hwm_mb"]
+    check = served["rows_vs_export"]
+    assert check["same"] and check["rows_equal"] == check["exported"] == 12
+    if served["api"] != "LivePool(store=...)":  # a pool with a sessions folder
+        assert served["refresh_grew_by"] == [5]
+        assert served["probes_seen"] == served["probes_id_matched"] == 2
+        assert 0 < served["fresh_p50_s"] <= served["fresh_p99_s"]
+    # The page is written from the figures filed under each name.
+    assert json.loads((docs / "live.json").read_text())["tiny"] == run
+    page = (docs / "live.md").read_text()
+    assert "| states served | 12 |" in page and "same: 12 rows" in page
+    assert "--sizes tiny" in page

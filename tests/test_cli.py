@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -37,6 +39,34 @@ def cli(workspace, tmp_path):
     return run
 
 
+@pytest.fixture(scope="module")
+def synced_once(tmp_path_factory) -> tuple[Path, dict]:
+    """Two sample runs synced once from a fresh home, and the sync's summary: the starting
+    point the tests of a later sync copy (a sync costs seconds, a copy milliseconds)."""
+    root = tmp_path_factory.mktemp("synced")
+    workspace = SimpleNamespace(runs=root / "runs", store=root / "store")
+    generate_runs(workspace.runs, SPEC)
+    done = subprocess.run(
+        [str(STATEPOOL), "sync", "--json"],
+        env=cli_env(workspace, root / "home"),
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return root, json.loads(done.stdout)
+
+
+@pytest.fixture
+def synced(synced_once, workspace, tmp_path) -> dict:
+    """This test's runs, store and instance home as ``synced_once`` left them; its summary."""
+    root, first = synced_once
+    for name in ("runs", "store", "home"):
+        shutil.copytree(root / name, tmp_path / name, symlinks=True, dirs_exist_ok=True)
+    return first
+
+
 def summary(cli, *args: str) -> dict:
     return json.loads(cli("sync", "--json", *args).stdout)
 
@@ -45,9 +75,8 @@ def materialized(report: dict) -> list[str]:
     return [r["run"] for r in report["runs"]]
 
 
-def test_second_sync_does_nothing(cli, workspace):
-    generate_runs(workspace.runs, SPEC)
-    first = summary(cli)
+def test_second_sync_does_nothing(synced, cli):
+    first = synced
     assert (first["seen"], first["new"], first["failed"]) == (2, 2, 0)
     assert first["states_written"] == 2 * SPEC.n_checkpoints
     second = summary(cli)
@@ -55,18 +84,14 @@ def test_second_sync_does_nothing(cli, workspace):
     assert materialized(second) == []
 
 
-def test_sync_after_adding_a_run_materializes_only_it(cli, workspace):
-    generate_runs(workspace.runs, SPEC)
-    summary(cli)
+def test_sync_after_adding_a_run_materializes_only_it(synced, cli, workspace):
     generate_runs(workspace.runs, SampleSpec(**{**SPEC.__dict__, "run_prefix": "extra"}))
     report = summary(cli)
     assert sorted(materialized(report)) == ["extra000", "extra001"]
     assert report["unchanged"] == 2
 
 
-def test_sync_after_growing_a_run_materializes_only_it(cli, workspace):
-    generate_runs(workspace.runs, SPEC)
-    summary(cli)
+def test_sync_after_growing_a_run_materializes_only_it(synced, cli, workspace):
     append_checkpoint(workspace.run("run001"), SPEC, 1)
     report = summary(cli)
     assert materialized(report) == ["run001"]
@@ -74,9 +99,7 @@ def test_sync_after_growing_a_run_materializes_only_it(cli, workspace):
     assert report["runs"][0]["states"] == SPEC.n_checkpoints + 1
 
 
-def test_sync_writes_the_original_scripts_states(cli, workspace, seed):
-    generate_runs(workspace.runs, SPEC)
-    summary(cli)
+def test_sync_writes_the_original_scripts_states(synced, workspace, seed):
     assert store_pool(workspace.store) == seed_pool(seed, workspace.runs, workspace.root / "s")
 
 
@@ -88,9 +111,7 @@ def test_sync_reports_invalid_folder_names(cli, workspace):
     assert "characters outside" in done.stderr
 
 
-def test_status_lists_each_run(cli, workspace):
-    generate_runs(workspace.runs, SPEC)
-    summary(cli)
+def test_status_lists_each_run(synced, cli, workspace):
     append_checkpoint(workspace.run("run000"), SPEC, 0)
     rows = {r["run"]: r for r in json.loads(cli("status", "--json").stdout)["runs"]}
     assert rows["run000"]["status"] == "stale"
@@ -124,7 +145,7 @@ def test_quick_start_commands_exist_in_the_makefile():
     for target in ("demo", "test"):
         assert f"make {target}" in readme
         assert f"\n{target}:" in makefile
-    assert "dg dev --host 127.0.0.1" in makefile  # loopback
+    assert "tools.dg_dev --host 127.0.0.1" in makefile  # loopback
 
 
 def test_sync_on_a_tty_shows_a_progress_bar_and_a_summary_table(workspace, tmp_path):
@@ -156,11 +177,11 @@ def test_sync_on_a_tty_shows_a_progress_bar_and_a_summary_table(workspace, tmp_p
     assert "DEBUG" not in screen and "STEP_SUCCESS" not in screen  # Dagster's logs stay quiet
 
 
-def test_sync_accepts_the_old_checks_flag_and_records_checks_in_one_batch(cli, workspace, tmp_path):
+def test_sync_records_checks_in_one_batch(cli, workspace, tmp_path):
     from dagster import AssetCheckKey, AssetKey, DagsterInstance
 
     generate_runs(workspace.runs, SPEC)
-    report = summary(cli, "--checks")
+    report = summary(cli)
     assert (report["new"], report["failed"]) == (2, 0)
     key = AssetCheckKey(AssetKey("curator_prompts"), "states_complete")
     with DagsterInstance.from_config(str(tmp_path / "home")) as instance:

@@ -84,7 +84,7 @@ def test_the_code_server_loads_the_workspaces_definitions():
     assert cmd[:3] == ["dagster", "api", "grpc"]
     assert cmd[cmd.index("-m") + 1] == module and cmd[cmd.index("-a") + 1] == attribute
     loaded = getattr(__import__(module, fromlist=[attribute]), attribute)
-    assert isinstance(loaded, Definitions)
+    assert isinstance(loaded(), Definitions)  # the code location's @definitions function
 
 
 def test_the_image_serves_on_the_port_the_chart_calls():

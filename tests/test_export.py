@@ -27,7 +27,7 @@ from statepool_dagster.core.config import Settings
 from statepool_dagster.core.errors import StatepoolError
 from statepool_dagster.core.export.collect import collect_export
 from statepool_dagster.core.export.rows import MANIFEST, ExportOptions, split_of, state_key
-from statepool_dagster.core.export.write import TRL_SCHEMA, VERL_SCHEMA, export_store
+from statepool_dagster.core.export.write import TRL_SCHEMA, VERL_SCHEMA, stream_export
 from statepool_dagster.core.names import PROMPTS, SNAPSHOTS, STATES
 from statepool_dagster.core.stages import STAGES, RunJob, build_run
 from statepool_dagster.core.states.models import CheckpointState
@@ -67,7 +67,7 @@ def prompts_by_id(store: Path) -> dict[str, str]:
 
 
 def test_verl_export_has_one_arrow_schema_and_the_fields_verl_reads(store, tmp_path):
-    export_store(store, "verl", tmp_path / "verl", OPTIONS)
+    stream_export(store, {"verl": tmp_path / "verl"}, OPTIONS)
     files = split_files(tmp_path / "verl")
     assert set(files) == {"train", "val", "test"}
     prompts = prompts_by_id(store)
@@ -90,7 +90,7 @@ def test_verl_export_has_one_arrow_schema_and_the_fields_verl_reads(store, tmp_p
 
 
 def test_trl_export_has_the_prompt_and_what_a_reward_function_reads(store, tmp_path):
-    export_store(store, "trl", tmp_path / "trl", OPTIONS)
+    stream_export(store, {"trl": tmp_path / "trl"}, OPTIONS)
     prompts = prompts_by_id(store)
     for path in split_files(tmp_path / "trl").values():
         assert pq.read_schema(path).remove_metadata().equals(TRL_SCHEMA)
@@ -104,7 +104,7 @@ def test_trl_export_has_the_prompt_and_what_a_reward_function_reads(store, tmp_p
 
 @pytest.mark.parametrize("fmt", ["verl", "trl"])
 def test_parquet_exports_round_trip_through_datasets(store, tmp_path, fmt):
-    export_store(store, fmt, tmp_path / fmt, OPTIONS)
+    stream_export(store, {fmt: tmp_path / fmt}, OPTIONS)
     files = split_files(tmp_path / fmt)
     loaded = datasets.load_dataset(
         "parquet",
@@ -152,7 +152,7 @@ def test_fractions_that_do_not_fit_are_refused():
 
 
 def test_a_split_without_runs_writes_no_file_and_says_so(store, tmp_path):
-    export = export_store(store, "verl", tmp_path / "v", ExportOptions(val_fraction=1e-9))
+    export = stream_export(store, {"verl": tmp_path / "v"}, ExportOptions(val_fraction=1e-9))
     assert set(split_files(tmp_path / "v")) == {"train"}
     assert export.counts() == {"train": SPEC.n_runs * SPEC.n_checkpoints, "val": 0}
     assert "no run fell in split 'val': it has no file" in export.problems
@@ -175,7 +175,7 @@ def test_identical_states_appear_once(workspace, instance):
 
 
 def test_pool_export_is_read_by_the_original_loader(store, tmp_path, seed):
-    export_store(store, "pool", tmp_path / "pool", OPTIONS)
+    stream_export(store, {"pool": tmp_path / "pool"}, OPTIONS)
     original = seed.load_state_pool(str(tmp_path / "pool"))
     ours = load_state_pool(store)
     assert len(original) == len(ours) == SPEC.n_runs * SPEC.n_checkpoints
@@ -191,15 +191,15 @@ def test_export_never_replaces_a_folder_it_did_not_write(store, tmp_path):
     out.mkdir()
     (out / "notes.txt").write_text("keep me", "utf-8")
     with pytest.raises(StatepoolError, match="not empty"):
-        export_store(store, "trl", out)
+        stream_export(store, {"trl": out})
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
 
 
 def test_exporting_again_replaces_the_earlier_export_whole(store, tmp_path):
     out = tmp_path / "verl"
-    export_store(store, "verl", out, OPTIONS)
+    stream_export(store, {"verl": out}, OPTIONS)
     assert "test" in split_files(out)
-    export_store(store, "verl", out, ExportOptions(val_fraction=0.3))
+    stream_export(store, {"verl": out}, ExportOptions(val_fraction=0.3))
     assert set(split_files(out)) == {"train", "val"}
     assert json.loads((out / MANIFEST).read_text("utf-8"))["options"]["test_fraction"] == 0
     assert [p.name for p in tmp_path.iterdir()] == ["verl"]  # no temp folder left beside it
@@ -336,7 +336,7 @@ def test_readme_trainer_script_loads_an_export_with_datasets(store, tmp_path):
     section = readme.split("## For the trainer", 1)[1]
     script = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     assert len(script.strip().splitlines()) <= 5
-    export_store(store, "verl", tmp_path / "store" / "exports" / "verl", OPTIONS)
+    stream_export(store, {"verl": tmp_path / "store" / "exports" / "verl"}, OPTIONS)
     rows = SPEC.n_runs * SPEC.n_checkpoints
     check = (
         "\nassert sum(len(split) for split in ds.values()) <= " + str(rows) + "\n"

@@ -23,7 +23,7 @@ from statepool_dagster import load_prompts, load_state_pool
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.errors import StatepoolError
 from statepool_dagster.core.export.rows import FORMATS
-from statepool_dagster.core.export.write import export_store
+from statepool_dagster.core.export.write import stream_export
 from statepool_dagster.core.locations import as_path, is_local, upload_tree
 from statepool_dagster.core.names import DIR_MANIFEST
 from statepool_dagster.core.store import atomic as store_module
@@ -217,10 +217,10 @@ def test_exports_of_a_memory_store_equal_the_local_stores(
     point_at(monkeypatch, generated, f"{memory_url}/store")
     assert not sync(fresh_instance).failed
     for fmt in FORMATS:
-        export_store(local_store, fmt, tmp_path / "local" / fmt)
-        export_store(f"{memory_url}/store", fmt, tmp_path / "from_memory" / fmt)
-        export_store(f"{memory_url}/store", fmt, f"{memory_url}/out/{fmt}")
-        export_store(f"{memory_url}/store", fmt, f"{memory_url}/out/{fmt}")  # replaces itself
+        stream_export(local_store, {fmt: tmp_path / "local" / fmt})
+        stream_export(f"{memory_url}/store", {fmt: tmp_path / "from_memory" / fmt})
+        stream_export(f"{memory_url}/store", {fmt: f"{memory_url}/out/{fmt}"})
+        stream_export(f"{memory_url}/store", {fmt: f"{memory_url}/out/{fmt}"})  # replaces itself
         assert_same_store(tmp_path / "from_memory" / fmt, tmp_path / "local" / fmt)
         assert_same_store(f"{memory_url}/out/{fmt}", tmp_path / "local" / fmt)
 
@@ -228,7 +228,7 @@ def test_exports_of_a_memory_store_equal_the_local_stores(
 def test_export_refuses_a_memory_folder_that_is_not_an_export(memory_url, local_store):
     (as_path(f"{memory_url}/mine") / "notes.txt").write_bytes(b"keep me")
     with pytest.raises(StatepoolError, match="holds no earlier export"):
-        export_store(local_store, "pool", f"{memory_url}/mine")
+        stream_export(local_store, {"pool": f"{memory_url}/mine"})
     assert (as_path(f"{memory_url}/mine") / "notes.txt").read_bytes() == b"keep me"
 
 
@@ -243,7 +243,7 @@ def test_training_dataset_on_a_memory_store_writes_its_exports_there(
     )
     assert result.success
     for fmt in FORMATS:
-        export_store(local_store, fmt, tmp_path / "local" / fmt)
+        stream_export(local_store, {fmt: tmp_path / "local" / fmt})
         assert_same_store(f"{memory_url}/store/exports/{fmt}", tmp_path / "local" / fmt)
 
 
@@ -366,5 +366,5 @@ def test_statepool_sync_and_export_as_subprocesses_on_an_fsspec_store(
     assert json.loads(statepool("sync", "--json").stdout)["unchanged"] == SPEC.n_runs
     for fmt in FORMATS:
         statepool("export", "--format", fmt, "--store", store, "--out", str(tmp_path / fmt))
-        export_store(local_store, fmt, tmp_path / "expected" / fmt)
+        stream_export(local_store, {fmt: tmp_path / "expected" / fmt})
         assert_same_store(tmp_path / fmt, tmp_path / "expected" / fmt)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from dagster import AssetKey, DagsterInstance
+from dagster import AssetKey, DagsterInstance, instance_for_test
 
 from statepool_dagster.definitions import defs
 from statepool_dagster.defs.partitions import RUNS
@@ -37,21 +38,34 @@ def latest_metadata(instance: DagsterInstance, asset: str, run: str) -> dict:
     return {k: v.value for k, v in records[0].asset_materialization.metadata.items()}
 
 
-def test_job_writes_every_asset_for_the_partition(workspace, instance):
-    generate_runs(workspace.runs, SPEC)
-    result = materialize_run(instance, "run000")
-    assert result.success
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """run000 of the sample runs materialized once, for the tests that only read what it wrote:
+    its runs and store folders, its instance (open) and the job's result."""
+    root = tmp_path_factory.mktemp("built")
+    runs, store = root / "runs", root / "store"
+    generate_runs(runs, SPEC)
+    (root / "home").mkdir()
+    with instance_for_test(temp_dir=str(root / "home")) as instance:
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("STATEPOOL_RUNS_DIR", str(runs))
+            env.setenv("STATEPOOL_STORE_DIR", str(store))
+            result = materialize_run(instance, "run000")
+        yield SimpleNamespace(runs=runs, store=store, instance=instance, result=result)
+
+
+def test_job_writes_every_asset_for_the_partition(built):
+    assert built.result.success
     for asset in ("run_episodes", "skill_snapshots", "checkpoint_states", "curator_prompts"):
-        assert (workspace.store / asset / "run000").is_dir()
-        assert not (workspace.store / asset / "run001").exists()
-    names = sorted(p.name for p in (workspace.store / "state_pool" / "run000").iterdir())
+        assert (built.store / asset / "run000").is_dir()
+        assert not (built.store / asset / "run001").exists()
+    names = sorted(p.name for p in (built.store / "state_pool" / "run000").iterdir())
     assert names == sorted(f"run000_ckpt{k}.json" for k in range(SPEC.n_checkpoints))
 
 
-def test_store_holds_no_pickle_and_no_temp_files(workspace, instance):
-    generate_runs(workspace.runs, SPEC)
-    assert materialize_run(instance, "run000").success
-    files = [p for p in workspace.store.rglob("*") if p.is_file()]
+def test_store_holds_no_pickle_and_no_temp_files(built):
+    assert built.result.success
+    files = [p for p in built.store.rglob("*") if p.is_file()]
     assert files
     for path in files:
         assert path.suffix in {".parquet", ".json", ".jsonl", ".lock"}, path
@@ -65,11 +79,10 @@ def test_state_pool_equals_the_original_script(workspace, instance, seed):
     assert store_pool(workspace.store) == seed_pool(seed, workspace.runs, workspace.root / "seed")
 
 
-def test_run_episodes_table_keeps_every_record_losslessly(workspace, instance):
-    generate_runs(workspace.runs, SPEC)
-    assert materialize_run(instance, "run000").success
-    frame = pd.read_parquet(workspace.store / "run_episodes" / "run000")
-    lines = (workspace.run("run000") / "episodes.jsonl").read_text(encoding="utf-8").splitlines()
+def test_run_episodes_table_keeps_every_record_losslessly(built):
+    assert built.result.success
+    frame = pd.read_parquet(built.store / "run_episodes" / "run000")
+    lines = (built.runs / "run000" / "episodes.jsonl").read_text(encoding="utf-8").splitlines()
     assert frame["line"].tolist() == list(range(1, len(lines) + 1))
     assert [json.loads(r) for r in frame["record"]] == [json.loads(line) for line in lines]
     assert frame["version"].tolist() == [json.loads(x)["skill_lib_version"] for x in lines]
@@ -78,28 +91,26 @@ def test_run_episodes_table_keeps_every_record_losslessly(workspace, instance):
     }  # fmt: skip
 
 
-def test_skill_snapshots_table_has_one_row_per_version_without_embeddings(workspace, instance):
-    generate_runs(workspace.runs, SPEC)
-    assert materialize_run(instance, "run000").success
-    frame = pd.read_parquet(workspace.store / "skill_snapshots" / "run000")
+def test_skill_snapshots_table_has_one_row_per_version_without_embeddings(built):
+    assert built.result.success
+    frame = pd.read_parquet(built.store / "skill_snapshots" / "run000")
     assert frame["version"].tolist() == list(range(SPEC.n_checkpoints))
     assert "_trigger_emb" not in "".join(frame["library"])
     assert (frame["n_cards"] > 0).all()
 
 
-def test_curator_prompts_have_the_columns_a_trainer_reads(workspace, instance):
-    generate_runs(workspace.runs, SPEC)
-    assert materialize_run(instance, "run000").success
-    table = pq.read_table(workspace.store / "curator_prompts" / "run000")
+def test_curator_prompts_have_the_columns_a_trainer_reads(built):
+    assert built.result.success
+    table = pq.read_table(built.store / "curator_prompts" / "run000")
     assert {"state_id", "run", "version", "prompt"} <= set(table.column_names)
     frame = table.to_pandas()
     assert frame["state_id"].tolist() == [f"run000_ckpt{k}" for k in range(SPEC.n_checkpoints)]
     assert all("## Raw episodes" in p for p in frame["prompt"])
 
 
-def test_materializations_carry_counts_fingerprint_and_preview(workspace, instance):
-    generate_runs(workspace.runs, SPEC)
-    assert materialize_run(instance, "run000").success
+def test_materializations_carry_counts_fingerprint_and_preview(built):
+    instance = built.instance
+    assert built.result.success
     episodes = latest_metadata(instance, "run_episodes", "run000")
     assert episodes["dagster/row_count"] == SPEC.n_checkpoints * SPEC.episodes_per_batch
     assert episodes["versions"] == list(range(SPEC.n_checkpoints))

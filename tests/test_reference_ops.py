@@ -8,13 +8,13 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
+from statepool_dagster.core.config import Settings
+from statepool_dagster.core.names import EPISODES, SNAPSHOTS, STATES
 from statepool_dagster.core.prompts.spec import load_tool_specs
-from statepool_dagster.core.runs.snapshots import Snapshot
-from statepool_dagster.core.states.join import InMemoryCheckpoints, join_all
+from statepool_dagster.core.stages import build_run
 from statepool_dagster.core.states.reference_ops import (
     LAST_SNAPSHOT_NOTE,
     card_ops,
-    next_version_after,
     reference_ops,
 )
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
@@ -115,26 +115,24 @@ def test_last_snapshot_has_no_ops_and_says_so():
     }
 
 
-def test_next_library_is_the_next_snapshot_present():
-    assert next_version_after([0, 1, 3], 1) == 3
-    assert next_version_after([0, 1, 3], 3) is None
-
-
-def test_each_joined_state_carries_the_diff_to_the_runs_next_library():
-    snapshots = [
-        Snapshot(0, "s0", lib(0, card("c1"))),
-        Snapshot(1, "s1", lib(1, card("c1"), card("c2"))),
-        Snapshot(2, "s2", lib(2, card("c2"))),
-    ]
-    batches = {k: [{"id": f"q{k}", "skill_lib_version": k}] for k in range(3)}
-    libraries = {s.version: s.library for s in snapshots}
-    joined, _ = join_all("r", InMemoryCheckpoints(libraries, batches))
-    assert [j.reference_ops for j in joined] == [
+def test_each_state_carries_the_diff_to_the_next_library_present(tmp_path):
+    """Snapshots 0, 1 and 3: the state of 1 is diffed against 3, the one after it on disk."""
+    run = tmp_path / "runs" / "r"
+    (run / "snapshots").mkdir(parents=True)
+    libraries = {0: lib(0, card("c1")), 1: lib(1, card("c1"), card("c2")), 3: lib(3, card("c2"))}
+    for version, library in libraries.items():
+        (run / "snapshots" / f"skills_v{version}.json").write_text(json.dumps(library))
+    episodes = [{"id": f"q{k}", "skill_lib_version": k} for k in libraries]
+    (run / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    settings = Settings(runs_dir=str(run.parent), store_dir=str(tmp_path / "store"))
+    build_run(settings, "r", [EPISODES, SNAPSHOTS, STATES])
+    states = pd.read_parquet(tmp_path / "store" / STATES / "r")
+    assert [json.loads(text) for text in states["reference_ops"]] == [
         {
             "next_version": 1,
             "ops": [{"op": "add_card", "card_id": "c2", "trigger": "t", "program": "p"}],
         },
-        {"next_version": 2, "ops": [{"op": "delete_card", "card_id": "c1"}]},
+        {"next_version": 3, "ops": [{"op": "delete_card", "card_id": "c1"}]},
         {"next_version": None, "ops": [], "note": LAST_SNAPSHOT_NOTE},
     ]
 

@@ -21,7 +21,7 @@ from dagster import instance_for_test
 
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.export.rows import FORMATS
-from statepool_dagster.core.export.write import export_store
+from statepool_dagster.core.export.write import stream_export
 from statepool_dagster.core.locations import RANGED_BLOCK, as_path, open_ranged, upload_tree
 from statepool_dagster.core.segments import list_segments
 from statepool_dagster.core.segments.names import segment_name
@@ -98,8 +98,8 @@ def test_sync_and_export_on_s3_write_what_the_local_store_holds(local, on_s3, tm
     assert (again["unchanged"], again["states_written"], again["sessions"]) == (SPEC.n_runs, 0, [])
 
     for fmt in FORMATS:  # every format in this process; the command below
-        export_store(local.store, fmt, tmp_path / "expected" / fmt)
-        export_store(store, fmt, tmp_path / fmt)
+        stream_export(local.store, {fmt: tmp_path / "expected" / fmt})
+        stream_export(store, {fmt: tmp_path / fmt})
         assert_same_store(tmp_path / fmt, tmp_path / "expected" / fmt)
     out = f"{on_s3.bucket}/exports-{uuid.uuid4().hex[:8]}/verl"
     for target in (str(tmp_path / "cli"), out, out):  # the last replaces the one before it

@@ -90,7 +90,7 @@ def test_status_lists_sessions_states_segments_writers_rejects_and_seal(workspac
 
     # Its next build fails (a full disk, a bad setting): failed until a build succeeds.
     with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
-        job = defs.resolve_job_def(SESSIONS_JOB)
+        job = defs().resolve_job_def(SESSIONS_JOB)
         instance.report_run_failed(
             instance.create_run_for_job(job, tags={"dagster/partition": "ext"})
         )
@@ -140,7 +140,7 @@ def test_status_shows_the_feedback_fold_and_whether_state_stats_is_materialized(
     assert folded["feedback"] == str(workspace.store / "feedback")
 
     with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
-        job = defs.resolve_job_def("state_stats_job")
+        job = defs().resolve_job_def("state_stats_job")
         assert job.execute_in_process(instance=instance).success
     done = _status(env, tmp_path)["feedback"]
     assert (done["state_stats"], done["records"]) == ("materialized", 2)

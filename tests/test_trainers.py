@@ -305,13 +305,15 @@ def test_verls_reward_loader_scores_a_reference_answer_top(exported, tmp_path):
 def test_a_bare_tokenizer_json_counts_the_message_texts(exported):
     from tokenizers import Tokenizer
 
-    from statepool_dagster.core.export.collect import collect_export
-    from statepool_dagster.core.export.lengths import load_counter, measure_prompts
+    from statepool_dagster.core.export.collect import export_rows
+    from statepool_dagster.core.export.lengths import LengthFilter, load_counter
+    from statepool_dagster.core.export.rows import ExportOptions, ExportSet
 
-    export = collect_export(exported.store)
-    measure_prompts(export, load_counter(str(exported.tokenizer / "tokenizer.json")), None)
-    assert export.prompt_lengths["method"].endswith("(message texts, no chat template)")
+    export = ExportSet(ExportOptions())
+    counter = load_counter(str(exported.tokenizer / "tokenizer.json"))
+    rows = list(export_rows(exported.store, export, LengthFilter(counter, None)))
+    assert rows and export.prompt_lengths["method"].endswith("(message texts, no chat template)")
     tokenizer = Tokenizer.from_file(str(exported.tokenizer / "tokenizer.json"))
-    for row in export.rows:
+    for row in rows:
         expected = len(tokenizer.encode(row.prompt, add_special_tokens=False).ids)
         assert row.prompt_tokens == expected

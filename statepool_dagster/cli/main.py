@@ -174,8 +174,6 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
         p.add_argument("--json", action="store_true", help="print the summary as JSON")
         p.add_argument("-v", "--verbose", action="store_true", help="show Dagster's own logs")
-        # Every sync records the asset checks now; the flag is accepted for old scripts.
-        p.add_argument("--checks", action="store_true", help=argparse.SUPPRESS)
     sub.choices["demo"].add_argument(
         "--sessions",
         action="store_true",

@@ -12,12 +12,12 @@ from .console import dagster_instance, start_up
 def collect() -> dict[str, Any]:
     """``{"runs": [...], "sessions": [...], "feedback": {...}}`` from the instance and indexes."""
     with start_up():
-        from ..defs.resources import statepool_settings
+        from ..core.config import Settings
         from . import preflight
         from .status import run_statuses
         from .status_sessions import feedback_status, session_statuses
 
-        settings = statepool_settings.settings()
+        settings = Settings.from_env()
         preflight.runs_folder(settings)
         preflight.store_folder(settings.store_dir, must_exist=True)
         instance = dagster_instance()

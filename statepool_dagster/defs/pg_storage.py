@@ -1,31 +1,11 @@
 """The PostgreSQL event log ``deploy/postgres/dagster.yaml`` names: Dagster's own, connecting less.
 
-Dagster's ``PostgresEventLogStorage`` opens a new database connection (``NullPool``) for
-every statement it runs: storing one materialization opens three, one check evaluation two,
-each asking whether a table exists opens another. A 200-run ``statepool sync`` made
-10,000 connections and 12,500 statements, most of its time on PostgreSQL; with this class,
-370 connections and 2,900 statements. This subclass changes how it connects,
-not what it writes:
-
-- **A batch on one connection, in one transaction**: inside ``batched_writes`` (a step's
-  recording of its partitions, ``store_event_batch`` for a run's planned events) every
-  statement goes through one connection and commits at the end; on an error nothing of it
-  is kept. Outside, each call connects as Dagster's does (no connection is held between
-  calls, as Dagster intends for many instances per server).
-- **Fewer statements in a batch**: a run's planned events are inserted in one statement;
-  each asset's row is written once, at the batch's end, as the batch's events one by one
-  would have left it (``storage_batch.py``: a step's recording of several runs writes four
-  rows, not four per run); the
-  ``NOTIFY`` Dagster sends after each event (kept for older watchers) is sent for all of
-  them in one statement before the commit, which is when PostgreSQL delivers them anyway.
-- **Tables known once there**: ``has_table`` asks the server once per table per process.
-- **Partition keys read once per batch** (``storage_reads.py``).
-
-Events another process reads while a step records appear when its batch commits, as on the
-project's SQLite storage. Checked against Dagster's own PostgreSQL storage as the oracle in
-``tests/test_pg_event_storage.py`` (the same sync reads back the same events, metadata,
-check results, partitions and asset rows) when ``STATEPOOL_TEST_PG_URL`` names a server.
-Dagster's contract suite for event logs is not in the wheel and was not run.
+It changes how Dagster's ``PostgresEventLogStorage`` connects, not what it writes: inside
+``batched_writes`` every statement goes through one connection in one transaction (a run's
+planned events in one insert, each asset's row once at the batch's end by
+``storage_batch.py``, the ``NOTIFY``s in one statement before the commit); outside, each call
+connects as Dagster's does. Whether a table exists is asked once per table per process.
+Why and what it saves: docs/performance.md, "Dagster's bookkeeping".
 """
 
 from __future__ import annotations

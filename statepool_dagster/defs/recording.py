@@ -1,23 +1,12 @@
 """What the run assets' step records of each run it built: materializations, then check results.
 
-Each run is recorded soon after its build returns, while the workers build the next ones
-(``record_as_built``): its four materializations, yielded by hand with the partition set,
-then its check results. With ``context.add_asset_metadata`` and an output per asset, as
-before, the materializations exist only once the output is yielded, after the last run of
-the step is built, and a check result must follow the materialization it checks: nothing
-but log lines could have been recorded early. The run assets are ``skippable`` (their
-outputs optional) so that the step need not yield an output; Dagster's work per event is
-the same either way (``DagsterEvent.asset_materialization``, ``store_event``); each
-materialization carries a data version new in every run, as Dagster gives one it makes from
-an output, so the UI still marks ``training_dataset`` unsynced once a run it read is built
-again. The runs are recorded :data:`RECORD_AT_LEAST` at a time, one write each
-(docs/performance.md, "Dagster's bookkeeping").
-
-A step yielding no output skips the steps downstream of it in the same run, so a run that
-also materializes an asset depending on the run assets (``training_dataset`` beside them in
-a run launched from the UI) records the way Dagster makes outputs instead
-(``record_together``): every run built first, then the materializations as each asset's
-output, then the check results.
+``record_as_built`` records each run soon after its build returns, while the workers build
+the next ones: its materializations, yielded by hand with the partition set (the run assets
+are ``skippable``), then its check results, :data:`RECORD_AT_LEAST` runs to a write. A run
+that also materializes an asset downstream of the run assets records as Dagster makes
+outputs instead (``record_together``): every run built first, then the materializations as
+each asset's output, then the check results. Why: docs/performance.md, "Dagster's
+bookkeeping".
 """
 
 from collections.abc import Iterator, Sequence

@@ -1,43 +1,13 @@
 """The SQLite event log the project's ``dagster.yaml`` names: Dagster's own, writing cheaper.
 
-Dagster's ``SqliteEventLogStorage`` opens a new engine for every connection. Closing the last
-connection to a WAL database checkpoints it (a copy into the database file and two fsyncs),
-so each event it stores costs a few milliseconds: most of the time ``statepool sync`` spent
-on Dagster. This subclass changes how it connects and when it commits, not what it writes:
-
-- **One engine per shard per process**, its connections pooled and kept open, with
-  ``synchronous=NORMAL`` (a WAL database stays consistent after any crash; a power cut
-  can lose the last commits, never corrupt the file). An engine is never used across a
-  fork: a child process makes its own. Run shards are few at once; the least recently used
-  beyond :data:`RUN_SHARD_ENGINES` are closed.
-- **A batch in one transaction per shard**: inside
-  :meth:`StatepoolSqliteEventLogStorage.batched_writes` (the run assets' step records the
-  runs built so far in one; ``store_event_batch``, which Dagster calls for a run's planned
-  events when ``DAGSTER_EVENT_BATCH_SIZE`` is set, is one) each event is stored exactly as
-  ``store_event`` does, except that each asset's latest-state row is written once, at the
-  end (``storage_batch.py``); a failed batch is rolled back whole (Dagster then stores a
-  batch's events one by one).
-- **A new run shard copied, not built**: Dagster builds one with a hundred DDL statements,
-  each its own commit (half a second a run); this storage copies an empty shard Dagster's
-  own ``_initdb`` made once per Dagster version, kept beside the shards as a hidden
-  ``.statepool-empty-shard-<version>.sqlite`` (not ``*.db``: never taken for a run's).
-- **A shard set up before opened as is**: Dagster checks each shard's schema stamp against
-  its migration scripts (all of them loaded, per shard and process) and then does nothing
-  if there is one; this storage only reads the stamp.
-- **Live logs still live**: the UI follows a run by watching its shard file, which with kept
-  connections changes only at checkpoints; the watch also follows the shard's ``-wal`` file.
-
-Named in ``dagster.yaml`` as ``event_log_storage: {module: statepool_dagster.defs.storage,
-class: StatepoolSqliteEventLogStorage}``; without ``config: {base_dir: ...}`` it uses the
-instance's ``history/runs``, where Dagster's own keeps the same files, so an existing home
-switches over (and back) as is. PostgreSQL needs none of this
-(``deploy/postgres/dagster.yaml``): its storage pools connections and bulk-inserts.
-
-Checked against Dagster's own ``SqliteEventLogStorage`` as the oracle in
-``tests/test_event_storage.py`` (the same sync reads back the same events, materializations,
-metadata, check results and partition queries). Dagster's contract suite
-(``dagster_tests/storage_tests/utils/event_log_storage.py``) is not in the wheel and was
-not run.
+It changes how Dagster's ``SqliteEventLogStorage`` connects and commits, not what it writes:
+one pooled engine per shard per process (``synchronous=NORMAL``, never shared across a
+fork), a batch in one transaction per shard (each asset's latest-state row written once, at
+its end, by ``storage_batch.py``; a failed batch rolled back whole), a new run shard copied
+from an empty one made once per Dagster version, a shard's schema stamp only read, the UI's
+live view following the shard's ``-wal`` file too (why: docs/performance.md, "Dagster's
+bookkeeping"). Without ``config: {base_dir: ...}`` it uses the instance's ``history/runs``,
+where Dagster's own keeps the same files.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from .stored import open_parquet
 log = logging.getLogger(__name__)
 
 BATCH = 256  # states read at a time for their digests
-SLICE = 128  # known runs whose index stamps a refresh looks at (all of them through fsspec)
+SLICE = 64  # known runs whose index stamps a refresh looks at: a refresh costs the same at any size
 
 # An entry's locator: (prompts file, its span, states file, its span, the state's key, the
 # prompt's key); the two keys change with the row's content, the rest when parts merge.

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StatepoolError
-from .rows import ExportRow, ExportSet
+from .rows import ExportRow
 
 CHARS_PER_TOKEN = 4
 Messages = list[dict[str, str]]
@@ -153,22 +153,3 @@ class LengthFilter:
             "median": ordered[len(ordered) // 2] if ordered else None,
             "left_out": self.over,
         }
-
-
-def measure_prompts(export: ExportSet, counter: PromptCounter, max_tokens: int | None) -> None:
-    """Give each row of an export held in memory ``prompt_tokens``; leave out (and name)
-    rows over ``max_tokens``."""
-    lengths = LengthFilter(counter, max_tokens)
-    rows, export.rows = export.rows, []
-    export.runs, export.row_counts = {}, {}
-    index: dict[str, int] = {}
-    for row in rows:
-        measured = lengths.measure(row)
-        if measured is None:
-            continue
-        measured = dataclasses.replace(measured, index=index.setdefault(row.split, 0))
-        index[row.split] += 1
-        export.rows.append(measured)
-        export.add(measured)
-    export.problems.extend(lengths.problems)
-    export.prompt_lengths = lengths.summary()

@@ -215,13 +215,3 @@ def stream_export(
         export.problems.append(notice)
     _write(export_rows(store, export, lengths, sources, chosen), export, outs, force, check)
     return export
-
-
-def export_store(
-    store: str | os.PathLike[str],
-    fmt: Format,
-    out: str | os.PathLike[str],
-    options: ExportOptions | None = None,
-) -> ExportSet:
-    """Read the store and write one export format to ``out``, streaming."""
-    return stream_export(store, {fmt: out}, options)

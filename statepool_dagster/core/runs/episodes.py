@@ -4,21 +4,32 @@ Lines are what the original's ``open()`` in text mode yields: ended by ``\n``, `
 or a bare ``\r`` (universal newlines). A line is blank only if it holds nothing but
 JSON whitespace (space, tab); ``\x0b`` or ``\x0c`` is not JSON, so such a line is a
 reject, never silently skipped. Each line is read as Python's ``json`` reads it.
+
+A file that only grew is read on from where the last build stopped. Whether the bytes
+before that point are unchanged is told by a CRC-32 of all of them, read again on each
+growth (one of the few costs of absorbing a checkpoint that grow with the run,
+docs/performance.md). Every byte is compared, never a sample: an edit of up to four bytes
+in a row is always seen, and any other edit, even one that keeps every byte count, but for
+a chance of one in 2**32 (CRC-32 tells edits, not forgeries). A mark of an older build (a
+SHA-256 of the same bytes) is still checked, once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..errors import BadRecordError
 from ..locations import AnyPath, is_local
+from ..names import EPISODES_FILE
 from ..rejects import Reject, escape_bytes
 from .json_read import INT64_MAX, INT64_MIN, loads
-from .opening import open_run_file
+from .opening import open_run_file, present
 
 _JSON_WS = b" \t\r\n"
 _LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")  # one line and its universal end
@@ -179,3 +190,93 @@ def _reject(result: EpisodesRead, reject: Reject, strict: bool) -> None:
     if strict:
         raise BadRecordError(reject.describe())
     result.rejects.append(reject)
+
+
+CHUNK = 1 << 18  # bytes read at a time; a batch is written before the next one is read
+
+
+def open_episodes(
+    run_dir: AnyPath, display: str, strict: bool
+) -> tuple[BinaryIO | None, Reject | None]:
+    """The run's episodes.jsonl opened for reading (none if absent), or the reject saying why."""
+    path = run_dir / EPISODES_FILE
+    if not present(path):
+        return None, None
+    try:
+        if not is_local(path):
+            return path.open("rb"), None
+        return os.fdopen(open_run_file(path, run_dir), "rb"), None
+    except OSError as exc:  # a FIFO, a loop, a link out of the run: refused, never opened
+        reject = Reject(
+            file=display, line=None, error=f"unreadable: {exc.strerror or exc}", raw=None
+        )
+        if strict:
+            raise BadRecordError(reject.describe()) from None
+        return None, reject
+
+
+DIGEST_READ = 1 << 20
+
+
+def _prefix_crc(f: BinaryIO, size: int, sha256: bool = False) -> tuple[int, str] | None:
+    """The CRC-32 of the file's first ``size`` bytes (the file left after them), and their
+    SHA-256 if asked (an older build's mark); ``None`` if the file is shorter.
+
+    Read into one buffer, reused: a new block per read costs its pages' first touch each
+    time, a fifth of the checksum's own time.
+    """
+    f.seek(0)
+    crc, h = 0, hashlib.sha256() if sha256 else None
+    left = size
+    view = memoryview(bytearray(min(DIGEST_READ, size)))
+    while left > 0 and (n := f.readinto(view[: min(len(view), left)])):
+        crc = zlib.crc32(view[:n], crc)
+        if h is not None:
+            h.update(view[:n])
+        left -= n
+    return None if left else (crc, "" if h is None else h.hexdigest())
+
+
+def same_prefix(f: BinaryIO, seen: dict) -> int | None:
+    """The CRC-32 of the bytes the last build read, if the file still starts with them."""
+    size, crc, sha = seen.get("bytes"), seen.get("crc32"), seen.get("digest")
+    counts = (size, seen.get("lines"), seen.get("blank"))
+    if any(type(n) is not int or n < 0 for n in counts):
+        return None  # a mark this code did not write (a hand edit): the run is read again
+    if type(crc) is int:
+        found = _prefix_crc(f, size)
+        return crc if found is not None and found[0] == crc else None
+    if isinstance(sha, str):  # an older build's mark: its SHA-256 checked, a CRC from now on
+        found = _prefix_crc(f, size, sha256=True)
+        return found[0] if found is not None and found[1] == sha else None
+    return None
+
+
+def chunks(f: BinaryIO) -> Iterator[tuple[bytes | bytearray, bool]]:
+    """``(bytes, complete)``: runs of whole lines, then a last line still being written.
+
+    A line longer than a chunk is gathered in one growing buffer and handed over alone,
+    as that buffer: never copied again, and no longer held here while it is read.
+    """
+    pending = bytearray()
+    while block := f.read(CHUNK):
+        cut = block.rfind(b"\n") + 1
+        if cut == 0:
+            pending += block
+            continue
+        if len(pending) >= CHUNK:
+            first = block.find(b"\n") + 1
+            pending += block[:first]
+            held, pending = [pending], bytearray()
+            yield held.pop(), True
+            if first < cut:
+                yield block[first:cut], True
+        elif pending:
+            pending += block[:cut]
+            yield bytes(pending), True
+        else:
+            yield block[:cut], True
+        pending = bytearray(block[cut:])
+    if pending:
+        held, pending = [pending], bytearray()
+        yield held.pop(), False

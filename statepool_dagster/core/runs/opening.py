@@ -1,6 +1,7 @@
 """The one gate every reader of a run's files goes through: never a FIFO, never a link out.
 
-:class:`FolderGate` opens many files of one run, resolving each folder once.
+:class:`FolderGate` opens many files of one run, resolving each folder once;
+:func:`run_notes` says in plain words what of a run's shape the gate will find.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 import stat
 
 from ..locations import AnyPath, is_local
+from ..names import EPISODES_FILE, SNAPSHOTS_DIR
 
 
 class RefusedFile(OSError):
@@ -144,3 +146,31 @@ def read_all(fd: int) -> bytes:
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def present(path: AnyPath) -> bool:
+    """Whether the run has an entry at ``path`` at all (a dangling link or a loop counts)."""
+    return os.path.lexists(path) if is_local(path) else path.exists()
+
+
+def run_notes(run_dir: AnyPath) -> list[str]:
+    """Plain-words remarks about a run folder's shape (none for a complete, ordinary run)."""
+    notes = []
+    if run_dir.is_symlink():
+        notes.append(f"run folder is a symlink to {run_dir.resolve()} (followed)")
+    episodes = run_dir / EPISODES_FILE
+    problem = run_file_problem(episodes, run_dir) if present(episodes) else None
+    if not present(episodes):
+        notes.append(f"no {EPISODES_FILE}: the run has no episodes yet")
+    elif problem:
+        notes.append(f"{EPISODES_FILE} is not read: {problem}")
+    elif episodes.is_file() and episodes.stat().st_size == 0:
+        notes.append(f"{EPISODES_FILE} is empty")
+    snapshots = run_dir / SNAPSHOTS_DIR
+    if not snapshots.is_dir():
+        if present(snapshots):  # a loop, a FIFO, a file: said so, not "no checkpoints yet"
+            problem = run_file_problem(snapshots, run_dir) or "not a folder"
+            notes.append(f"{SNAPSHOTS_DIR}/ is not read: {problem}")
+        else:
+            notes.append(f"no {SNAPSHOTS_DIR}/ folder: the run has no checkpoints yet")
+    return notes

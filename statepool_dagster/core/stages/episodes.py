@@ -2,42 +2,36 @@
 
 A file that only grew is read from where the last build stopped and only the batches its
 new lines belong to are written again; otherwise the whole file is parsed and only the
-batches that changed are. Whether the bytes before that point are unchanged is told by a
-CRC-32 of all of them, read again on each growth (about 2 ms per 6 MB of episodes, reading
-included, against 4 ms with SHA-256; one of the few costs of absorbing a checkpoint that
-grow with the run, docs/performance.md).
-Every byte is compared, never a sample: an edit of up to four bytes in a row is always
-seen, and any other edit, even one that keeps every byte count, but for a chance of one
-in 2**32 (CRC-32 is a checksum, not a cryptographic digest: it tells edits, not forgeries).
-A mark of an older build (a SHA-256 of the same bytes) is still checked, once.
+batches that changed are. Whether the bytes before that point are unchanged is told by
+``runs.episodes.same_prefix``. A batch's rows are gathered by version and written once the
+file moves past them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import os
 import zlib
 from collections.abc import Iterator
-from typing import BinaryIO
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import BadRecordError
-from ..locations import is_local
 from ..names import EPISODES, EPISODES_FILE, RejectSource
 from ..rejects import UNSTORABLE, Reject, storable
-from ..runs.episodes import EpisodesRead, parse_episodes
-from ..runs.notes import present, run_notes
-from ..runs.opening import open_run_file
-from ..store.arrow_memory import release_if_large
+from ..runs.episodes import EpisodesRead, chunks, open_episodes, parse_episodes, same_prefix
+from ..runs.opening import run_notes
+from ..store.arrow_memory import release_arrow_memory, release_if_large, utf8_views
+from ..store.part_files import part_name
 from ..store.parts import RunTable
 from ..store.pool import read_rejects, update_rejects
 from ..store.preview import recent
-from ..store.rows import episode_row
-from .episode_batches import Batches
+from ..store.rows import EpisodeRow, episode_row, episodes_table
 from .job import (
     TABLE_FORMAT,
     RunJob,
     StageReport,
+    digest_pieces,
     preview,
     reject_lines,
     round3,
@@ -47,91 +41,116 @@ PREVIEW = ["line", "version", "id", "task", "gt", "response", "correct"]
 NOTES_LIMIT = 50  # notes about values kept whole but left out of a flat column
 
 
-CHUNK = 1 << 18  # bytes read at a time; a batch is written before the next one is read
+def _write_batch(table: RunTable, version: int, batch: pa.Table, data: int | None) -> bool:
+    """Store one batch's part unless the stored one holds the same lines; True if written."""
+    lines = batch["line"].to_pylist()
+    records = utf8_views(batch["record"])
+    numbered = ((f"{n}:".encode(), r) for n, r in zip(lines, records, strict=True))
+    key = digest_pieces([(TABLE_FORMAT.encode(),), *numbered])
+    name = part_name(version)
+    if name in table.parts and table.parts[name].key == key:
+        return False
+    flags = [c for c in batch["correct"].to_pylist() if c is not None]
+    info = {
+        "version": version,
+        "rows": batch.num_rows,
+        # what states are keyed by
+        "batch": digest_pieces([(str(len(records)).encode(),), *((r,) for r in records)]),
+        "max_line": max(lines, default=0),
+        "scored": len(flags),
+        "correct": sum(flags),
+    }
+    del records
+    table.write(name, batch, key, info, data)
+    return True
 
 
-def _open(job: RunJob) -> tuple[BinaryIO | None, Reject | None]:
-    """The run's episodes.jsonl opened for reading (none if absent), or the reject saying why."""
-    path = job.run_dir / EPISODES_FILE
-    if not present(path):
-        return None, None
-    try:
-        if not is_local(path):
-            return path.open("rb"), None
-        return os.fdopen(open_run_file(path, job.run_dir), "rb"), None
-    except OSError as exc:  # a FIFO, a loop, a link out of the run: refused, never opened
-        error = f"unreadable: {exc.strerror or exc}"
-        reject = Reject(file=f"{job.run}/{EPISODES_FILE}", line=None, error=error, raw=None)
-        if job.settings.strict:
-            raise BadRecordError(reject.describe()) from None
-        return None, reject
+ROWS_IN_PYTHON = 4096  # rows of a batch held as tuples before they become Arrow columns
 
 
-DIGEST_READ = 1 << 20
+class Batches:
+    """Rows grouped by version; a batch is written once a whole chunk of the file passed
+    without it (so interleaved versions are not written again and again)."""
 
+    def __init__(self, table: RunTable, keep_lines: int | None):
+        self.table = table
+        self.keep_lines = keep_lines  # a grown file: stored rows up to this line stay
+        self.pending: dict[int, list[EpisodeRow]] = {}
+        self.converted: dict[int, list[pa.Table]] = {}  # a long batch's earlier rows
+        self.in_chunk: set[int] = set()
+        self.done: set[int] = set()
+        self.written: set[int] = set()
 
-def _prefix_crc(f: BinaryIO, size: int, sha256: bool = False) -> tuple[int, str] | None:
-    """The CRC-32 of the file's first ``size`` bytes (the file left after them), and their
-    SHA-256 if asked (an older build's mark); ``None`` if the file is shorter.
+    def add(self, version: int, row: EpisodeRow) -> None:
+        rows = self.pending.setdefault(version, [])
+        rows.append(row)
+        self.in_chunk.add(version)
+        if len(rows) >= ROWS_IN_PYTHON:  # as Python objects a row takes ~3× its bytes
+            self.converted.setdefault(version, []).append(episodes_table(rows))
 
-    Read into one buffer, reused: a new block per read costs its pages' first touch each
-    time, a fifth of the checksum's own time.
-    """
-    f.seek(0)
-    crc, h = 0, hashlib.sha256() if sha256 else None
-    left = size
-    view = memoryview(bytearray(min(DIGEST_READ, size)))
-    while left > 0 and (n := f.readinto(view[: min(len(view), left)])):
-        crc = zlib.crc32(view[:n], crc)
-        if h is not None:
-            h.update(view[:n])
-        left -= n
-    return None if left else (crc, "" if h is None else h.hexdigest())
+    def _pop(self, versions: list[int]) -> Iterator[tuple[int, pa.Table, int | None]]:
+        """Each version's rows as a table, with its share of their buffers (``None``: its own).
 
+        The pending rows of all ``versions`` become Arrow in one conversion, then slices.
+        """
+        rows: list[EpisodeRow] = []
+        spans = []
+        for version in versions:
+            pending = self.pending.pop(version)
+            spans.append((version, len(rows), len(pending)))
+            rows += pending
+            pending.clear()  # the rows only in ``rows``: let go as they become Arrow
+        if not spans:
+            return
+        fresh = episodes_table(rows)
+        total = fresh.num_rows
+        data = fresh.get_total_buffer_size()
+        for version, start, count in spans:
+            pieces = [*self.converted.pop(version, []), fresh.slice(start, count)]
+            if len(pieces) > 1:
+                yield version, pa.concat_tables(pieces), None
+            else:
+                yield version, pieces[0], data * count // max(total, 1)
 
-def _same_prefix(f: BinaryIO, seen: dict) -> int | None:
-    """The CRC-32 of the bytes the last build read, if the file still starts with them."""
-    size, crc, sha = seen.get("bytes"), seen.get("crc32"), seen.get("digest")
-    counts = (size, seen.get("lines"), seen.get("blank"))
-    if any(type(n) is not int or n < 0 for n in counts):
-        return None  # a mark this code did not write (a hand edit): the run is read again
-    if type(crc) is int:
-        found = _prefix_crc(f, size)
-        return crc if found is not None and found[0] == crc else None
-    if isinstance(sha, str):  # an older build's mark: its SHA-256 checked, a CRC from now on
-        found = _prefix_crc(f, size, sha256=True)
-        return found[0] if found is not None and found[1] == sha else None
-    return None
+    def end_chunk(self) -> None:
+        """Write the batches this chunk had no line of: the file has moved past them."""
+        for batch in self._pop([v for v in self.pending if v not in self.in_chunk]):
+            self._store(*batch)
+        self.in_chunk.clear()
 
+    def flush(self) -> None:
+        for batch in self._pop(list(self.pending)):
+            self._store(*batch)
 
-def _chunks(f: BinaryIO) -> Iterator[tuple[bytes | bytearray, bool]]:
-    """``(bytes, complete)``: runs of whole lines, then a last line still being written.
-
-    A line longer than a chunk is gathered in one growing buffer and handed over alone,
-    as that buffer: never copied again, and no longer held here while it is read.
-    """
-    pending = bytearray()
-    while block := f.read(CHUNK):
-        cut = block.rfind(b"\n") + 1
-        if cut == 0:
-            pending += block
-            continue
-        if len(pending) >= CHUNK:
-            first = block.find(b"\n") + 1
-            pending += block[:first]
-            held, pending = [pending], bytearray()
-            yield held.pop(), True
-            if first < cut:
-                yield block[first:cut], True
-        elif pending:
-            pending += block[:cut]
-            yield bytes(pending), True
+    def _store(self, version: int, fresh: pa.Table, data: int | None = None) -> None:
+        name = part_name(version)
+        parts = [fresh]
+        if name in self.table.parts and (version in self.done or self.keep_lines is not None):
+            old = self.table.read_part(name).cast(fresh.schema)
+            release_arrow_memory(old.nbytes)  # the pages it was read from
+            if version not in self.done:  # a grown file: the stored rows before the mark stay
+                stay = pc.less_equal(old["line"], self.keep_lines)
+                if not pc.all(stay).as_py():  # a filter copies every column, kept rows too
+                    old = old.filter(stay)
+            parts.insert(0, old)
+            data = None
+        batch = pa.concat_tables(parts) if len(parts) > 1 else fresh
+        self.done.add(version)
+        if batch.num_rows:
+            if _write_batch(self.table, version, batch, data):
+                self.written.add(version)
         else:
-            yield block[:cut], True
-        pending = bytearray(block[cut:])
-    if pending:
-        held, pending = [pending], bytearray()
-        yield held.pop(), False
+            self.table.drop(name)
+
+    def finish(self) -> None:
+        """Write the last batch; drop (or, for a grown file, trim) batches no line came for."""
+        self.flush()
+        for part in list(self.table.parts.values()):
+            version = part.info["version"]
+            if version in self.done:
+                continue
+            if self.keep_lines is None or part.info["max_line"] > self.keep_lines:
+                self._store(version, episodes_table([]))
 
 
 def _stored_lines(table: RunTable, seen: dict) -> int:
@@ -164,12 +183,12 @@ def build_episodes(job: RunJob) -> StageReport:
     display = f"{job.run}/{EPISODES_FILE}"
     strict = job.settings.strict
     table = job.table(EPISODES)
-    f, unreadable = _open(job)
+    f, unreadable = open_episodes(job.run_dir, display, strict)
     seen = table.marks.get("seen")
     with f if f is not None else contextlib.nullcontext():
         crc = None
         if f is not None and isinstance(seen, dict) and seen.get("format") == TABLE_FORMAT:
-            crc = _same_prefix(f, seen)
+            crc = same_prefix(f, seen)
         grown = crc is not None
         if not grown and f is not None:
             f.seek(0)
@@ -187,7 +206,7 @@ def build_episodes(job: RunJob) -> StageReport:
         batches = Batches(table, lines if grown else None)
         tail_blank = 0
         notes: list[str] = []
-        for chunk, complete in _chunks(f) if f is not None else ():
+        for chunk, complete in chunks(f) if f is not None else ():
             read = parse_episodes(chunk, display, lines + 1, strict)
             if complete:  # a last line still being written is read, not marked
                 marked += len(chunk)

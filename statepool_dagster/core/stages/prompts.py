@@ -23,7 +23,7 @@ from ..store.arrow_memory import release_arrow_memory, utf8_views
 from ..store.parts import RunTable
 from ..store.pool import update_rejects
 from ..store.rows import PromptRow
-from .job import RENDER_VERSION, RunJob, StageReport, digest, reject_lines
+from .job import RENDER_VERSION, RunJob, StageReport, cached_view, digest, reject_lines
 
 COLUMNS = ["state_id", "version", "library_version", "reference_ops", "input_key"]
 
@@ -200,7 +200,7 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
     for name in set(table.parts) - kept:
         table.drop(name)
     table.mark(fingerprint=fingerprint)
-    first = table.view("first_prompt", ["prompt"], 1, _first_prompt)
+    first = cached_view(table, "first_prompt", ["prompt"], 1, _first_prompt)
     table.save()
     update_rejects(job.layout, job.run, RejectSource.PROMPTS, rejects)
     lengths = [table.parts[name].info["chars"] for name in table.names()]

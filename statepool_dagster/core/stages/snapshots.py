@@ -6,8 +6,7 @@ from ..errors import BadRecordError
 from ..names import IGNORED_FILES, SNAPSHOTS, SNAPSHOTS_DIR, RejectSource
 from ..rejects import UNSTORABLE, Reject, storable
 from ..runs.files import file_stamp
-from ..runs.notes import run_notes
-from ..runs.opening import FolderGate
+from ..runs.opening import FolderGate, run_notes
 from ..runs.snapshots import list_snapshots, read_snapshot
 from ..store.part_files import part_name
 from ..store.pool import update_rejects

@@ -13,7 +13,7 @@ from itertools import pairwise
 from typing import Any, Literal, Protocol
 
 from ..names import run_state_id
-from .models import BytesLike, CheckpointState, decode_stored, dumps, state_bytes
+from .models import BytesLike, CheckpointState, decode_stored, state_bytes
 from .reference_ops import reference_ops
 
 OFFLINE_RECEIPT = "(collected offline)"
@@ -139,8 +139,8 @@ class CheckpointSource(Protocol):
     """Where a run's libraries and batches come from, by version, as the state files' text
     (or that text's UTF-8 bytes).
 
-    A run folder read into the store is one source (``build/states.py``); a rollout engine
-    streaming states during training is another. Every source feeds the same join.
+    A run folder read into the store is the source (``stages/states.py``), for the assets,
+    ``statepool sync`` and ``compat.collect_from_run`` alike: every caller feeds the same join.
     """
 
     def library_text(self, version: int) -> str | BytesLike: ...
@@ -228,42 +228,3 @@ def join_checkpoint(
         len(batch),
         (library, batch, fields, dataset),
     )
-
-
-class InMemoryCheckpoints:
-    """A source of decoded libraries and batches held in memory (tests, online states)."""
-
-    def __init__(
-        self, libraries: Mapping[int, dict[str, Any]], batches: Mapping[int, list[dict[str, Any]]]
-    ):
-        self.libraries, self.batches = libraries, batches
-
-    def library_text(self, version: int) -> str:
-        return dumps(self.libraries[version])
-
-    def batch_texts(self, version: int | None) -> list[str]:
-        return [dumps(e) for e in self.batches.get(version, [])] if version is not None else []
-
-    def library(self, version: int) -> dict[str, Any]:
-        return self.libraries[version]
-
-
-def join_all(
-    run: str,
-    source: InMemoryCheckpoints,
-    dataset: str = "ovo",
-    *,
-    pairing: Pairing = "seed",
-    followup: Followup = "none",
-    analyses: Mapping[int, dict[str, Any]] | None = None,
-    receipts: Mapping[int, str] | None = None,
-) -> tuple[list[JoinedCheckpoint], list[SkippedCheckpoint]]:
-    """Every checkpoint of an in-memory source that can be paired; the others skipped."""
-    planned, skipped = plan_states(
-        list(source.libraries),
-        {v for v, b in source.batches.items() if b},
-        pairing=pairing,
-        followup=followup,
-    )
-    joined = [join_checkpoint(run, dataset, p, source, analyses, receipts) for p in planned]
-    return joined, skipped

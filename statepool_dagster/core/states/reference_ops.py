@@ -9,9 +9,7 @@ then additions in the new library's order (the prompt's own order of preference)
 
 from __future__ import annotations
 
-import bisect
 import json
-from collections.abc import Sequence
 from typing import Any
 
 TEXT_FIELDS = ("trigger", "program")
@@ -56,12 +54,6 @@ def reference_ops(
     if next_library is None or next_version is None:
         return {"next_version": None, "ops": [], "note": LAST_SNAPSHOT_NOTE}
     return {"next_version": next_version, "ops": card_ops(library, next_library)}
-
-
-def next_version_after(ordered: Sequence[int], version: int) -> int | None:
-    """The smallest of ``ordered`` (sorted ascending) above ``version``, if any."""
-    at = bisect.bisect_right(ordered, version)
-    return ordered[at] if at < len(ordered) else None
 
 
 def ops_json(ops: dict[str, Any]) -> str:

@@ -1,19 +1,15 @@
 """A run's table as a folder of Parquet parts whose row groups hold checkpoints.
 
 ``<asset>/<run>/p00000003.parquet`` is what one build wrote: the checkpoints (or episode
-batches) it built, a few dozen to a row group (parts written before 2026-12 hold one
-checkpoint a row group; both are read). A build from scratch writes one part; a run
-grown by one checkpoint adds a small part and rewrites nothing it did not change. The
-newest checkpoint of a build always gets a part of its own, because it is the one the
-next growth changes (its reference ops gain a next library): replacing it then costs
-one small file, never the run. Small parts are merged eight of a size at a time, so a run
-grown one checkpoint at a time keeps about one file per 64 checkpoints. ``pyarrow.dataset``,
-pandas and ``datasets`` read the folder as one table (they skip dot files).
+batches) it built, a few dozen to a row group. A build from scratch writes one part; a
+run grown by one checkpoint adds a small part and rewrites nothing it did not change. The
+newest checkpoint of a build gets a part of its own: the next growth changes it, and
+replacing it then costs one small file. Small parts are merged eight of a size at a time.
+``pyarrow.dataset``, pandas and ``datasets`` read the folder as one table.
 
 Each part's footer names the checkpoint, input key and small facts (``info``) of every
-checkpoint, and where its rows are (row group, first row, count), so the parts are the
-truth. ``.index.json`` caches them with each part's size and mtime, plus the table's marks
-(source fingerprint, how far episodes.jsonl was read). Where the cache does not match a
+checkpoint, and where its rows are, so the parts are the truth. ``.index.json`` caches them
+with each part's size and mtime, plus the table's marks. Where the cache does not match a
 part (a kill -9 between the two, a hand edit) its footer is read instead, and a checkpoint
 found in two parts is taken from the newer one, the older copy dropped at the next save.
 """
@@ -22,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -47,7 +42,7 @@ from .part_files import (
 )
 from .part_writer import PartWriter
 from .row_batch import LARGE, RowBatch, row_bytes
-from .table_index import PARTS_KEY, cached_view, decode_index, encode_index, index_stamp
+from .table_index import PARTS_KEY, decode_index, encode_index, index_stamp
 
 
 class RunTable(Compaction):
@@ -177,12 +172,6 @@ class RunTable(Compaction):
             tables.append(self.read_part(name, columns))
             count += tables[-1].num_rows
         return self._concat(tables, columns).slice(0, rows)
-
-    def view(
-        self, label: str, columns: list[str], rows: int, render: Callable[[pa.Table], str]
-    ) -> str:
-        """See :func:`table_index.cached_view`."""
-        return cached_view(self, label, columns, rows, render)
 
     def _concat(self, tables: list[pa.Table], columns: list[str] | None) -> pa.Table:
         wanted = (

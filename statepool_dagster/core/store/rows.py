@@ -1,22 +1,49 @@
 """Each asset's row, named, and the Arrow table a list of them becomes.
 
 A row is a ``NamedTuple`` whose fields are its table's columns, in order: read by
-name, yet as cheap to build and to turn into columns as a plain tuple.
+name, yet as cheap to build and to turn into columns as a plain tuple. A record's value
+that a flat column cannot hold leaves its cell empty; the record itself is always kept
+whole (its JSON column), so nothing is lost.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
 from ..names import EPISODES, PROMPTS, SNAPSHOTS, STATES
 from ..runs.episodes import EpisodeLine
+from ..runs.json_read import INT64_MAX, INT64_MIN
 from ..runs.snapshots import Snapshot
 from ..states.models import dumps
 from .arrow_memory import LARGE
-from .cells import flag_cell, float_cell, int64_cell, text_cell
 from .schemas import SCHEMAS
+
+
+def text_cell(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def float_cell(value: Any) -> float | None:
+    """A float column's cell; an integer too large for a float leaves it empty."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
+def int64_cell(value: Any) -> int | None:
+    """An int64 column's cell: an integer in range, else empty."""
+    if type(value) is int and INT64_MIN <= value <= INT64_MAX:
+        return value
+    return None
+
+
+def flag_cell(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
 
 
 class EpisodeRow(NamedTuple):
