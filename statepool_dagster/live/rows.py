@@ -5,7 +5,8 @@ local), checked to be one version of the run (the prompt's ``state_key`` is the 
 ``input_key`` the index recorded; else :class:`Stale`). A stored session state: its rows
 in the session's parts. A segment's state: its line read again at its offset, parsed and
 rendered as the ``session_states`` build does. The row is an :class:`ExportRow` built as
-``export_rows`` builds it; nothing read is kept beyond a few open files.
+``export_rows`` builds it; nothing read is kept beyond a few open files. Many rows are read
+together by part file, row group and segment (:meth:`RowReader.read_many`).
 """
 
 from __future__ import annotations
@@ -23,11 +24,7 @@ from ..core.locations import RANGED_BLOCK, AnyPath
 from ..core.names import PROMPTS, STATES
 from ..core.prompts.spec import PromptSpec
 from ..core.rejects import Reject
-from ..core.segments.reader import (
-    DEFAULT_MAX_LINE,
-    open_segment,
-    read_segment_line,
-)
+from ..core.segments.reader import DEFAULT_MAX_LINE, open_segment, read_segment_line
 from ..core.sessions.read import parse_line
 from ..core.sessions.store import SessionFolders, session_prompt
 from ..core.store.layout import StoreLayout
@@ -136,7 +133,8 @@ class RowReader:
             try:
                 if problem is not None:
                     raise problem
-                out.append(self._build(entry, index, got))
+                build = (self._run_row, self._stored_row, self._segment_row)[entry.kind]
+                out.append(build(entry, index, *got))
             except Exception as exc:  # Stale, a bad row: the caller reads it alone
                 out.append(exc)
         return out
@@ -208,13 +206,6 @@ class RowReader:
             except Exception as exc:  # gone, unreadable: each line read alone (and told so)
                 found.update(((k, 0), exc) for k, _ in wanted if (k, 0) not in found)
         return found
-
-    def _build(self, entry: Entry, index: int, got: list) -> ExportRow:
-        if entry.kind == RUN:
-            return self._run_row(entry, index, *got)
-        if entry.kind == STORED:
-            return self._stored_row(entry, index, *got)
-        return self._segment_row(entry, index, got[0])
 
     def _run(self, entry: Entry, index: int) -> ExportRow:
         (prompts, p_span, p_columns), (states, s_span, s_columns) = self._spans(entry)
