@@ -212,6 +212,7 @@ def test_verl_live_dataset_reads_again_the_rows_of_a_run_synced_again(pool, tmp_
         if row != kept[i]:
             changed.add(sid)
     assert changed and {sid.rsplit("_ckpt", 1)[0] for sid in changed} == {"run000"}
+    assert [dataset[i]["extra_info"]["state_id"] for i in range(len(before))] == before  # not new
 
 
 def test_the_trl_stream_serves_a_state_sealed_while_it_streams(pool, tmp_path):

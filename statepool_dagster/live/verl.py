@@ -145,7 +145,7 @@ class LiveRLDataset(RLHFDataset):
         redo = [sid for sid in redo if at.get(sid, start) < start]  # others are looked at anyway
         measured = self._write([i for i in range(start, len(ids)) if ids[i] not in tokens]
                                + [at[sid] for sid in redo])  # fmt: skip
-        added = set(self._ids[first:]) - set(redo)
+        added = set(self._ids[first:]) - set(rekeyed)  # a row read again is no new state
         limit = self._limit
         incoming = [sid for sid in [*ids[start:], *redo] if sid not in self._slot_of
                     and (n := tokens.get(sid)) is not None and n <= limit]  # fmt: skip
