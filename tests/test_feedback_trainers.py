@@ -26,7 +26,7 @@ from statepool_dagster.core.feedback.select import Selection, SelectionOptions
 from statepool_dagster.core.feedback.stats_store import read_stats, stats_folder
 from statepool_dagster.core.segments import SegmentWriter, iter_segment_lines, list_segments
 
-from helpers import STATEPOOL, cli_env, generated_state, local_sync
+from helpers import STATEPOOL, cli_env, generated_state, local_sync, sync_json
 
 pytestmark = pytest.mark.trainer  # needs the trainer extra (.venv-trainer)
 
@@ -177,6 +177,42 @@ def test_verl_live_dataset_grows_on_batch_end_and_keeps_its_indices(pool, tmp_pa
     files = [Path(f["filename"]) for f in dataset.dataframe.cache_files]
     assert files and all(f.is_relative_to(tmp_path) and f.suffix == ".arrow" for f in files)
     assert sorted(p for p in copy.store.rglob("*") if not p.is_relative_to(folded)) == store_files
+
+
+def test_verl_live_dataset_reads_again_the_rows_of_a_run_synced_again(pool, tmp_path):
+    _need("verl", "torch")
+    from transformers import AutoTokenizer
+    from verl.trainer.ppo.utils import create_rl_dataset
+
+    copy = _copy(pool, tmp_path)
+    tokenizer = AutoTokenizer.from_pretrained(str(pool.tokenizer), local_files_only=True)
+    config = _live_verl_config(copy, 10**6, tmp_path)
+    dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, None)
+    before = dataset.state_ids
+    kept = [dataset.dataframe[i] for i in range(len(before))]
+
+    # run000's episodes change (a batch's questions asked again); the store is synced again
+    episodes = copy.root / "runs" / "run000" / "episodes.jsonl"
+    lines = [json.loads(line) for line in episodes.read_text("utf-8").splitlines()]
+    for line in lines:
+        if line["skill_lib_version"] == 1:
+            line["question"] += " (asked again)"
+    episodes.write_text("".join(json.dumps(line) + "\n" for line in lines), "utf-8")
+    assert sync_json(copy.env, copy.root)["failed"] == 0
+    dataset.on_batch_end()
+    assert dataset.state_ids == before and len(dataset) == len(before)  # same states, places
+    ids = dataset.pool.state_ids()
+    changed = set()
+    for i, sid in enumerate(before):
+        row, now = dataset.dataframe[i], dataset.pool[ids.index(sid)]  # the pool's row now
+        assert (row["prompt"], row["extra_info"]["state"]) == (
+            now["prompt"],
+            now["extra_info"]["state"],
+        ), sid
+        if row != kept[i]:
+            changed.add(sid)
+    assert changed and {sid.rsplit("_ckpt", 1)[0] for sid in changed} == {"run000"}
+    assert [dataset[i]["extra_info"]["state_id"] for i in range(len(before))] == before  # not new
 
 
 def test_the_trl_stream_serves_a_state_sealed_while_it_streams(pool, tmp_path):

@@ -47,6 +47,13 @@ class Entry:
         """The run or the session it belongs to."""
         return self.copy[0]
 
+    @property
+    def row_key(self) -> tuple:
+        """A version of the row: changes when its content may have (a run rebuilt), not
+        when the row moves (parts merged) or a segment's state is stored by Dagster."""
+        key = (self.copy, self.sid, self.digest, self.step)
+        return key + self.where[4:6] if self.kind == RUN else key
+
     def __repr__(self) -> str:
         return f"Entry({self.sid!r}, kind={self.kind}, copy={self.copy!r})"
 

@@ -11,7 +11,8 @@ the states whose statistics changed are decided again). ``pool[i]`` reads one ro
 
 States served keep their order; new ones come after them; one the selection (or a new
 duplicate winning) leaves out disappears. Readers write nothing into the store, except
-the feedback fold when given a ``feedback`` folder, as ``statepool feedback fold`` does.
+the feedback fold when given a ``feedback`` folder and it holds sealed segments the saved
+fold has not read (as ``statepool feedback --fold`` would fold them).
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from ..core.export.records import verl_record
 from ..core.export.rows import SPLITS, ExportOptions, ExportRow
+from ..core.feedback.folders import folded_segments
 from ..core.feedback.select import Selection, SelectionOptions
 from ..core.feedback.stats_store import TABLE, stats_folder, update_stats
-from ..core.locations import AnyPath, as_path, is_local
+from ..core.locations import is_local
 from ..core.prompts.spec import PromptSpec
 from ..core.segments import list_segments
 from .entries import Candidates, Entry
@@ -33,7 +36,7 @@ from .rows import RowReader, Stale
 from .runs import RunIndex
 from .segments import Rejects, SegmentIndex
 from .served import Served
-from .stamps import file_stamp, reachable
+from .stamps import file_stamp, location, reachable
 from .stored import StoredIndex
 from .unavailable import StorePace, Unreadable
 
@@ -41,15 +44,6 @@ log = logging.getLogger(__name__)
 
 # A row found stale while its run is rebuilt (prompts after states) is tried again a while.
 RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4)
-
-
-def _location(where: str | os.PathLike[str], storage_options: dict | None) -> AnyPath:
-    text = os.fspath(where) if not hasattr(where, "protocol") else where
-    if storage_options and isinstance(text, str) and "://" in text:
-        from upath import UPath
-
-        return UPath(text, **storage_options)
-    return as_path(text)
 
 
 class LivePool:
@@ -71,8 +65,8 @@ class LivePool:
     ):
         if split not in (None, *SPLITS):
             raise ValueError(f"split {split!r}: None (every state) or one of {', '.join(SPLITS)}")
-        self.store = _location(store, storage_options)
-        self.sessions = None if sessions is None else _location(sessions, storage_options)
+        self.store = location(store, storage_options)
+        self.sessions = None if sessions is None else location(sessions, storage_options)
         self.options = options or SelectionOptions()
         self.feedback = None if feedback is None else str(feedback)
         self.split = split
@@ -98,7 +92,7 @@ class LivePool:
         self._unreadable = Unreadable(log)
         self._selection = Selection(self.options)
         self._stats_stamp: object = None
-        self._folded = -1
+        self._folded: set[str] | None = None  # the sealed feedback segments last seen
         self._served = Served(split)
         self._checked = float("-inf")
         self._pace = StorePace(is_local(self.store), refresh_seconds)
@@ -118,6 +112,17 @@ class LivePool:
 
     def weight(self, i: int) -> float | None:
         return self._served.at(i).weight
+
+    def row_key(self, i: int) -> tuple:
+        """A version of the ``i``-th state's row, from the index: it changes when the row's
+        content may have (a run rebuilt), so a kept copy can tell an old row from a new one."""
+        return self._served.at(i).row_key
+
+    def rekeyed(self, since: int = 0) -> tuple[list[str], int]:
+        """The served states whose row changed (``row_key``) since the count ``since``, and
+        the count to pass next time (0: since the open)."""
+        changed = [sid for sid, at in self._served.rekeyed.items() if at > since]
+        return changed, self._served.changes
 
     @property
     def rejects(self) -> list:
@@ -148,6 +153,24 @@ class LivePool:
             if delay is not None and self._served.entries.get(sid) is entry:  # not moved
                 time.sleep(delay)
         return self._unreadable.fallback(sid, problem, self._readable_row)
+
+    def export_rows(self, indices: Iterable[int]) -> list[ExportRow]:
+        """``[pool.export_row(i) for i in indices]``, each row group and segment file read
+        once (a row that cannot be read so is read alone, as ``export_row`` reads it)."""
+        indices = list(indices)
+        entries = [self._served.at(i) for i in indices]  # an IndexError as a list's
+        items = [(e, self._served.index(e)) for e in entries]
+        rows = self._reader.read_many(items)
+        return [
+            self._unreadable.ok(e.sid, r) if isinstance(r, ExportRow) else self.export_row(i)
+            for i, e, r in zip(indices, entries, rows, strict=True)
+        ]
+
+    def rows(self, indices: Iterable[int]) -> list[dict[str, Any]]:
+        """``[pool[i] for i in indices]``, read as :meth:`export_rows` reads them."""
+        return [
+            verl_record(r, self.with_sessions, self.weighted) for r in self.export_rows(indices)
+        ]
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         """The ``i``-th served state's row exactly as ``statepool export --format verl``
@@ -247,12 +270,17 @@ class LivePool:
     # ------------------------------------------------------------------ selection
 
     def _fold(self) -> None:
+        """Fold sealed feedback segments the saved fold has not read, as ``statepool feedback
+        --fold`` would: the one write of a pool given ``feedback``. With none, nothing is
+        written (groups waiting to close are closed by the next fold that has a segment)."""
         if not self.feedback:
             return
-        sealed = len(list_segments(self.feedback))
-        if sealed != self._folded:
+        sealed = {s.name for s in list_segments(self.feedback)}
+        if sealed == self._folded:
+            return
+        if sealed - folded_segments(self.store):
             update_stats(self.store, self.feedback)
-            self._folded = sealed
+        self._folded = sealed
 
     def _refresh_selection(self) -> None:
         if not self.options.active:

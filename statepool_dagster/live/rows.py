@@ -5,7 +5,8 @@ local), checked to be one version of the run (the prompt's ``state_key`` is the 
 ``input_key`` the index recorded; else :class:`Stale`). A stored session state: its rows
 in the session's parts. A segment's state: its line read again at its offset, parsed and
 rendered as the ``session_states`` build does. The row is an :class:`ExportRow` built as
-``export_rows`` builds it; nothing read is kept beyond a few open files.
+``export_rows`` builds it; nothing read is kept beyond a few open files. Many rows are read
+together by part file, row group and segment (:meth:`RowReader.read_many`).
 """
 
 from __future__ import annotations
@@ -19,23 +20,24 @@ import pyarrow.parquet as pq
 
 from ..core.export.rows import NOT_RECORDED, SESSIONS, ExportRow
 from ..core.export.sessions import NO_REFERENCE_JSON, _version
-from ..core.locations import AnyPath
+from ..core.locations import RANGED_BLOCK, AnyPath
 from ..core.names import PROMPTS, STATES
 from ..core.prompts.spec import PromptSpec
 from ..core.rejects import Reject
-from ..core.segments.reader import DEFAULT_MAX_LINE, read_segment_line
+from ..core.segments.reader import DEFAULT_MAX_LINE, open_segment, read_segment_line
 from ..core.sessions.read import parse_line
 from ..core.sessions.store import SessionFolders, session_prompt
 from ..core.store.layout import StoreLayout
-from .entries import RUN, STORED, Entry
+from .entries import RUN, SEGMENT, STORED, Entry
 from .runs import P_FILE, P_SPAN, S_FILE, S_KEY, S_SPAN
 from .segments import display_name
 from .stored import open_parquet
 
 OPEN_FILES = 16  # Parquet files kept open (each holds its footer)
 GROUPS_BYTES = 32 << 20  # row groups last read, kept for the next rows of the same group
-PROMPT_COLUMNS = ["prompt", "reference_ops", "state_key"]
-STATE_COLUMNS = ["version", "state", "reference_ops", "input_key"]
+MAX_PATHS = 4096  # part files' paths kept made
+PROMPT_COLUMNS = ("prompt", "reference_ops", "state_key")
+STATE_COLUMNS = ("version", "state", "reference_ops", "input_key")
 
 
 class Stale(Exception):
@@ -51,6 +53,7 @@ class RowReader:
         self._open: OrderedDict[AnyPath, pq.ParquetFile] = OrderedDict()
         self._groups: OrderedDict[tuple, pa.Table] = OrderedDict()
         self._held = 0
+        self._paths: dict[tuple[str, str, str], AnyPath] = {}
 
     def _file(self, path: AnyPath) -> pq.ParquetFile:
         parquet = self._open.pop(path, None)
@@ -107,15 +110,118 @@ class RowReader:
             return self._stored(entry, index)
         return self._segment(entry, index)
 
+    def read_many(self, items: list[tuple[Entry, int]]) -> list[ExportRow | Exception]:
+        """Each entry's row at its index (or why it could not be read), every row group and
+        segment file asked for read once, in the order asked."""
+        asks: dict[tuple, list[tuple[tuple[int, int], tuple]]] = {}
+        lines: dict[AnyPath, list[tuple[int, int]]] = {}
+        parts = []
+        for k, (entry, _) in enumerate(items):
+            if entry.kind == SEGMENT:
+                lines.setdefault(entry.where[0], []).append((k, entry.where[1]))
+                parts.append(1)
+                continue
+            spans = self._spans(entry)
+            for part, (path, span, columns) in enumerate(spans):
+                asks.setdefault((path, span[0], columns), []).append(((k, part), span))
+            parts.append(len(spans))
+        found = self._take(asks) | self._lines(lines)
+        out: list[ExportRow | Exception] = []
+        for k, (entry, index) in enumerate(items):
+            got = [found[(k, part)] for part in range(parts[k])]
+            problem = next((g for g in got if isinstance(g, Exception)), None)
+            try:
+                if problem is not None:
+                    raise problem
+                build = (self._run_row, self._stored_row, self._segment_row)[entry.kind]
+                out.append(build(entry, index, *got))
+            except Exception as exc:  # Stale, a bad row: the caller reads it alone
+                out.append(exc)
+        return out
+
+    def _spans(self, entry: Entry) -> list[tuple[tuple[str, str, str], tuple, tuple[str, ...]]]:
+        """Where an entry's two Parquet rows are: ``(place, (group, offset, count), columns)``
+        (a place: table, run or session, file name; :meth:`_path` makes its path)."""
+        if entry.kind == RUN:
+            run, where = entry.copy[0], entry.where
+            return [
+                ((PROMPTS, run, where[P_FILE]), where[P_SPAN], PROMPT_COLUMNS),
+                ((STATES, run, where[S_FILE]), where[S_SPAN], STATE_COLUMNS),
+            ]
+        if entry.kind == STORED:
+            stem, group, at, prompt_at = entry.where
+            if prompt_at is None:
+                return []
+            session, name = entry.copy[0], f"{stem}.parquet"
+            return [
+                (("prompts", session, name), (*prompt_at, 1), ("state_id", "prompt")),
+                (("states", session, name), (group, at, 1), ("state_id", "state")),
+            ]
+        return []
+
+    def _path(self, place: tuple[str, str, str]) -> AnyPath:
+        """A part file's path, made once (joining paths costs more than reading a row)."""
+        path = self._paths.get(place)
+        if path is None:
+            if len(self._paths) >= MAX_PATHS:
+                self._paths.clear()
+            table, source, name = place
+            if table in (PROMPTS, STATES):
+                folder = self.layout.table(table, source)
+            else:
+                folder = getattr(SessionFolders(self.store, source), table)
+            path = self._paths[place] = folder / name
+        return path
+
+    def _take(self, asks: dict[tuple, list]) -> dict[tuple, dict | Exception]:
+        """The rows asked for, by (path, row group, columns): each group read once."""
+        found: dict[tuple, dict | Exception] = {}
+        for (place, group, columns), wanted in asks.items():
+            path = self._path(place)
+            try:
+                table = self._group(path, group, list(columns))
+            except FileNotFoundError:
+                found.update((key, Stale(str(path))) for key, _ in wanted)
+                continue
+            except Exception as exc:  # an open file may be a replaced one: opened again later
+                self.drop(path)
+                found.update((key, exc) for key, _ in wanted)
+                continue
+            ok = [(key, s[1]) for key, s in wanted if (s[2] < 0 or s[2] == 1) and s[1] < len(table)]
+            if len(ok) < len(wanted):
+                found.update((key, Stale(f"{path}: no row at {span}")) for key, span in wanted)
+            rows = _rows_at(table, [at for _, at in ok])
+            found.update(zip([key for key, _ in ok], rows, strict=True))
+        return found
+
+    def _lines(self, asks: dict[AnyPath, list[tuple[int, int]]]) -> dict[tuple, bytes | Exception]:
+        """Segment lines by (item, 0): each segment opened once, read in offset order."""
+        found: dict[tuple, bytes | Exception] = {}
+        for path, wanted in asks.items():
+            try:
+                with open_segment(path, block_size=RANGED_BLOCK) as f:
+                    for k, offset in sorted(wanted, key=lambda w: w[1]):
+                        f.seek(offset)
+                        found[(k, 0)] = f.readline(self.max_line + 1).rstrip(b"\r\n")
+            except Exception as exc:  # gone, unreadable: each line read alone (and told so)
+                found.update(((k, 0), exc) for k, _ in wanted if (k, 0) not in found)
+        return found
+
     def _run(self, entry: Entry, index: int) -> ExportRow:
-        run, where = entry.copy[0], entry.where
-        prompts = self.layout.table(PROMPTS, run) / where[P_FILE]
-        states = self.layout.table(STATES, run) / where[S_FILE]
-        prompt_row = self._span(prompts, where[P_SPAN], PROMPT_COLUMNS)
-        state_row = self._span(states, where[S_SPAN], STATE_COLUMNS)
-        if not prompt_row["state_key"] == state_row["input_key"] == where[S_KEY]:
+        (prompts, p_span, p_columns), (states, s_span, s_columns) = self._spans(entry)
+        prompts, states = self._path(prompts), self._path(states)
+        prompt_row = self._span(prompts, p_span, list(p_columns))
+        state_row = self._span(states, s_span, list(s_columns))
+        try:
+            return self._run_row(entry, index, prompt_row, state_row)
+        except Stale:
             self.drop(prompts)
             self.drop(states)
+            raise
+
+    def _run_row(self, entry: Entry, index: int, prompt_row: dict, state_row: dict) -> ExportRow:
+        run, where = entry.copy[0], entry.where
+        if not prompt_row["state_key"] == state_row["input_key"] == where[S_KEY]:
             raise Stale(f"run {run}: {entry.sid} was rebuilt")
         state = json.loads(state_row["state"])
         ops = state_row.get("reference_ops") or prompt_row.get("reference_ops")
@@ -133,28 +239,27 @@ class RowReader:
         )
 
     def _stored(self, entry: Entry, index: int) -> ExportRow:
-        session = entry.copy[0]
-        stem, group, at, prompt_at = entry.where
-        if prompt_at is None:
-            raise Stale(f"session {session}: {entry.sid} has no prompt")
-        p_group, p_at = prompt_at
-        folders = SessionFolders(self.store, session)
-        states = folders.states / f"{stem}.parquet"
-        state_row = self._span(states, (group, at, 1), ["state_id", "state"])
-        prompt_row = self._span(
-            folders.prompts / f"{stem}.parquet", (p_group, p_at, 1), ["state_id", "prompt"]
-        )
+        rows = [self._span(self._path(p), span, list(cols)) for p, span, cols in self._spans(entry)]
+        return self._stored_row(entry, index, *rows)
+
+    def _stored_row(self, entry: Entry, index: int, *rows: dict) -> ExportRow:
+        if not rows:
+            raise Stale(f"session {entry.copy[0]}: {entry.sid} has no prompt")
+        prompt_row, state_row = rows
         if not state_row["state_id"] == prompt_row["state_id"] == entry.sid:
-            raise Stale(f"session {session}: {entry.sid} is no longer at its row")
+            raise Stale(f"session {entry.copy[0]}: {entry.sid} is no longer at its row")
         return self._session_row(entry, index, state_row["state"], prompt_row["prompt"])
 
     def _segment(self, entry: Entry, index: int) -> ExportRow:
-        session, segment, line = entry.copy
         path, offset = entry.where
         try:
             raw = read_segment_line(path, offset, self.max_line)
         except FileNotFoundError:
-            raise Stale(f"{display_name(session, segment)} is gone") from None
+            raise Stale(f"{display_name(*entry.copy[:2])} is gone") from None
+        return self._segment_row(entry, index, raw)
+
+    def _segment_row(self, entry: Entry, index: int, raw: bytes) -> ExportRow:
+        session, segment, line = entry.copy
         item = parse_line(raw, line, display_name(session, segment), self.max_line)
         if isinstance(item, Reject) or item.state_id != entry.sid:
             raise Stale(f"{display_name(session, segment)} line {line} changed")
@@ -178,3 +283,15 @@ class RowReader:
             policy_step=entry.step,
             weight=entry.weight,
         )
+
+
+def _rows_at(table: pa.Table, rows: list[int]) -> list[dict]:
+    """These rows of a row group, as dicts: a slice where they lie close (no copy), else
+    taken (``take`` copies each string it takes)."""
+    if not rows:
+        return []
+    low, high = min(rows), max(rows)
+    if high - low < 2 * len(rows):
+        near = table.slice(low, high - low + 1).to_pylist()
+        return [near[at - low] for at in rows]
+    return table.take(rows).to_pylist()

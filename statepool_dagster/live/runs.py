@@ -35,8 +35,9 @@ log = logging.getLogger(__name__)
 BATCH = 256  # states read at a time for their digests
 SLICE = 64  # known runs whose index stamps a refresh looks at: a refresh costs the same at any size
 
-# An entry's locator: (prompts file, its span, states file, its span, the state's key).
-P_FILE, P_SPAN, S_FILE, S_SPAN, S_KEY = range(5)
+# An entry's locator: (prompts file, its span, states file, its span, the state's key, the
+# prompt's key); the two keys change with the row's content, the rest when parts merge.
+P_FILE, P_SPAN, S_FILE, S_SPAN, S_KEY, P_KEY = range(6)
 
 
 class RunIndex:
@@ -204,7 +205,7 @@ class RunIndex:
         entries = {}
         for name in names:
             p, s = prompts.parts[name], states.parts[name]
-            where = (p.file, p.span(), s.file, s.span(), s.key)
+            where = (p.file, p.span(), s.file, s.span(), s.key, p.key)
             entries[name] = Entry(
                 RUN, (run, name), ids[name], digests[name], (0, order, name), split, where
             )

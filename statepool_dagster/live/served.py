@@ -3,7 +3,8 @@ its split of the export (the verl row's ``extra_info.index``).
 
 States already served keep their order; new ones come after them (in the export's order
 among themselves); a state no longer served leaves its place (those after it move up).
-A state whose copy changes (a segment's state now read from the store) keeps its place.
+A state whose copy changes (a segment's state now read from the store, a rebuilt run's
+new row) keeps its place; a changed row (its ``row_key``) is counted as a change.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ class Served:
         self.order: list[str] = []
         self.entries: dict[str, Entry] = {}
         self._keys: dict[str, list[tuple]] = {}  # split -> export order keys of its states
-        self.changes = 0  # counts changes a trainer would see (states in or out, weights)
+        self.changes = 0  # counts changes a trainer would see (states in or out, weights, rows)
+        self.rekeyed: dict[str, int] = {}  # a state whose row changed -> ``changes`` then
 
     def __len__(self) -> int:
         return len(self.order)
@@ -61,11 +63,16 @@ class Served:
             entry.weight = decision.weight
             if old is None:
                 new.append(entry)
-            elif old is not entry:  # the same state from another copy: same place, same row
+            elif old is not entry:  # the same state from another copy: same place
+                if old.row_key != entry.row_key:  # a rebuilt run's new row
+                    self.changes += 1
+                    self.rekeyed[sid] = self.changes
                 self._drop_key(old)
                 insort(self._keys.setdefault(entry.split, []), entry.key)
                 self.entries[sid] = entry
         if gone:
+            for sid in gone:
+                self.rekeyed.pop(sid, None)
             self.order = [s for s in self.order if s not in gone]
             self.changes += 1
         new.sort(key=lambda e: e.key)

@@ -11,10 +11,20 @@ from __future__ import annotations
 import contextlib
 import os
 
-from ..core.locations import AnyPath, entry_name, info_stamp, is_local
+from ..core.locations import AnyPath, as_path, entry_name, info_stamp, is_local
 from ..core.names import TABLE_INDEX
 
 Stamp = tuple
+
+
+def location(where: str | os.PathLike[str], storage_options: dict | None) -> AnyPath:
+    """A store or sessions folder as a path (a URL with fsspec's options as a ``UPath``)."""
+    text = os.fspath(where) if not hasattr(where, "protocol") else where
+    if storage_options and isinstance(text, str) and "://" in text:
+        from upath import UPath
+
+        return UPath(text, **storage_options)
+    return as_path(text)
 
 
 def fresh_listing(folder: AnyPath) -> None:

@@ -14,8 +14,10 @@ Each state's row is written once, when it first comes in, to an Arrow file in a 
 this process (under ``cache_dir``, else the temporary folder; removed at exit; never in
 the store) and read memory-mapped: the dataset is those files behind an indices mapping,
 one slot per index. :meth:`LiveRLDataset.on_batch_end` (the legacy ``RayPPOTrainer``
-calls it after each step) reads only the states new to the pool and measures only their
-prompts (as verl's ``filter_overlong_prompts`` does; counts are kept per state). A slot
+calls it after each step) reads only the states new to the pool, and those whose row
+changed (a run rebuilt: the pool's ``rekeyed``), a batch at a time (``export_rows``), and
+measures only their prompts (as verl's ``filter_overlong_prompts`` does; counts are kept
+per state). A changed row is written anew and serves at its state's slots. A slot
 keeps its state while the selection keeps it; a slot whose state was left out takes a new
 state, else a served one; further new states get slots at the end. An index the sampler
 holds so stays valid, and the length never shrinks. With ``new_first`` (the default) new
@@ -32,14 +34,13 @@ import shutil
 import tempfile
 import weakref
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import datasets
 import numpy as np
 import pyarrow as pa
-from datasets.table import InMemoryTable, MemoryMappedTable, concat_tables
 from omegaconf import OmegaConf
 from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.utils.tokenizer import normalize_token_ids
@@ -50,10 +51,10 @@ from ..core.export.rows import ExportRow
 from ..core.feedback.importers import feedback_folder
 from ..core.feedback.select import SelectionOptions
 from .pool import LivePool
+from .row_files import BATCH_ROWS, RowFiles
 
 log = logging.getLogger(__name__)
 _live: weakref.WeakSet[LiveRLDataset] = weakref.WeakSet()
-BATCH_ROWS = 1_000  # rows read, measured and written at a time: what a load holds at once
 COUNT_ROWS = 64  # prompts tokenized at once (their token ids are Python ints for a while)
 
 
@@ -71,51 +72,6 @@ def _options(select: dict[str, Any] | None) -> SelectionOptions:
     if select.get("difficulty_band"):
         select["difficulty_band"] = tuple(select["difficulty_band"])
     return SelectionOptions(**select)  # an unknown key: a TypeError that names it
-
-
-class RowFiles:
-    """Rows appended to Arrow files in ``folder``, memory-mapped and read as one table.
-
-    A row keeps its number for good. The last two files are merged while the last is at
-    least half the size of the one before (as a binary counter carries): a few files,
-    each row rewritten a few times, and a small addition stays a small write.
-    """
-
-    def __init__(self, folder: Path, schema: pa.Schema):
-        self.folder, self.schema = folder, schema
-        self.info = datasets.DatasetInfo(features=datasets.Features.from_arrow_schema(schema))
-        self.parts: list[tuple[Path, MemoryMappedTable]] = []
-        self._files = 0
-
-    def add(self, tables: Iterable[pa.Table]) -> int:
-        """Append the rows of ``tables`` (one file); how many."""
-        path, part = self._write(tables)
-        if not part.num_rows:
-            path.unlink()
-            return 0
-        self.parts.append((path, part))
-        while len(self.parts) > 1 and 2 * self.parts[-1][1].num_rows >= self.parts[-2][1].num_rows:
-            merged = self._write(table.table for _, table in self.parts[-2:])
-            for old, _ in self.parts[-2:]:
-                old.unlink()
-            self.parts[-2:] = [merged]
-        return part.num_rows
-
-    def _write(self, tables: Iterable[pa.Table]) -> tuple[Path, MemoryMappedTable]:
-        path = self.folder / f"rows-{self._files:06d}.arrow"
-        self._files += 1
-        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, self.schema) as out:
-            for table in tables:
-                out.write_table(table, max_chunksize=BATCH_ROWS)
-        return path, MemoryMappedTable.from_file(str(path))
-
-    def dataset(self, fingerprint: str) -> datasets.Dataset:
-        """Every row written, as one dataset (no row copied)."""
-        if not self.parts:
-            table = InMemoryTable(self.schema.empty_table())
-        else:
-            table = concat_tables([part for _, part in self.parts])
-        return datasets.Dataset(table, info=self.info, fingerprint=fingerprint)
 
 
 class LiveRLDataset(RLHFDataset):
@@ -148,7 +104,8 @@ class LiveRLDataset(RLHFDataset):
         self._spare: list[int] = []  # slots serving a state that has another slot
         self._pooled: set[str] = set()  # the states the pool served at the last update
         self._fresh: deque[str] = deque()
-        self._loads, self._unread = 0, False
+        self._loads, self._unread, self._mark = 0, False, 0
+        self._moved: dict[int, int] = {}  # an old row -> the row its state has now
         self._update()
         _live.add(self)
 
@@ -171,6 +128,8 @@ class LiveRLDataset(RLHFDataset):
 
     def _update(self) -> None:
         ids = self.pool.state_ids()
+        rekeyed, self._mark = self.pool.rekeyed(self._mark)  # rows changed: read again
+        redo = [sid for sid in rekeyed if self.prompt_tokens.pop(sid, None) is not None]
         cut = len(ids)  # the pool's new states come after those it served before
         while cut and ids[cut - 1] not in self._pooled:
             cut -= 1
@@ -182,18 +141,27 @@ class LiveRLDataset(RLHFDataset):
         self._unread = False
         tokens = self.prompt_tokens
         first = len(self._ids)
-        self._write([i for i in range(start, len(ids)) if ids[i] not in tokens])
-        added = set(self._ids[first:])
+        at = {sid: i for i, sid in enumerate(ids)} if redo else {}
+        redo = [sid for sid in redo if at.get(sid, start) < start]  # others are looked at anyway
+        measured = self._write([i for i in range(start, len(ids)) if ids[i] not in tokens]
+                               + [at[sid] for sid in redo])  # fmt: skip
+        added = set(self._ids[first:]) - set(rekeyed)  # a row read again is no new state
         limit = self._limit
-        incoming = [sid for sid in ids[start:] if sid not in self._slot_of
+        incoming = [sid for sid in [*ids[start:], *redo] if sid not in self._slot_of
                     and (n := tokens.get(sid)) is not None and n <= limit]  # fmt: skip
         gone = [sid for sid in self._slot_of if sid not in self._pooled] if left else []
+        gone += [s for s, n in measured.items() if n > limit and s in self._slot_of]  # grown
+        if self._moved:  # every slot of an old row: its new row
+            table = np.arange(len(self._ids))
+            table[list(self._moved)] = list(self._moved.values())
+            self._slots, self._moved = table[self._slots], {}
         self._place(incoming, gone, [sid for sid in incoming if sid in added])
 
-    def _write(self, positions: list[int]) -> None:
-        """Read, measure and write the rows of these pool positions (those that fit)."""
+    def _write(self, positions: list[int]) -> dict[str, int]:
+        """Read, measure and write the rows of these pool positions (those that fit); each
+        row's prompt tokens."""
         if not positions:
-            return
+            return {}
         weighted = "weight" in self.files.schema.names
         kept: list[str] = []
         measured: dict[str, int] = {}
@@ -209,21 +177,22 @@ class LiveRLDataset(RLHFDataset):
 
         self.files.add(tables())
         for sid in kept:  # once the file is whole: a row number per state written
+            if sid in self._row_of:  # its row changed (a run rebuilt): the new row serves
+                self._moved[self._row_of[sid]] = len(self._ids)
             self._row_of[sid] = len(self._ids)
             self._ids.append(sid)
         self.prompt_tokens.update(measured)
         log.info("statepool: %d new states, %d too long", len(measured), len(measured) - len(kept))
+        return measured
 
     def _rows(self, positions: list[int]) -> list[ExportRow]:
-        """The rows that can be read now; the others are read at the next step."""
-        rows = []
-        for i in positions:
-            try:
-                rows.append(self.pool.export_row(i))
-            except OSError:  # the pool has logged it
-                continue
-            if rows[-1].state_id != self.pool.state_id(i):  # a stand-in row
-                rows.pop()
+        """The rows that can be read now (read together); the others at the next step."""
+        try:
+            rows, n = self.pool.export_rows(positions), len(self.pool)
+        except OSError:  # no row readable yet: the pool has logged it
+            rows, n = [], 0
+        rows = [r for i, r in zip(positions, rows, strict=True)  # not a stand-in row
+                if i < n and r.state_id == self.pool.state_id(i)]  # fmt: skip
         self._unread = self._unread or len(rows) < len(positions)
         return rows
 
