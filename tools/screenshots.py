@@ -146,7 +146,7 @@ def _retry(step) -> None:
 def _asset_names() -> list[str]:
     from statepool_dagster.definitions import defs
 
-    return sorted(key.path[-1] for key in defs.resolve_asset_graph().get_all_asset_keys())
+    return sorted(key.path[-1] for key in defs().resolve_asset_graph().get_all_asset_keys())
 
 
 def shoot(root: Path, env: dict[str, str], docs: Path) -> list[Path]:
