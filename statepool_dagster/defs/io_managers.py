@@ -1,6 +1,6 @@
 """The asset store's loader: one Parquet file per asset and run, on any UPath filesystem.
 
-The run assets write their files themselves (``core/stages.py``), a partition at a
+The run assets write their files themselves (``core/stages/``), a partition at a
 time, which is what lets one run persist many partitions. This IO manager reads
 them back, for ``defs.load_asset_value`` and any asset that takes one as an input.
 """
