@@ -18,7 +18,7 @@ from collections import OrderedDict
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..core.export.rows import NOT_RECORDED, SESSIONS, ExportRow
+from ..core.export.rows import SESSIONS, ExportRow, run_row
 from ..core.export.sessions import NO_REFERENCE_JSON, _version
 from ..core.locations import RANGED_BLOCK, AnyPath
 from ..core.names import PROMPTS, STATES
@@ -223,18 +223,15 @@ class RowReader:
         run, where = entry.copy[0], entry.where
         if not prompt_row["state_key"] == state_row["input_key"] == where[S_KEY]:
             raise Stale(f"run {run}: {entry.sid} was rebuilt")
-        state = json.loads(state_row["state"])
-        ops = state_row.get("reference_ops") or prompt_row.get("reference_ops")
-        return ExportRow(
+        dataset = str(json.loads(state_row["state"]).get("dataset", ""))
+        return run_row(
+            prompt_row,
+            state_row,
+            dataset,
             index=index,
             split=entry.split,
             state_id=entry.sid,
             run=run,
-            version=int(state_row["version"]),
-            dataset=str(state.get("dataset", "")),
-            prompt=prompt_row["prompt"],
-            state=state_row["state"],
-            reference_ops=ops or json.dumps(NOT_RECORDED),
             weight=entry.weight,
         )
 

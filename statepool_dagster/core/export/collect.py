@@ -34,13 +34,13 @@ from ..words import plural
 from .gate import Gate
 from .lengths import LengthFilter
 from .rows import (
-    NOT_RECORDED,
     RUNS,
     SESSIONS,
     ExportOptions,
     ExportRow,
     ExportSet,
     SourceOptions,
+    run_row,
     split_of,
     state_digest,
 )
@@ -172,17 +172,15 @@ def export_rows(
                 seen[key] = sid
                 kept += 1
                 export.collected += 1
-                ops = state_row.get("reference_ops") or prompt_row.get("reference_ops")
-                row = ExportRow(
+                dataset = str(state.get("dataset", ""))
+                row = run_row(
+                    prompt_row,
+                    state_row,
+                    dataset,
                     index=gate.index.get(split, 0),
                     split=split,
                     state_id=sid,
                     run=run,
-                    version=int(state_row["version"]),
-                    dataset=str(state.get("dataset", "")),
-                    prompt=prompt_row["prompt"],
-                    state=state_row["state"],
-                    reference_ops=ops or json.dumps(NOT_RECORDED),
                 )
                 del state
                 row = gate.admit(row)

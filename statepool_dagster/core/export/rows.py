@@ -184,6 +184,34 @@ class ExportRow:
         return [{"role": "user", "content": self.prompt}]
 
 
+def run_row(
+    prompt_row: dict[str, Any],
+    state_row: dict[str, Any],
+    dataset: str,
+    *,
+    index: int,
+    split: str,
+    state_id: str,
+    run: str,
+    weight: float | None = None,
+) -> ExportRow:
+    """A run state's row, joined from its prompts-table and states-table rows: the one join
+    the export and the live pool both use (``dataset``: the parsed state's ``dataset``)."""
+    ops = state_row.get("reference_ops") or prompt_row.get("reference_ops")
+    return ExportRow(
+        index=index,
+        split=split,
+        state_id=state_id,
+        run=run,
+        version=int(state_row["version"]),
+        dataset=dataset,
+        prompt=prompt_row["prompt"],
+        state=state_row["state"],
+        reference_ops=ops or json.dumps(NOT_RECORDED),
+        weight=weight,
+    )
+
+
 @dataclass
 class ExportSet:
     """What an export wrote and what it left out; ``rows`` only where they were kept in memory.
