@@ -16,7 +16,7 @@ from types import ModuleType
 import pytest
 from hypothesis import HealthCheck, settings
 
-from helpers import cli_env, unavailable
+from helpers import cli_env, new_instance, unavailable
 
 REPO = Path(__file__).resolve().parents[1]
 SEED_PATH = REPO.parent / "shared" / "reference" / "statepool_seed.py"
@@ -55,11 +55,7 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
 @pytest.fixture
 def instance(tmp_path: Path):
     """A persistent SQLite instance in a temp DAGSTER_HOME (it has a ref, like the daemon's)."""
-    from dagster import instance_for_test
-
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    with instance_for_test(temp_dir=str(home)) as inst:
+    with new_instance(tmp_path / "dagster_home") as inst:
         yield inst
 
 

@@ -6,20 +6,14 @@ import json
 import os
 
 import pandas as pd
-from dagster import instance_for_test
 
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 from statepool_dagster.readers import load_prompts
 
-from helpers import latest_metadata, materialize_run, store_pool
+from helpers import latest_metadata, materialize_run, new_instance, store_pool
 
 SPEC = SampleSpec(n_runs=3, n_checkpoints=5, n_cards=6, emb_dim=8, episodes_per_batch=3)
-
-
-def fresh_instance(path):
-    path.mkdir(parents=True, exist_ok=True)
-    return instance_for_test(temp_dir=str(path))
 
 
 def tables(store) -> dict[str, pd.DataFrame]:
@@ -34,11 +28,11 @@ def tables(store) -> dict[str, pd.DataFrame]:
 
 def test_batched_sync_equals_one_run_at_a_time(workspace, tmp_path, monkeypatch):
     generate_runs(workspace.runs, SPEC)
-    with fresh_instance(tmp_path / "a") as batched:
+    with new_instance(tmp_path / "a") as batched:
         summary = sync(batched, batch_size=16)
         assert not summary.failed
     monkeypatch.setenv("STATEPOOL_STORE_DIR", str(tmp_path / "single_store"))
-    with fresh_instance(tmp_path / "b") as single:
+    with new_instance(tmp_path / "b") as single:
         assert not sync(single, batch_size=1).failed
     assert store_pool(workspace.store) == store_pool(tmp_path / "single_store")
     ours, plain = tables(workspace.store), tables(tmp_path / "single_store")
@@ -68,7 +62,7 @@ def test_grown_run_reuses_unchanged_checkpoints_and_equals_a_fresh_build(
     assert latest_metadata(instance, "skill_snapshots", "run001")["reused"] == SPEC.n_checkpoints
     assert latest_metadata(instance, "curator_prompts", "run001")["reused"] == SPEC.n_checkpoints
     monkeypatch.setenv("STATEPOOL_STORE_DIR", str(tmp_path / "fresh"))
-    with fresh_instance(tmp_path / "fresh_home") as fresh:
+    with new_instance(tmp_path / "fresh_home") as fresh:
         assert materialize_run(fresh, "run001").success
     assert store_pool(workspace.store)["run001"] == store_pool(tmp_path / "fresh")["run001"]
     grown = pd.read_parquet(workspace.store / "curator_prompts" / "run001")

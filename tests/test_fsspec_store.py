@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from dagster import AssetCheckKey, AssetKey, build_sensor_context, instance_for_test
+from dagster import AssetCheckKey, AssetKey, build_sensor_context
 
 from statepool_dagster import load_prompts, load_state_pool
 from statepool_dagster.cli.sync import sync
@@ -35,7 +35,14 @@ from statepool_dagster.defs.partitions import RUNS
 from statepool_dagster.defs.sensors import runs_sensor
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 
-from helpers import assert_same_store, cli_env, latest_metadata, materialize_run, store_files
+from helpers import (
+    assert_same_store,
+    cli_env,
+    latest_metadata,
+    materialize_run,
+    new_instance,
+    store_files,
+)
 
 SPEC = SampleSpec(n_runs=3, n_checkpoints=4, n_cards=5, emb_dim=8, episodes_per_batch=3)
 RUN_NAMES = [f"run{i:03d}" for i in range(SPEC.n_runs)]
@@ -74,8 +81,7 @@ def generated(tmp_path_factory) -> Path:
 def local_store(generated, tmp_path_factory) -> Path:
     """The plain local store of the generated runs: what every other backend must equal."""
     root = tmp_path_factory.mktemp("local")
-    (root / "home").mkdir()
-    with pytest.MonkeyPatch.context() as env, instance_for_test(temp_dir=str(root / "home")) as i:
+    with pytest.MonkeyPatch.context() as env, new_instance(root / "home") as i:
         env.setenv("STATEPOOL_RUNS_DIR", str(generated))
         env.setenv("STATEPOOL_STORE_DIR", str(root / "store"))
         assert not sync(i).failed
@@ -84,9 +90,7 @@ def local_store(generated, tmp_path_factory) -> Path:
 
 @pytest.fixture
 def fresh_instance(tmp_path):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    with instance_for_test(temp_dir=str(home)) as inst:
+    with new_instance(tmp_path / "dagster_home") as inst:
         yield inst
 
 

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from dagster import instance_for_test
 from golden.make_golden import (
     EXPECTED,
     GOLDEN,
@@ -27,7 +26,7 @@ from statepool_dagster import compat, load_prompts
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.config import Settings
 
-from helpers import store_pool
+from helpers import new_instance, store_pool
 
 RUN_NAMES = sorted(p.name for p in RUNS.iterdir() if p.is_dir())
 
@@ -65,8 +64,7 @@ def synced_store(tmp_path: Path, monkeypatch) -> Path:
     store = tmp_path / "store"
     monkeypatch.setenv("STATEPOOL_RUNS_DIR", str(RUNS))
     monkeypatch.setenv("STATEPOOL_STORE_DIR", str(store))
-    (tmp_path / "home").mkdir()
-    with instance_for_test(temp_dir=str(tmp_path / "home")) as instance:
+    with new_instance(tmp_path / "home") as instance:
         summary = sync(instance)
     assert not summary.failed, [o.error for o in summary.failed]
     return store

@@ -8,13 +8,13 @@ from types import SimpleNamespace
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from dagster import AssetKey, DagsterInstance, instance_for_test
+from dagster import AssetKey, DagsterInstance
 
 from statepool_dagster.definitions import defs
 from statepool_dagster.defs.partitions import RUNS
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 
-from helpers import seed_pool, store_pool
+from helpers import new_instance, seed_pool, store_pool
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=5, n_cards=6, emb_dim=8, episodes_per_batch=4)
 
@@ -45,8 +45,7 @@ def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("built")
     runs, store = root / "runs", root / "store"
     generate_runs(runs, SPEC)
-    (root / "home").mkdir()
-    with instance_for_test(temp_dir=str(root / "home")) as instance:
+    with new_instance(root / "home") as instance:
         with pytest.MonkeyPatch.context() as env:
             env.setenv("STATEPOOL_RUNS_DIR", str(runs))
             env.setenv("STATEPOOL_STORE_DIR", str(store))

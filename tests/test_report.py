@@ -28,7 +28,7 @@ from statepool_dagster.core.store.reading import read_run_table
 from statepool_dagster.definitions import defs
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import cli_env, latest_metadata
+from helpers import cli_env, latest_metadata, new_instance
 
 SPEC = SampleSpec(n_runs=3, n_checkpoints=4, n_cards=5, emb_dim=4, episodes_per_batch=4)
 STATEPOOL = Path(sys.executable).with_name("statepool")
@@ -46,8 +46,7 @@ def synced(tmp_path_factory) -> SimpleNamespace:
         f.write("{not json\n")
     shutil.copy(runs / "run001/snapshots/skills_v1.json", runs / "run001/snapshots/skills_v1.bak")
     shutil.copytree(runs / "run000", runs / "run000-copy")
-    home.mkdir()
-    with pytest.MonkeyPatch.context() as env, instance_for_test(temp_dir=str(home)) as instance:
+    with pytest.MonkeyPatch.context() as env, new_instance(home) as instance:
         env.setenv("STATEPOOL_RUNS_DIR", str(runs))
         env.setenv("STATEPOOL_STORE_DIR", str(store))
         assert not sync(instance).failed
