@@ -54,7 +54,8 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
 
 @pytest.fixture
 def instance(tmp_path: Path):
-    """A persistent SQLite instance in a temp DAGSTER_HOME (it has a ref, like the daemon's)."""
+    """A persistent SQLite instance in a temp DAGSTER_HOME with the project's dagster.yaml (it
+    has a ref, like the daemon's)."""
     with new_instance(tmp_path / "dagster_home") as inst:
         yield inst
 

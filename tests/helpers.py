@@ -108,28 +108,36 @@ def local_sync(root: Path, spec) -> Path:
     return reference.store
 
 
-_EMPTY_HOMES: dict[str, Path] = {}
+_EMPTY_HOME: list[Path] = []  # this process's empty home, made on first use
+
+
+def instance_config() -> dict:
+    """The project's instance config (``dagster.yaml``: its SQLite event log), as ``statepool``
+    and the daemon use it."""
+    import yaml
+
+    return yaml.safe_load((REPO / "dagster.yaml").read_text())
 
 
 def new_instance(home: Path):
-    """``instance_for_test(temp_dir=home)`` on an empty SQLite instance home copied into ``home``.
+    """``instance_for_test`` on a new SQLite instance home in ``home``, with the project's
+    ``dagster.yaml``.
 
     Dagster builds a new home's schema through dozens of migrations (a third of a second); the
-    copy (milliseconds) is of a home this process had Dagster set up once, the same files.
+    home is instead a copy (milliseconds) of one this process had Dagster set up once.
     """
     from dagster import instance_for_test
 
-    template = _EMPTY_HOMES.get("sqlite")
-    if template is None:
+    if not _EMPTY_HOME:
         template = Path(tempfile.mkdtemp(prefix="statepool-empty-home-"))
         atexit.register(shutil.rmtree, template, True)
-        with instance_for_test(temp_dir=str(template)):
+        with instance_for_test(temp_dir=str(template), overrides=instance_config()):
             pass
-        _EMPTY_HOMES["sqlite"] = template
+        _EMPTY_HOME.append(template)
     home.mkdir(parents=True, exist_ok=True)
     assert not any(home.iterdir()), f"{home} is not empty: no new instance there"
-    shutil.copytree(template, home, dirs_exist_ok=True)
-    return instance_for_test(temp_dir=str(home))
+    shutil.copytree(_EMPTY_HOME[0], home, dirs_exist_ok=True)
+    return instance_for_test(temp_dir=str(home), overrides=instance_config())
 
 
 def materialize_run(instance, run: str, raise_on_error: bool = True):
