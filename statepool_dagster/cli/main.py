@@ -21,13 +21,15 @@ from .status_view import cmd_status
 def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
     with start_up():
         from . import preflight
-        from .interrupts import Interrupted, watch_signals
-        from .sync import BATCH_SIZE, sync
 
         settings = Settings.from_env()
         preflight.runs_folder(settings)
         preflight.store_folder(settings.store_dir)
         preflight.prompt_spec(settings)
+        # Dagster only once the settings pass: a refusal is one line, at once.
+        from .interrupts import Interrupted, watch_signals
+        from .sync import BATCH_SIZE, sync
+
         instance = dagster_instance()
     reporter = Reporter(args.quiet, args.json)
 

@@ -14,12 +14,14 @@ def collect() -> dict[str, Any]:
     with start_up():
         from ..core.config import Settings
         from . import preflight
-        from .status import run_statuses
-        from .status_sessions import feedback_status, session_statuses
 
         settings = Settings.from_env()
         preflight.runs_folder(settings)
         preflight.store_folder(settings.store_dir, must_exist=True)
+        # Dagster only once the settings pass: a refusal is one line, at once.
+        from .status import run_statuses
+        from .status_sessions import feedback_status, session_statuses
+
         instance = dagster_instance()
     return {
         "runs": run_statuses(instance, settings),
