@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from dagster import AssetCheckSeverity
@@ -37,15 +38,25 @@ def sync_cli(workspace, tmp_path, **env_extra) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.fixture(scope="module")
+def lenient(tmp_path_factory) -> SimpleNamespace:
+    """The corpus synced once by a plain (lenient) ``statepool sync --json``: the corpus, the
+    store and the sync's report, read (never written) by the tests of what that sync does."""
+    root = tmp_path_factory.mktemp("lenient")
+    where = SimpleNamespace(runs=root / "runs", store=root / "store")
+    corpus = build_corpus(where.runs, root / "outside")
+    done = sync_cli(where, root)
+    assert done.returncode == 0, done.stderr
+    return SimpleNamespace(corpus=corpus, store=where.store, report=json.loads(done.stdout))
+
+
 def read_rejects(store: Path, run: str) -> list[dict]:
     path = store / "rejects" / f"{run}.jsonl"
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def test_lenient_sync_exits_zero_and_lists_rejects_per_run(corpus, workspace, tmp_path):
-    done = sync_cli(workspace, tmp_path)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+def test_lenient_sync_exits_zero_and_lists_rejects_per_run(lenient):
+    report = lenient.report
     rejects = {r["run"]: r["rejects"] for r in report["runs"]}
     assert rejects["bad_lines"] == 5
     assert rejects["bad_snapshots"] == 2
@@ -55,10 +66,9 @@ def test_lenient_sync_exits_zero_and_lists_rejects_per_run(corpus, workspace, tm
     assert report["invalid"] == {"bad name": "characters outside [A-Za-z0-9._-]: ' '"}
 
 
-def test_every_rejected_line_is_kept_with_its_number_and_raw_text(corpus, workspace, tmp_path):
-    assert sync_cli(workspace, tmp_path).returncode == 0
-    rejects = read_rejects(workspace.store, "bad_lines")
-    expected = corpus.bad_lines["bad_lines"]
+def test_every_rejected_line_is_kept_with_its_number_and_raw_text(lenient):
+    rejects = read_rejects(lenient.store, "bad_lines")
+    expected = lenient.corpus.bad_lines["bad_lines"]
     assert sorted(r["line"] for r in rejects) == sorted(expected)
     for reject in rejects:
         assert reject["file"] == "bad_lines/episodes.jsonl"
@@ -68,20 +78,19 @@ def test_every_rejected_line_is_kept_with_its_number_and_raw_text(corpus, worksp
     assert raws[max(expected)] == '{"id": "half", "skill_lib_ver'
 
 
-def test_bad_snapshot_files_are_rejects_and_stray_names_are_ignored(corpus, workspace, tmp_path):
-    assert sync_cli(workspace, tmp_path).returncode == 0
-    rejects = read_rejects(workspace.store, "bad_snapshots")
-    assert {Path(r["file"]).name for r in rejects} == set(corpus.bad_snapshots["bad_snapshots"])
+def test_bad_snapshot_files_are_rejects_and_stray_names_are_ignored(lenient):
+    rejects = read_rejects(lenient.store, "bad_snapshots")
+    expected = set(lenient.corpus.bad_snapshots["bad_snapshots"])
+    assert {Path(r["file"]).name for r in rejects} == expected
     assert all(r["line"] is None for r in rejects)
-    states = {p.name for p in (workspace.store / "state_pool" / "bad_snapshots").iterdir()}
+    states = {p.name for p in (lenient.store / "state_pool" / "bad_snapshots").iterdir()}
     assert states == {"bad_snapshots_ckpt0.json", "bad_snapshots_ckpt3.json"}
 
 
-def test_good_states_equal_the_original_on_the_cleaned_data(corpus, workspace, tmp_path, seed):
-    assert sync_cli(workspace, tmp_path).returncode == 0
-    clean = cleaned_copy(corpus, tmp_path / "clean")
+def test_good_states_equal_the_original_on_the_cleaned_data(lenient, tmp_path, seed):
+    clean = cleaned_copy(lenient.corpus, tmp_path / "clean")
     expected = seed_pool(seed, clean, tmp_path / "seed_out")
-    ours = store_pool(workspace.store)
+    ours = store_pool(lenient.store)
     for run, files in expected.items():
         assert ours[run] == files, run
     assert ours["no_snapshots"] == {} == expected["no_snapshots"]
