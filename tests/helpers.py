@@ -56,8 +56,15 @@ def unavailable(reason: str, needs: str) -> NoReturn:
     pytest.skip(reason)
 
 
-def cli_env(workspace, home: Path) -> dict[str, str]:
-    """Environment for a ``statepool`` subprocess: its own DAGSTER_HOME, runs and store."""
+def cli_env(workspace, home: Path, set_up: bool = True) -> dict[str, str]:
+    """Environment for a ``statepool`` subprocess: its own DAGSTER_HOME, runs and store.
+
+    A new ``home`` is set up already, with the project's ``dagster.yaml`` (see ``empty_home``);
+    ``set_up=False`` leaves it an empty folder but for ``dagster.yaml``, for the tests of a
+    command setting up a new home.
+    """
+    if set_up and not (home.is_dir() and any(home.iterdir())):
+        shutil.copytree(empty_home("cli"), home, dirs_exist_ok=True)
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").exists():
         shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
@@ -108,9 +115,6 @@ def local_sync(root: Path, spec) -> Path:
     return reference.store
 
 
-_EMPTY_HOME: list[Path] = []  # this process's empty home, made on first use
-
-
 def instance_config() -> dict:
     """The project's instance config (``dagster.yaml``: its SQLite event log), as ``statepool``
     and the daemon use it."""
@@ -119,24 +123,39 @@ def instance_config() -> dict:
     return yaml.safe_load((REPO / "dagster.yaml").read_text())
 
 
-def new_instance(home: Path):
-    """``instance_for_test`` on a new SQLite instance home in ``home``, with the project's
-    ``dagster.yaml``.
+_EMPTY_HOMES: dict[str, Path] = {}  # this process's empty homes, made on first use
 
-    Dagster builds a new home's schema through dozens of migrations (a third of a second); the
-    home is instead a copy (milliseconds) of one this process had Dagster set up once.
+
+def empty_home(kind: str) -> Path:
+    """An instance home Dagster set up once in this process, to copy: ``"test"`` as
+    ``instance_for_test`` makes one, ``"cli"`` as ``statepool`` does (the project's
+    ``dagster.yaml``). Dagster builds a new home's schema through dozens of migrations, a
+    third of a second each time; a copy takes milliseconds and holds the same files.
     """
+    if kind not in _EMPTY_HOMES:
+        from dagster import DagsterInstance, instance_for_test
+
+        home = Path(tempfile.mkdtemp(prefix=f"statepool-empty-{kind}-home-"))
+        atexit.register(shutil.rmtree, home, True)
+        if kind == "test":
+            opened = instance_for_test(temp_dir=str(home), overrides=instance_config())
+        else:
+            shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
+            opened = DagsterInstance.from_config(str(home))
+        with opened:
+            pass
+        _EMPTY_HOMES[kind] = home
+    return _EMPTY_HOMES[kind]
+
+
+def new_instance(home: Path):
+    """``instance_for_test`` on a new SQLite instance home in ``home`` (a copy of
+    ``empty_home("test")``), with the project's ``dagster.yaml``."""
     from dagster import instance_for_test
 
-    if not _EMPTY_HOME:
-        template = Path(tempfile.mkdtemp(prefix="statepool-empty-home-"))
-        atexit.register(shutil.rmtree, template, True)
-        with instance_for_test(temp_dir=str(template), overrides=instance_config()):
-            pass
-        _EMPTY_HOME.append(template)
     home.mkdir(parents=True, exist_ok=True)
     assert not any(home.iterdir()), f"{home} is not empty: no new instance there"
-    shutil.copytree(_EMPTY_HOME[0], home, dirs_exist_ok=True)
+    shutil.copytree(empty_home("test"), home, dirs_exist_ok=True)
     return instance_for_test(temp_dir=str(home), overrides=instance_config())
 
 

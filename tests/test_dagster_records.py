@@ -117,7 +117,7 @@ def test_sensor_launched_runs_record_every_partition(workspace, tmp_path, backen
 
 def test_two_syncs_started_together_build_each_partition_once(workspace, tmp_path):
     generate_runs(workspace.runs, SampleSpec(n_runs=20, n_checkpoints=2, n_cards=3, emb_dim=4))
-    env = cli_env(workspace, tmp_path / "home")
+    env = cli_env(workspace, tmp_path / "home", set_up=False)  # both set up the new home too
     command = [str(BIN / "statepool"), "sync", "--json"]
     procs = [
         subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, text=True)

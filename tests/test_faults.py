@@ -49,7 +49,7 @@ def assert_store_readable(store: Path) -> None:
 
 def test_sync_killed_mid_run_leaves_nothing_torn(workspace, tmp_path, seed):
     generate_runs(workspace.runs, SPEC)
-    env = cli_env(workspace, tmp_path / "home")
+    env = cli_env(workspace, tmp_path / "home", set_up=False)  # a kill may catch its setup
     for delay in KILL_AFTER:
         proc = subprocess.Popen(
             [str(STATEPOOL), "sync", "-q"],
@@ -89,7 +89,7 @@ def test_sync_finishes_an_instance_killed_while_being_created(workspace, tmp_pat
     command failed with "requires the dynamic partitions table". (Found by the kill test above.)
     """
     generate_runs(workspace.runs, SampleSpec(n_runs=2, n_checkpoints=3, n_cards=5, emb_dim=8))
-    env = cli_env(workspace, tmp_path / "home")
+    env = cli_env(workspace, tmp_path / "home", set_up=False)
     index = Path(env["DAGSTER_HOME"]) / "history" / "runs" / "index.db"
     index.parent.mkdir(parents=True)
     # What a SIGKILL leaves: the new file alone, or the first tables of the setup, unstamped.
