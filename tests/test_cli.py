@@ -103,12 +103,29 @@ def test_sync_writes_the_original_scripts_states(synced, workspace, seed):
     assert store_pool(workspace.store) == seed_pool(seed, workspace.runs, workspace.root / "s")
 
 
-def test_sync_reports_invalid_folder_names(cli, workspace):
-    generate_runs(workspace.runs, SPEC)
-    (workspace.runs / "run000").rename(workspace.runs / "bad name")
-    done = cli("sync")
-    assert "bad name" in done.stderr
-    assert "characters outside" in done.stderr
+@pytest.fixture(scope="module")
+def plain_sync(tmp_path_factory) -> SimpleNamespace:
+    """A plain ``statepool sync`` (its table, not JSON) of the sample runs, one of them renamed
+    to a name that is no partition: its store and what it printed, read by the tests."""
+    root = tmp_path_factory.mktemp("plain")
+    where = SimpleNamespace(runs=root / "runs", store=root / "store")
+    generate_runs(where.runs, SPEC)
+    (where.runs / "run000").rename(where.runs / "bad name")
+    done = subprocess.run(
+        [str(STATEPOOL), "sync"],
+        env=cli_env(where, root / "home"),
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return SimpleNamespace(store=where.store, stdout=done.stdout, stderr=done.stderr)
+
+
+def test_sync_reports_invalid_folder_names(plain_sync):
+    assert "bad name" in plain_sync.stderr
+    assert "characters outside" in plain_sync.stderr
 
 
 def test_status_lists_each_run(synced, cli, workspace):
@@ -131,11 +148,9 @@ def test_demo_generates_sample_runs_and_syncs_them(cli, workspace):
         assert (workspace.store / "exports" / fmt / ".statepool_export").is_file()
 
 
-def test_sync_writes_the_report_with_the_last_exports_splits(cli, workspace):
-    generate_runs(workspace.runs, SPEC)
-    done = cli("sync")
-    report = workspace.store / "report" / "index.html"
-    assert f"report: {report}" in done.stdout
+def test_sync_writes_the_report_with_the_last_exports_splits(plain_sync):
+    report = plain_sync.store / "report" / "index.html"
+    assert f"report: {report}" in plain_sync.stdout
     assert "from no export yet" in report.read_text(encoding="utf-8")
 
 
@@ -177,12 +192,10 @@ def test_sync_on_a_tty_shows_a_progress_bar_and_a_summary_table(workspace, tmp_p
     assert "DEBUG" not in screen and "STEP_SUCCESS" not in screen  # Dagster's logs stay quiet
 
 
-def test_sync_records_checks_in_one_batch(cli, workspace, tmp_path):
+def test_sync_records_checks_in_one_batch(synced, tmp_path):
     from dagster import AssetCheckKey, AssetKey, DagsterInstance
 
-    generate_runs(workspace.runs, SPEC)
-    report = summary(cli)
-    assert (report["new"], report["failed"]) == (2, 0)
+    assert (synced["new"], synced["failed"]) == (2, 0)
     key = AssetCheckKey(AssetKey("curator_prompts"), "states_complete")
     with DagsterInstance.from_config(str(tmp_path / "home")) as instance:
         assert len(instance.get_runs()) == 1
