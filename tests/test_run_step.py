@@ -7,6 +7,7 @@ records each partition's materializations and check results, and can be subset.
 from __future__ import annotations
 
 import warnings
+from types import SimpleNamespace
 
 import pytest
 from dagster import (
@@ -27,7 +28,7 @@ from statepool_dagster.definitions import defs
 from statepool_dagster.defs.partitions import RUNS
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import latest_metadata, materialize_run
+from helpers import latest_metadata, materialize_run, new_instance
 
 SPEC = SampleSpec(n_runs=3, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=3)
 NAMES = [f"run{i:03d}" for i in range(SPEC.n_runs)]
@@ -77,6 +78,20 @@ def registered(workspace, instance):
     return instance
 
 
+@pytest.fixture(scope="module")
+def ranged(tmp_path_factory):
+    """The sample runs built by one run over all their partitions: its instance (open) and
+    result, read (never written) by the tests of what that run did."""
+    root = tmp_path_factory.mktemp("ranged")
+    generate_runs(root / "runs", SPEC)
+    with new_instance(root / "home") as instance, pytest.MonkeyPatch.context() as env:
+        env.setenv("STATEPOOL_RUNS_DIR", str(root / "runs"))
+        env.setenv("STATEPOOL_STORE_DIR", str(root / "store"))
+        instance.add_dynamic_partitions(RUNS, NAMES)
+        result = run_range(instance, NAMES[0], NAMES[-1])
+        yield SimpleNamespace(instance=instance, result=result)
+
+
 def test_a_partition_run_is_one_step(workspace, instance):
     generate_runs(workspace.runs, SPEC)
     result = materialize_run(instance, "run000")
@@ -85,22 +100,23 @@ def test_a_partition_run_is_one_step(workspace, instance):
     assert materialized(result) == {(asset, "run000") for asset in ASSETS}
 
 
-def test_a_run_over_several_partitions_is_one_step_recording_each(registered):
-    result = run_range(registered, NAMES[0], NAMES[-1])
+def test_a_run_over_several_partitions_is_one_step_recording_each(ranged):
+    result = ranged.result
     assert result.success
     assert steps(result) == ["run_assets"]
     assert materialized(result) == {(asset, run) for asset in ASSETS for run in NAMES}
     for run in NAMES:
-        metadata = latest_metadata(registered, "checkpoint_states", run)
+        metadata = latest_metadata(ranged.instance, "checkpoint_states", run)
         assert metadata["states"] == SPEC.n_checkpoints
         assert f"{run}_ckpt0" in metadata["preview"]
 
 
-def test_a_run_over_several_partitions_records_every_check_for_each(registered):
-    result = run_range(registered, NAMES[0], NAMES[-1])
-    evaluations = {(e.asset_check_key, e.partition) for e in result.get_asset_check_evaluations()}
+def test_a_run_over_several_partitions_records_every_check_for_each(ranged):
+    evaluations = {
+        (e.asset_check_key, e.partition) for e in ranged.result.get_asset_check_evaluations()
+    }
     assert evaluations == {(key, run) for key in CHECKS for run in NAMES}
-    assert check_statuses(registered) == {
+    assert check_statuses(ranged.instance) == {
         (key, run): "SUCCEEDED" for key in CHECKS for run in NAMES
     }
 
