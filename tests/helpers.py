@@ -123,6 +123,19 @@ def instance_config() -> dict:
     return yaml.safe_load((REPO / "dagster.yaml").read_text())
 
 
+# Dagster's capture of each step's stdout and stderr (a `tail` and a watcher process per step,
+# a tenth of a second), which no test reads: off in the tests' in-process instances.
+NO_COMPUTE_LOGS = {
+    "module": "dagster._core.storage.noop_compute_log_manager",
+    "class": "NoOpComputeLogManager",
+}
+
+
+def in_process_config() -> dict:
+    """``instance_config()`` without the capture of the steps' output (``NO_COMPUTE_LOGS``)."""
+    return {**instance_config(), "compute_logs": NO_COMPUTE_LOGS}
+
+
 _EMPTY_HOMES: dict[str, Path] = {}  # this process's empty homes, made on first use
 
 
@@ -138,7 +151,7 @@ def empty_home(kind: str) -> Path:
         home = Path(tempfile.mkdtemp(prefix=f"statepool-empty-{kind}-home-"))
         atexit.register(shutil.rmtree, home, True)
         if kind == "test":
-            opened = instance_for_test(temp_dir=str(home), overrides=instance_config())
+            opened = instance_for_test(temp_dir=str(home), overrides=in_process_config())
         else:
             shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
             opened = DagsterInstance.from_config(str(home))
@@ -150,13 +163,13 @@ def empty_home(kind: str) -> Path:
 
 def new_instance(home: Path):
     """``instance_for_test`` on a new SQLite instance home in ``home`` (a copy of
-    ``empty_home("test")``), with the project's ``dagster.yaml``."""
+    ``empty_home("test")``), with the project's ``dagster.yaml`` (``in_process_config``)."""
     from dagster import instance_for_test
 
     home.mkdir(parents=True, exist_ok=True)
     assert not any(home.iterdir()), f"{home} is not empty: no new instance there"
     shutil.copytree(empty_home("test"), home, dirs_exist_ok=True)
-    return instance_for_test(temp_dir=str(home), overrides=instance_config())
+    return instance_for_test(temp_dir=str(home), overrides=in_process_config())
 
 
 def materialize_run(instance, run: str, raise_on_error: bool = True):
