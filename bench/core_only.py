@@ -35,7 +35,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--imports-only", action="store_true", help="the fixed cost alone")
     args = parser.parse_args()
-    # pyarrow imports pandas on its first array; before the fork, as run_stage does.
+    # pyarrow imports pandas on its first array; before the fork, as run_each does.
     load_arrow()
     if args.imports_only:
         return 0

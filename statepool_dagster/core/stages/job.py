@@ -1,11 +1,11 @@
-"""What every build stage shares: the run it works on, its tables, its report, its cached views."""
+"""What the build stages share: a run's folder, its open tables, the prompt hand-over, a report."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, partial
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -14,7 +14,7 @@ from ..config import Settings
 from ..locations import AnyPath, as_path
 from ..names import SNAPSHOTS
 from ..rejects import Reject
-from ..runs.files import READER_VERSION, Fingerprint, fingerprint_run
+from ..runs.files import READER_VERSION
 from ..runs.names import check_run_name
 from ..states.models import BytesLike
 from ..store.layout import StoreLayout
@@ -45,57 +45,32 @@ class StageReport:
     reused: int = 0
 
 
-@dataclass(frozen=True)
-class RunJob:
-    """Everything a stage needs for one run."""
+def run_folder(settings: Settings, run: str) -> AnyPath:
+    """The folder of run ``run`` under the settings' runs folder (its name checked first)."""
+    return as_path(settings.runs_dir) / check_run_name(run)
 
-    settings: Settings
-    run: str
-    # The stages this job runs, when its runner says (the states stage then renders the
-    # prompts of the states it builds, for the prompts stage of the same job).
-    stages: frozenset[str] = frozenset()
 
-    @cached_property
-    def layout(self) -> StoreLayout:
-        return StoreLayout(self.settings.store_dir)
+class OpenTables:
+    """The run tables one build has open, by asset and run: a stage gets the table the stage
+    before it saved, while it is unchanged on disk. The step runner makes one per run it
+    builds, under that run's lock; never sent to a worker."""
 
-    @cached_property
-    def run_dir(self) -> AnyPath:
-        return as_path(self.settings.runs_dir) / check_run_name(self.run)
+    def __init__(self, layout: StoreLayout) -> None:
+        self.layout = layout
+        self._open: dict[tuple[str, str], RunTable] = {}
 
-    @cached_property
-    def fingerprint(self) -> Fingerprint:
-        """The run's files as the job's first stage found them, before it read any."""
-        return fingerprint_run(self.run_dir)
-
-    @cached_property
-    def _tables(self) -> dict[str, RunTable]:
-        return {}
-
-    def table(self, asset: str) -> RunTable:
-        """The run's table of ``asset``; the one a stage of this job saved, while unchanged."""
-        table = self._tables.get(asset)
+    def open(self, asset: str, run: str) -> RunTable:
+        """Run ``run``'s table of ``asset``, loaded unless the one kept is unchanged."""
+        table = self._open.get((asset, run))
         if table is None or not table.unchanged():
             apart = asset != SNAPSHOTS  # a snapshot's part changes only with its file
-            table = self._tables[asset] = RunTable(
-                self.layout.table(asset, self.run), SCHEMAS[asset], apart
-            )
+            table = RunTable(self.layout.table(asset, run), SCHEMAS[asset], apart)
+            self._open[asset, run] = table
         return table
-
-    @cached_property
-    def rendered(self) -> RenderedPrompts:
-        """Prompts rendered by this job's states stage, for its prompts stage."""
-        return RenderedPrompts()
-
-    def __getstate__(self) -> dict[str, Any]:  # to a worker: what it was made from, no cache
-        return {"settings": self.settings, "run": self.run, "stages": self.stages}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
 
 
 class RenderedPrompts:
-    """Prompts handed from the states stage to the prompts stage of one job, by state key,
+    """Prompts handed from the states stage to the prompts stage of one step, by state key,
     up to a budget of characters (a constant, not a run): the states stage renders from the
     state it has decoded, the prompts stage then reads and decodes none of these states.
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..config import Settings
 from ..errors import PromptInputError
 from ..names import PROMPTS, SNAPSHOTS_DIR, STATES, RejectSource, run_state_id
 from ..prompts.render import build_curator_prompt
@@ -23,7 +24,15 @@ from ..store.arrow_memory import release_arrow_memory, utf8_views
 from ..store.parts import RunTable
 from ..store.pool import update_rejects
 from ..store.rows import PromptRow
-from .job import RENDER_VERSION, RunJob, StageReport, cached_view, digest, reject_lines
+from .job import (
+    RENDER_VERSION,
+    OpenTables,
+    RenderedPrompts,
+    StageReport,
+    cached_view,
+    digest,
+    reject_lines,
+)
 
 COLUMNS = ["state_id", "version", "library_version", "reference_ops", "input_key"]
 
@@ -50,12 +59,15 @@ def spec_digest(spec: PromptSpec) -> str:
     )
 
 
-def prompt_inputs(job: RunJob) -> tuple[PromptSpec, str]:
-    """The job's prompt spec and its digest, loaded once for both stages that use them."""
-    if job.rendered.inputs is None:
-        spec = job.settings.prompt_spec()
-        job.rendered.inputs = (spec, spec_digest(spec))
-    return job.rendered.inputs
+def prompt_inputs(settings: Settings, handover: RenderedPrompts | None) -> tuple[PromptSpec, str]:
+    """The prompt spec and its digest; loaded once for the two stages a ``handover`` joins."""
+    if handover is not None and handover.inputs is not None:
+        return handover.inputs
+    spec = settings.prompt_spec()
+    inputs = (spec, spec_digest(spec))
+    if handover is not None:
+        handover.inputs = inputs
+    return inputs
 
 
 def prompt_text(state: CheckpointState, spec: PromptSpec) -> str:
@@ -69,17 +81,20 @@ def prompt_text(state: CheckpointState, spec: PromptSpec) -> str:
 
 class PromptHandOver:
     """The states stage's side of :class:`job.RenderedPrompts`: it renders the prompt of each
-    state it builds, from the state it has decoded, when the job's prompts stage follows,
-    the prompt is not stored already and the hand-over has room."""
+    state it builds, from the state it has decoded, when there is a hand-over (the step's
+    prompts stage follows), the prompt is not stored already and the hand-over has room."""
 
-    def __init__(self, job: RunJob) -> None:
-        self.rendered, self.run = job.rendered, job.run
+    def __init__(
+        self, run: str, settings: Settings, tables: OpenTables, handover: RenderedPrompts | None
+    ) -> None:
+        self.run = run
         self.spec: PromptSpec | None = None
-        if PROMPTS not in job.stages:
+        if handover is None:
             return
+        self.rendered = handover
         try:
-            spec, self.spec_key = prompt_inputs(job)
-            self.stored = job.table(PROMPTS).parts
+            spec, self.spec_key = prompt_inputs(settings, handover)
+            self.stored = tables.open(PROMPTS, run).parts
         except Exception:  # a bad prompt setting or prompts table: the prompts stage says so
             return
         self.spec = spec
@@ -133,10 +148,20 @@ def _first_prompt(head: pa.Table) -> str:
     return f"```\n{first[0]}\n```" if first else "_no prompts_"
 
 
-def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
-    """``curator_prompts``: one prompt per state; a state that cannot be rendered is a reject."""
-    spec, spec_key = (spec, spec_digest(spec)) if spec else prompt_inputs(job)
-    states, table = job.table(STATES), job.table(PROMPTS)
+def build_prompts(
+    run: str,
+    settings: Settings,
+    tables: OpenTables,
+    handover: RenderedPrompts | None = None,
+    spec: PromptSpec | None = None,
+) -> StageReport:
+    """``curator_prompts``: one prompt per state; a state that cannot be rendered is a reject.
+
+    ``handover``: the prompts the step's states stage rendered; ``spec``: instead of the
+    settings' prompt spec.
+    """
+    spec, spec_key = (spec, spec_digest(spec)) if spec else prompt_inputs(settings, handover)
+    states, table = tables.open(STATES, run), tables.open(PROMPTS, run)
     fingerprint = states.marks.get("fingerprint", "")
     kept: set[str] = set()
     rejects: list[Reject] = []
@@ -157,7 +182,7 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
         if part is not None and part.key == key:
             kept.add(name)
             continue
-        handed = job.rendered.take(state_part.key, render_key)
+        handed = None if handover is None else handover.take(state_part.key, render_key)
         if handed is not None:
             prompt, ok, row = handed
             problem = None if ok else prompt
@@ -172,7 +197,7 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
                 except PromptInputError as exc:
                     problem = str(exc)
             if problem is not None:  # the state is kept as the original keeps it
-                library = f"{job.run}/{SNAPSHOTS_DIR}/skills_v{row['library_version']}.json"
+                library = f"{run}/{SNAPSHOTS_DIR}/skills_v{row['library_version']}.json"
                 error = f"{row['state_id']}: {problem}"
                 rejects.append(Reject(file=library, line=None, error=error, raw=None))
                 table.drop(name)
@@ -180,7 +205,7 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
             rendered += 1
         record = PromptRow(
             state_id=row["state_id"],
-            run=job.run,
+            run=run,
             version=row["version"],
             prompt=prompt,
             prompt_chars=len(prompt),
@@ -202,10 +227,10 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
     table.mark(fingerprint=fingerprint)
     first = cached_view(table, "first_prompt", ["prompt"], 1, _first_prompt)
     table.save()
-    update_rejects(job.layout, job.run, RejectSource.PROMPTS, rejects)
+    update_rejects(tables.layout, run, RejectSource.PROMPTS, rejects)
     lengths = [table.parts[name].info["chars"] for name in table.names()]
     report = StageReport(
-        job.run,
+        run,
         fingerprint,
         len(lengths),
         values={
