@@ -20,15 +20,14 @@ from hypothesis import strategies as st
 
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES
-from statepool_dagster.core.prompts.formatting import format_episodes
-from statepool_dagster.core.prompts.render import build_curator_prompt
+from statepool_dagster.core.prompts.render import build_curator_prompt, format_episodes
 from statepool_dagster.core.runs.episodes import CHUNK
 from statepool_dagster.core.stages.job import digest, digest_pieces
 from statepool_dagster.core.stages.run import build_run
 from statepool_dagster.core.states.models import CheckpointState
-from statepool_dagster.core.store.arrow_memory import utf8_views
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.reading import read_run_table
+from statepool_dagster.core.store.rows import utf8_views
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 
 PEAKS_PROBE = """
@@ -36,7 +35,7 @@ import json, sys
 from pathlib import Path
 from statepool_dagster.core.stages import STAGES, RunJob
 from statepool_dagster.core.config import Settings
-from statepool_dagster.core.store.arrow_memory import load_arrow
+from statepool_dagster.core.store.rows import load_arrow
 
 def status(key):
     for line in Path("/proc/self/status").read_text().splitlines():

@@ -17,7 +17,7 @@ from ..feedback.select import Selection, SelectionOptions
 from ..locations import AnyPath, absolute, as_path
 from .collect import export_rows
 from .folder import StagedFolder
-from .lengths import LengthFilter
+from .gate import LengthFilter
 from .records import (  # noqa: F401  (the names this module has always offered)
     RECORDS,
     SESSIONS_INDEX,

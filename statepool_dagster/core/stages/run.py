@@ -14,8 +14,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 from ..config import Settings
 from ..names import EPISODES, PROMPTS, RUN_ASSETS, SNAPSHOTS, STATES
-from ..store.arrow_memory import load_arrow, release_if_large
 from ..store.renames import libc_function
+from ..store.rows import load_arrow, release_if_large
 from .episodes import build_episodes
 from .job import RunJob, StageReport
 from .prompts import build_prompts
