@@ -166,7 +166,7 @@ class ExportRow:
     prompt: str
     state: str
     reference_ops: str
-    prompt_tokens: int | None = None  # set by export.lengths when a tokenizer counted it
+    prompt_tokens: int | None = None  # set by export.gate when a tokenizer counted it
     source: str = RUNS
     session: str | None = None
     policy_step: int | None = None

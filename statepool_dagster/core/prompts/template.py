@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from ..rejects import storable
+from ..runs.json_read import storable
 
 PLACEHOLDERS = (
     "tool_specs",

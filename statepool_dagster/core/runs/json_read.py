@@ -17,6 +17,9 @@ card's own, and the text nests as deep as the file); each must be JSON Python's 
 reads (``[1,,2]``, ``[+1]``, ``[01]``, ``[nan]`` are not), checked without building a float,
 and each distinct array once (a card keeps its embedding until its trigger changes). Only
 the literal spelling as a whole key is blanked; anything unusual returns ``None``.
+
+What was read must be storable as UTF-8: :func:`is_utf8` for bytes, :func:`storable` for
+text (Python's ``json`` reads a lone surrogate escape, ``"\\ud800"``, which UTF-8 cannot hold).
 """
 
 from __future__ import annotations
@@ -226,3 +229,22 @@ def blank_embeddings(data: bytes) -> tuple[bytes, int] | None:
         count += 1
     parts.append(data[copied:])
     return b"".join(parts), count
+
+
+_SLICE = 1 << 20  # characters encoded at a time: a huge text is never copied whole
+
+
+def storable(text: str) -> bool:
+    """Whether ``text`` can be stored as UTF-8: no lone surrogate (``\\ud800`` read alone).
+
+    Encoding is ~3 times faster than searching for one; each character encodes on its own,
+    so slices tell the same.
+    """
+    if text.isascii():
+        return True
+    try:
+        for start in range(0, len(text), _SLICE):
+            text[start : start + _SLICE].encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

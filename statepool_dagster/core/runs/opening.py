@@ -26,8 +26,8 @@ from typing import Any
 from ..errors import BadRecordError
 from ..locations import AnyPath, is_local
 from ..names import EPISODES_FILE, SNAPSHOTS_DIR
-from ..rejects import RAW_LIMIT, UNSTORABLE, Reject, escape_bytes, storable
-from .json_read import loads
+from ..rejects import RAW_LIMIT, UNSTORABLE, Reject, escape_bytes
+from .json_read import loads, storable
 
 
 class RefusedFile(OSError):

@@ -11,8 +11,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..names import parse_run_state_id, run_name_problem
-from ..rejects import RAW_LIMIT, UNSTORABLE, Reject, escape_bytes, storable
-from ..runs.json_read import is_utf8, loads
+from ..rejects import RAW_LIMIT, UNSTORABLE, Reject, escape_bytes
+from ..runs.json_read import is_utf8, loads, storable
 from ..segments.reader import DEFAULT_MAX_LINE, OversizeLine, iter_segment_lines
 from ..states.models import STATE_FIELDS, CheckpointState
 from .writer import PROVENANCE_KEY

@@ -18,8 +18,9 @@ import pyarrow.compute as pc
 
 from ..errors import BadRecordError
 from ..names import EPISODES, EPISODES_FILE, RejectSource
-from ..rejects import UNSTORABLE, Reject, storable
+from ..rejects import UNSTORABLE, Reject
 from ..runs.episodes import EpisodesRead, chunks, open_episodes, parse_episodes, same_prefix
+from ..runs.json_read import storable
 from ..runs.opening import run_notes
 from ..store.layout import read_rejects, update_rejects
 from ..store.part_files import part_name

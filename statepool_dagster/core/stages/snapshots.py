@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..errors import BadRecordError
 from ..locations import file_stamp
 from ..names import IGNORED_FILES, SNAPSHOTS, SNAPSHOTS_DIR, RejectSource
-from ..rejects import UNSTORABLE, Reject, storable
+from ..rejects import UNSTORABLE, Reject
+from ..runs.json_read import storable
 from ..runs.opening import FolderGate, run_notes
 from ..runs.snapshots import list_snapshots, read_snapshot
 from ..store.layout import update_rejects
