@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 from ..errors import StatepoolError
-from .render import format_episodes
+from .formatting import format_episodes
 from .template import PLACEHOLDERS, surrogate_problem, template_problems, tool_specs_text
 
 DEFAULTS_DIR = Path(__file__).parent / "defaults"
