@@ -62,8 +62,6 @@ class Gate:
 
 
 CHARS_PER_TOKEN = 4
-
-
 Messages = list[dict[str, str]]
 
 

@@ -176,11 +176,7 @@ def read_stats(store: str | os.PathLike[str]) -> pa.Table:
 
 
 FEEDBACK_SUBDIR = "feedback"
-
-
 STATS_DIR = "feedback_stats"
-
-
 MANIFEST = "fold.json"
 
 

@@ -42,8 +42,6 @@ _TEXTS = (
 )
 _STATE_DEPENDENT = (IndexError, KeyError)  # a longer text or another key can have it
 RENDER_ERRORS = (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError)
-
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

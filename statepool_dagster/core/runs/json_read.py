@@ -157,8 +157,6 @@ def number_array_valid(raw: bytes) -> bool:
 
 
 KEY = b'"_trigger_emb"'
-
-
 _WS = b" \t\r\n"
 
 

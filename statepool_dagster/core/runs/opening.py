@@ -193,14 +193,8 @@ def run_notes(run_dir: AnyPath) -> list[str]:
 
 
 ANALYSES_DIR = "analyses"
-
-
 RECEIPTS_DIR = "receipts"
-
-
 ANALYSIS_NAME = re.compile(r"analysis_v(0|[1-9][0-9]*)\.json")
-
-
 RECEIPT_NAME = re.compile(r"receipt_v(0|[1-9][0-9]*)\.txt")
 
 
@@ -241,8 +235,6 @@ class _Kind:
 
 
 _ANALYSES = _Kind(ANALYSES_DIR, ANALYSIS_NAME, "analysis_v<int>.json", parse_analysis)
-
-
 _RECEIPTS = _Kind(RECEIPTS_DIR, RECEIPT_NAME, "receipt_v<int>.txt", parse_receipt)
 
 

@@ -211,8 +211,6 @@ def release_if_large() -> None:
 
 
 RELEASE_AFTER = 4 << 20
-
-
 _written = 0
 
 
