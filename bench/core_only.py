@@ -18,7 +18,7 @@ from statepool_dagster.core.names import STATES
 from statepool_dagster.core.runs.files import discover_runs
 
 try:
-    from statepool_dagster.core.store.arrow_memory import load_arrow
+    from statepool_dagster.core.store.rows import load_arrow
 except ImportError:  # the tree before core/store/tables.py was split
     from statepool_dagster.core.store.tables import load_arrow
 

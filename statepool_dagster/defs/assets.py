@@ -41,7 +41,7 @@ from ..core.names import (
     STORE,
 )
 from ..core.stages import OpenTables, build_stages, stream_each
-from ..core.store.arrow_memory import load_arrow
+from ..core.store.rows import load_arrow
 from ..core.store.schemas import EPISODE_COLUMNS, PROMPT_COLUMNS, SNAPSHOT_COLUMNS, STATE_COLUMNS
 from ..core.words import plural
 from .checks import CHECK_SPECS, run_checks

@@ -26,9 +26,9 @@ from statepool_dagster.core.runs.episodes import CHUNK
 from statepool_dagster.core.stages.job import digest, digest_pieces
 from statepool_dagster.core.stages.run import build_run
 from statepool_dagster.core.states.models import CheckpointState
-from statepool_dagster.core.store.arrow_memory import utf8_views
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.reading import read_run_table
+from statepool_dagster.core.store.rows import utf8_views
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 
 PEAKS_PROBE = """
@@ -38,8 +38,8 @@ from pathlib import Path
 from statepool_dagster.core.stages import OpenTables, build_stages
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, RUN_ASSETS, SNAPSHOTS, STATES
-from statepool_dagster.core.store.arrow_memory import load_arrow
 from statepool_dagster.core.store.layout import StoreLayout
+from statepool_dagster.core.store.rows import load_arrow
 
 def status(key):
     for line in Path("/proc/self/status").read_text().splitlines():

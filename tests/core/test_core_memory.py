@@ -19,8 +19,8 @@ from statepool_dagster.core.runs.files import fingerprint_run
 from statepool_dagster.core.stages import OpenTables, build_run, build_stages
 from statepool_dagster.core.stages.episodes import build_episodes
 from statepool_dagster.core.stages.job import RenderedPrompts
-from statepool_dagster.core.store.arrow_memory import load_arrow
 from statepool_dagster.core.store.layout import StoreLayout
+from statepool_dagster.core.store.rows import load_arrow
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 
 pytestmark = pytest.mark.slow  # memory measured in subprocesses and at several sizes
@@ -82,7 +82,7 @@ def test_the_prompts_hand_over_adds_a_constant_to_a_stage_s_peak(tmp_path):
 RECENT_CHILD = r"""
 import sys
 import pyarrow as pa
-from statepool_dagster.core.store.part_files import RecentParts
+from statepool_dagster.core.store.part_writer import RecentParts
 
 def anon_kb():
     for line in open("/proc/self/status"):

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from ..rejects import storable
+from ..runs.json_read import storable
 
 PLACEHOLDERS = (
     "tool_specs",
@@ -42,8 +42,6 @@ _TEXTS = (
 )
 _STATE_DEPENDENT = (IndexError, KeyError)  # a longer text or another key can have it
 RENDER_ERRORS = (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError)
-
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

@@ -20,16 +20,23 @@ from ..config import Settings
 from ..errors import BadRecordError
 from ..locations import AnyPath
 from ..names import EPISODES, EPISODES_FILE, RejectSource
-from ..rejects import UNSTORABLE, Reject, storable
+from ..rejects import UNSTORABLE, Reject
 from ..runs.episodes import EpisodesRead, chunks, open_episodes, parse_episodes, same_prefix
 from ..runs.files import Fingerprint
+from ..runs.json_read import storable
 from ..runs.opening import run_notes
-from ..store.arrow_memory import release_arrow_memory, release_if_large, utf8_views
+from ..store.layout import read_rejects, update_rejects
 from ..store.part_files import part_name
 from ..store.parts import RunTable
-from ..store.pool import read_rejects, update_rejects
 from ..store.preview import recent
-from ..store.rows import EpisodeRow, episode_row, episodes_table
+from ..store.rows import (
+    EpisodeRow,
+    episode_row,
+    episodes_table,
+    release_arrow_memory,
+    release_if_large,
+    utf8_views,
+)
 from .job import (
     TABLE_FORMAT,
     OpenTables,

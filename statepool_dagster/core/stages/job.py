@@ -12,10 +12,9 @@ import pyarrow as pa
 
 from ..config import Settings
 from ..locations import AnyPath, as_path
-from ..names import SNAPSHOTS
+from ..names import SNAPSHOTS, check_run_name
 from ..rejects import Reject
 from ..runs.files import READER_VERSION
-from ..runs.names import check_run_name
 from ..states.models import BytesLike
 from ..store.layout import StoreLayout
 from ..store.parts import RunTable

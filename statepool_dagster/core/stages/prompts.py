@@ -20,10 +20,9 @@ from ..prompts.template import surrogate_problem
 from ..rejects import Reject
 from ..states.join import PlannedState
 from ..states.models import CheckpointState
-from ..store.arrow_memory import release_arrow_memory, utf8_views
+from ..store.layout import update_rejects
 from ..store.parts import RunTable
-from ..store.pool import update_rejects
-from ..store.rows import PromptRow
+from ..store.rows import PromptRow, release_arrow_memory, utf8_views
 from .job import (
     RENDER_VERSION,
     OpenTables,

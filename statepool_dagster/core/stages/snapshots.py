@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from ..config import Settings
 from ..errors import BadRecordError
+from ..locations import file_stamp
 from ..names import IGNORED_FILES, SNAPSHOTS, SNAPSHOTS_DIR, RejectSource
-from ..rejects import UNSTORABLE, Reject, storable
-from ..runs.files import Fingerprint, file_stamp
+from ..rejects import UNSTORABLE, Reject
+from ..runs.files import Fingerprint
+from ..runs.json_read import storable
 from ..runs.opening import FolderGate, run_notes
 from ..runs.snapshots import list_snapshots, read_snapshot
+from ..store.layout import update_rejects
 from ..store.part_files import part_name
-from ..store.pool import update_rejects
 from ..store.preview import recent
 from ..store.rows import snapshot_row
 from .job import (

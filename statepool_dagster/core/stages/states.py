@@ -18,21 +18,20 @@ import msgspec
 
 from ..config import Settings
 from ..names import EPISODES, IGNORED_SIDECARS, SNAPSHOTS, STATES, RejectSource
-from ..runs.sidecars import read_sidecars
+from ..runs.opening import read_sidecars
 from ..states.join import PlannedState, join_checkpoint, plan_states
 from ..states.models import decode_stored
 from ..states.reference_ops import ops_json
-from ..store.arrow_memory import release_arrow_memory, utf8_views
-from ..store.part_files import part_name
-from ..store.parts import RunTable
-from ..store.pool import (
+from ..store.layout import (
     file_digest,
     state_pool_names,
     update_rejects,
     update_state_pool,
     write_state_file,
 )
-from ..store.rows import StateRow
+from ..store.part_files import part_name
+from ..store.parts import RunTable
+from ..store.rows import StateRow, release_arrow_memory, utf8_views
 from .job import (
     STATE_VERSION,
     TABLE_FORMAT,
