@@ -99,7 +99,7 @@ def _builds(
     # stream_each runs each run's task under its store lock, on a fork pool when there are many.
     workers = settings.workers if shared else 1
     task = partial(_build_run, assets=tuple(assets), checks=tuple(checks))
-    yield from stream_each(task, settings, list(runs), workers)
+    yield from stream_each(task, settings, runs, workers)
 
 
 def _schema(columns: dict[str, str], types: dict[str, str]) -> TableSchema:

@@ -8,7 +8,7 @@ import multiprocessing
 import os
 import signal
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import TypeVar
 
@@ -68,13 +68,15 @@ def build_run(
         return dict(build_stages(run, settings, OpenTables(layout), assets))
 
 
-def run_each(task: RunTask[T], settings: Settings, runs: list[str], workers: int = 0) -> list[T]:
+def run_each(
+    task: RunTask[T], settings: Settings, runs: Sequence[str], workers: int = 0
+) -> list[T]:
     """``task`` for every run, on up to ``workers`` processes (0: one per core)."""
     return [result for ready in stream_each(task, settings, runs, workers) for result in ready]
 
 
 def stream_each(
-    task: RunTask[T], settings: Settings, runs: list[str], workers: int = 0
+    task: RunTask[T], settings: Settings, runs: Sequence[str], workers: int = 0
 ) -> Iterator[list[T]]:
     """``run_each``'s results in run order, as they come: each time, the next one (waited
     for) and every one after it already done.
