@@ -18,7 +18,7 @@ from statepool_dagster.core.report import run_numbers
 from statepool_dagster.core.runs.files import fingerprint_run
 from statepool_dagster.core.stages import OpenTables, build_run, build_stages
 from statepool_dagster.core.stages.episodes import build_episodes
-from statepool_dagster.core.stages.job import RenderedPrompts
+from statepool_dagster.core.stages.prompts import RenderedPrompts
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.rows import load_arrow
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run

@@ -14,8 +14,7 @@ from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES
 from statepool_dagster.core.runs.files import fingerprint_run
 from statepool_dagster.core.stages import OpenTables, build_run
 from statepool_dagster.core.stages.episodes import build_episodes
-from statepool_dagster.core.stages.job import RenderedPrompts
-from statepool_dagster.core.stages.prompts import build_prompts
+from statepool_dagster.core.stages.prompts import RenderedPrompts, build_prompts
 from statepool_dagster.core.stages.snapshots import build_snapshots
 from statepool_dagster.core.stages.states import build_states
 from statepool_dagster.core.store.layout import StoreLayout
@@ -102,7 +101,7 @@ def _states(settings: Settings, handover: RenderedPrompts | None = None) -> Open
 
 
 def test_the_hand_over_keeps_within_its_budget():
-    rendered = RenderedPrompts()
+    rendered = RenderedPrompts(Settings().prompt_spec())
     for i in range(100):
         rendered.put(f"s{i}", "r", "x" * (RenderedPrompts.BUDGET // 8), True, {})
     assert rendered.full()
@@ -116,20 +115,20 @@ def test_the_states_stage_hands_prompts_over_and_another_template_takes_none(run
     from statepool_dagster.core.prompts.spec import PromptSpec, bundled_text
 
     settings = Settings(runs_dir=str(run.parent), store_dir=str(tmp_path / "store"))
-    handover = RenderedPrompts()
+    handover = RenderedPrompts(settings.prompt_spec())
     tables = _states(settings, handover)
     assert handover._size > 0 and len(handover._entries) == SPEC.n_checkpoints
-    build_prompts(RUN, settings, tables, handover)
+    build_prompts(RUN, tables, settings.prompt_spec(), handover)
     assert handover._size == 0 and not handover._entries  # every one taken
 
     other = PromptSpec.load(template=_other_template(tmp_path, bundled_text))
     settings = Settings(runs_dir=str(run.parent), store_dir=str(tmp_path / "o"))
-    handover = RenderedPrompts()
+    handover = RenderedPrompts(settings.prompt_spec())
     tables = _states(settings, handover)
     assert handover._entries  # rendered under the configured template
-    build_prompts(RUN, settings, tables, handover, spec=other)
+    build_prompts(RUN, tables, other, handover)
     fresh = Settings(runs_dir=str(run.parent), store_dir=str(tmp_path / "f"))
-    build_prompts(RUN, fresh, _states(fresh), spec=other)
+    build_prompts(RUN, _states(fresh), other)
     assert _prompts(tmp_path / "o") == _prompts(tmp_path / "f")
     rendered = [row["prompt"] for row in _prompts(tmp_path / "o") if row["prompt"]]
     assert rendered and all(prompt.startswith("OTHER") for prompt in rendered)
@@ -139,3 +138,22 @@ def _other_template(tmp_path: Path, bundled_text) -> str:
     path = tmp_path / "other.txt"
     path.write_text("OTHER\n" + bundled_text("curator_prompt.txt"), encoding="utf-8")
     return str(path)
+
+
+def test_a_prompt_spec_that_fails_to_load_stops_the_prompts_stage_alone(run, tmp_path):
+    """The step runner loads the spec once; if it cannot, the episodes, snapshots and states
+    stages still build, and the prompts stage raises the loader's error."""
+    from statepool_dagster.core.errors import StatepoolError
+    from statepool_dagster.core.stages import build_stages
+
+    store = tmp_path / "store"
+    settings = Settings(
+        runs_dir=str(run.parent), store_dir=str(store), prompt_template=str(tmp_path / "gone.txt")
+    )
+    built = []
+    with pytest.raises(StatepoolError, match=r"gone\.txt"):
+        for asset, report in build_stages(RUN, settings, OpenTables(StoreLayout(str(store)))):
+            built.append((asset, report.rows))
+    assert [asset for asset, _ in built] == [EPISODES, SNAPSHOTS, STATES]
+    assert dict(built)[STATES] == SPEC.n_checkpoints
+    assert not (store / PROMPTS / RUN).exists()

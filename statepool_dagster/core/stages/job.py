@@ -68,39 +68,6 @@ class OpenTables:
         return table
 
 
-class RenderedPrompts:
-    """Prompts handed from the states stage to the prompts stage of one step, by state key,
-    up to a budget of characters (a constant, not a run): the states stage renders from the
-    state it has decoded, the prompts stage then reads and decodes none of these states.
-
-    An entry is ``(render key, prompt or the reason it cannot be rendered, row values)``.
-    """
-
-    BUDGET = 1 << 19  # characters: a small run's prompts, all of them
-
-    def __init__(self) -> None:
-        self._entries: dict[str, tuple[str, str, bool, dict[str, Any]]] = {}
-        self._size = 0
-        self.inputs: tuple[Any, str] | None = None  # the prompt spec and its digest, once loaded
-
-    def full(self) -> bool:
-        return self._size >= self.BUDGET
-
-    def put(self, key: str, render_key: str, text: str, ok: bool, row: dict[str, Any]) -> None:
-        """Keep ``text`` (the prompt if ``ok``, else why not) unless the budget is spent."""
-        if self._size + len(text) <= self.BUDGET and key not in self._entries:
-            self._entries[key] = (render_key, text, ok, row)
-            self._size += len(text)
-
-    def take(self, key: str, render_key: str) -> tuple[str, bool, dict[str, Any]] | None:
-        """The entry of state ``key`` if rendered under ``render_key`` (and let go)."""
-        entry = self._entries.pop(key, None)
-        if entry is None:
-            return None
-        self._size -= len(entry[1])
-        return entry[1:] if entry[0] == render_key else None
-
-
 def preview(table: RunTable, columns: list[str], rows: int = 10) -> str:
     """The table's first rows as Markdown (kept while they stay; call before ``save``)."""
     return cached_view(table, "preview", columns, rows, partial(markdown_preview, columns=columns))

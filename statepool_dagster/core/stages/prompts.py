@@ -11,7 +11,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..config import Settings
 from ..errors import PromptInputError
 from ..names import PROMPTS, SNAPSHOTS_DIR, STATES, RejectSource, run_state_id
 from ..prompts.render import build_curator_prompt
@@ -26,7 +25,6 @@ from ..store.rows import PromptRow, release_arrow_memory, utf8_views
 from .job import (
     RENDER_VERSION,
     OpenTables,
-    RenderedPrompts,
     StageReport,
     cached_view,
     digest,
@@ -58,15 +56,38 @@ def spec_digest(spec: PromptSpec) -> str:
     )
 
 
-def prompt_inputs(settings: Settings, handover: RenderedPrompts | None) -> tuple[PromptSpec, str]:
-    """The prompt spec and its digest; loaded once for the two stages a ``handover`` joins."""
-    if handover is not None and handover.inputs is not None:
-        return handover.inputs
-    spec = settings.prompt_spec()
-    inputs = (spec, spec_digest(spec))
-    if handover is not None:
-        handover.inputs = inputs
-    return inputs
+class RenderedPrompts:
+    """Prompts handed from the states stage to the prompts stage of one step, by state key,
+    up to a budget of characters (a constant, not a run): the states stage renders from the
+    state it has decoded, the prompts stage then reads and decodes none of these states.
+
+    An entry is ``(render key, prompt or the reason it cannot be rendered, row values)``.
+    """
+
+    BUDGET = 1 << 19  # characters: a small run's prompts, all of them
+
+    def __init__(self, spec: PromptSpec) -> None:
+        self.spec = spec  # what both stages render under: loaded once, by the step runner
+        self.spec_key = spec_digest(spec)
+        self._entries: dict[str, tuple[str, str, bool, dict[str, Any]]] = {}
+        self._size = 0
+
+    def full(self) -> bool:
+        return self._size >= self.BUDGET
+
+    def put(self, key: str, render_key: str, text: str, ok: bool, row: dict[str, Any]) -> None:
+        """Keep ``text`` (the prompt if ``ok``, else why not) unless the budget is spent."""
+        if self._size + len(text) <= self.BUDGET and key not in self._entries:
+            self._entries[key] = (render_key, text, ok, row)
+            self._size += len(text)
+
+    def take(self, key: str, render_key: str) -> tuple[str, bool, dict[str, Any]] | None:
+        """The entry of state ``key`` if rendered under ``render_key`` (and let go)."""
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return None
+        self._size -= len(entry[1])
+        return entry[1:] if entry[0] == render_key else None
 
 
 def prompt_text(state: CheckpointState, spec: PromptSpec) -> str:
@@ -79,24 +100,21 @@ def prompt_text(state: CheckpointState, spec: PromptSpec) -> str:
 
 
 class PromptHandOver:
-    """The states stage's side of :class:`job.RenderedPrompts`: it renders the prompt of each
+    """The states stage's side of :class:`RenderedPrompts`: it renders the prompt of each
     state it builds, from the state it has decoded, when there is a hand-over (the step's
     prompts stage follows), the prompt is not stored already and the hand-over has room."""
 
-    def __init__(
-        self, run: str, settings: Settings, tables: OpenTables, handover: RenderedPrompts | None
-    ) -> None:
+    def __init__(self, run: str, tables: OpenTables, handover: RenderedPrompts | None) -> None:
         self.run = run
         self.spec: PromptSpec | None = None
         if handover is None:
             return
         self.rendered = handover
         try:
-            spec, self.spec_key = prompt_inputs(settings, handover)
             self.stored = tables.open(PROMPTS, run).parts
-        except Exception:  # a bad prompt setting or prompts table: the prompts stage says so
+        except Exception:  # a bad prompts table: the prompts stage says so
             return
-        self.spec = spec
+        self.spec, self.spec_key = handover.spec, handover.spec_key
 
     def offer(
         self,
@@ -148,18 +166,12 @@ def _first_prompt(head: pa.Table) -> str:
 
 
 def build_prompts(
-    run: str,
-    settings: Settings,
-    tables: OpenTables,
-    handover: RenderedPrompts | None = None,
-    spec: PromptSpec | None = None,
+    run: str, tables: OpenTables, spec: PromptSpec, handover: RenderedPrompts | None = None
 ) -> StageReport:
-    """``curator_prompts``: one prompt per state; a state that cannot be rendered is a reject.
-
-    ``handover``: the prompts the step's states stage rendered; ``spec``: instead of the
-    settings' prompt spec.
+    """``curator_prompts``: one prompt per state, rendered under ``spec``; a state that cannot
+    be rendered is a reject. ``handover``: the prompts the step's states stage rendered.
     """
-    spec, spec_key = (spec, spec_digest(spec)) if spec else prompt_inputs(settings, handover)
+    spec_key = spec_digest(spec)
     states, table = tables.open(STATES, run), tables.open(PROMPTS, run)
     fingerprint = states.marks.get("fingerprint", "")
     kept: set[str] = set()

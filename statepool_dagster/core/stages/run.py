@@ -19,8 +19,8 @@ from ..store.layout import StoreLayout
 from ..store.renames import libc_function
 from ..store.rows import load_arrow, release_if_large
 from .episodes import build_episodes
-from .job import OpenTables, RenderedPrompts, StageReport, run_folder
-from .prompts import build_prompts
+from .job import OpenTables, StageReport, run_folder
+from .prompts import RenderedPrompts, build_prompts
 from .snapshots import build_snapshots
 from .states import build_states
 
@@ -36,12 +36,18 @@ def build_stages(
     (the caller holds the run's lock; a stage that fails ends the step).
 
     What the stages of one step share is made here: the run's files fingerprinted once,
-    before the first stage reads them, and the prompts the states stage renders for a
-    prompts stage that follows it.
+    before the first stage reads them, the prompt spec loaded once, and the prompts the
+    states stage renders for a prompts stage that follows it.
     """
     wanted = frozenset(assets)
     fingerprint = None
-    handover = RenderedPrompts() if {STATES, PROMPTS} <= wanted else None
+    spec, bad_spec = None, None
+    if PROMPTS in wanted:
+        try:
+            spec = settings.prompt_spec()
+        except Exception as exc:  # raised by the prompts stage: the stages before it still run
+            bad_spec = exc
+    handover = RenderedPrompts(spec) if spec is not None and STATES in wanted else None
     for asset in RUN_ASSETS:
         if asset not in wanted:
             continue
@@ -51,9 +57,12 @@ def build_stages(
                     fingerprint = fingerprint_run(run_folder(settings, run))
                 build = build_episodes if asset == EPISODES else build_snapshots
                 report = build(run, settings, tables, fingerprint)
+            elif asset == STATES:
+                report = build_states(run, settings, tables, handover)
+            elif spec is None:
+                raise bad_spec
             else:
-                build = build_states if asset == STATES else build_prompts
-                report = build(run, settings, tables, handover)
+                report = build_prompts(run, tables, spec, handover)
         finally:
             release_if_large()  # the memory Arrow kept from the stage: the next starts lean
         yield asset, report

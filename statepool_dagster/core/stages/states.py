@@ -36,7 +36,6 @@ from .job import (
     STATE_VERSION,
     TABLE_FORMAT,
     OpenTables,
-    RenderedPrompts,
     StageReport,
     combined,
     digest,
@@ -45,7 +44,7 @@ from .job import (
     reject_lines,
     run_folder,
 )
-from .prompts import PromptHandOver
+from .prompts import PromptHandOver, RenderedPrompts
 
 PREVIEW = ["state_id", "version", "batch_version", "n_cards", "n_episodes"]
 _encode = msgspec.json.Encoder().encode
@@ -156,7 +155,7 @@ def build_states(
     kept: set[str] = set()
     reused = 0
     sidecar_maps = (sidecars.analyses, sidecars.receipts)
-    handing = PromptHandOver(run, settings, tables, handover)
+    handing = PromptHandOver(run, tables, handover)
     for plan in planned:
         name = part_name(plan.version)
         key = state_key(settings_key, plan, inputs, sidecars)
