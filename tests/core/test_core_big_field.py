@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES
-from statepool_dagster.core.prompts.formatting import format_episodes
 from statepool_dagster.core.prompts.render import build_curator_prompt
+from statepool_dagster.core.prompts.template import format_episodes
 from statepool_dagster.core.runs.episodes import CHUNK
 from statepool_dagster.core.stages.job import digest, digest_pieces
 from statepool_dagster.core.stages.run import build_run
