@@ -14,8 +14,8 @@ import test_live_pool
 from test_live_pool import _export, _feedback, _rows
 
 from statepool_dagster.core.config import Settings
+from statepool_dagster.core.feedback.folders import folded_segments
 from statepool_dagster.core.feedback.select import SelectionOptions
-from statepool_dagster.core.feedback.stats_store import folded_segments
 from statepool_dagster.core.segments.writer import SegmentWriter
 from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.core.sessions.build import build_session

@@ -19,7 +19,7 @@ from typing import Any
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
 from ..core.config import Settings
-from ..core.feedback.stats_store import MANIFEST, STATS_DIR, feedback_folder
+from ..core.feedback.folders import MANIFEST, STATS_DIR, feedback_folder
 from ..core.locations import AnyPath, as_path, is_local
 from ..core.names import (
     SESSION_PROMPTS,

@@ -113,7 +113,7 @@ def feedback_tick(
 ) -> Tick:
     """A run of ``state_stats`` when sealed feedback segments exist that the last fold has not
     read."""
-    from ..core.feedback.stats_store import feedback_folder, folded_segments
+    from ..core.feedback.folders import feedback_folder, folded_segments
     from ..core.segments import list_segments
 
     folded = folded_segments(settings.store_dir)

@@ -21,8 +21,8 @@ from ..errors import StatepoolError
 from ..locations import as_path
 from ..segments import SegmentWriter
 from ..segments.writer import highest_seq
+from .folders import feedback_folder as feedback_folder
 from .records import FeedbackRecord, encode, from_breakdown, group_id
-from .stats_store import feedback_folder as feedback_folder
 
 
 @dataclass

@@ -3,9 +3,7 @@
 ``<store>/feedback_stats/`` holds ``fold.json`` (generation, segments folded, counts)
 and, named by generation, the state and open-group accumulators as Parquet; the
 manifest is written last, so a fold interrupted midway is simply done again. The
-per-state table readers use is ``state_stats.parquet`` beside them. Where feedback lives
-(its segments' folder, the fold's folder and manifest) is read without Arrow: the sensors,
-``statepool sync`` and ``statepool status`` ask it often.
+per-state table readers use is ``state_stats.parquet`` beside them.
 """
 
 from __future__ import annotations
@@ -20,10 +18,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..config import Settings
-from ..locations import AnyPath, as_path, is_local
+from ..locations import AnyPath, is_local
 from ..segments import list_segments
 from ..store.atomic import read_parquet, write_bytes_atomic, write_parquet_atomic
+from .folders import MANIFEST, stats_folder
 from .stats import DEFAULT_CLOSE_SECONDS, Fold, GroupTally, StateTally
 
 TABLE = "state_stats.parquet"
@@ -173,28 +171,3 @@ def read_stats(store: str | os.PathLike[str]) -> pa.Table:
     if not path.exists():
         return STATS_SCHEMA.empty_table()
     return read_parquet(path)
-
-
-FEEDBACK_SUBDIR = "feedback"
-STATS_DIR = "feedback_stats"
-MANIFEST = "fold.json"
-
-
-def feedback_folder(settings: Settings) -> str:
-    """Where feedback segments live: ``feedback_dir``, else ``<store>/feedback``."""
-    if settings.feedback_dir:
-        return settings.feedback_dir
-    return settings.store_dir.rstrip("/") + "/" + FEEDBACK_SUBDIR
-
-
-def stats_folder(store: str | os.PathLike[str]) -> AnyPath:
-    """``<store>/feedback_stats``: the fold's table and manifest."""
-    return as_path(store) / STATS_DIR
-
-
-def folded_segments(store: str | os.PathLike[str]) -> set[str]:
-    """The feedback segments the saved fold has read (none when there is no fold yet)."""
-    path = stats_folder(store) / MANIFEST
-    if not path.exists():
-        return set()
-    return set(json.loads(path.read_bytes()).get("folded", ()))
