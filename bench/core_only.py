@@ -18,7 +18,7 @@ from statepool_dagster.core.names import STATES
 from statepool_dagster.core.runs.files import discover_runs
 
 try:
-    from statepool_dagster.core.store.arrow_memory import load_arrow
+    from statepool_dagster.core.store.rows import load_arrow
 except ImportError:  # the tree before core/store/tables.py was split
     from statepool_dagster.core.store.tables import load_arrow
 
@@ -35,7 +35,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--imports-only", action="store_true", help="the fixed cost alone")
     args = parser.parse_args()
-    # pyarrow imports pandas on its first array; before the fork, as run_stage does.
+    # pyarrow imports pandas on its first array; before the fork, as run_each does.
     load_arrow()
     if args.imports_only:
         return 0

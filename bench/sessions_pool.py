@@ -124,7 +124,7 @@ def sessions_path(bench: Bench, out: Path, args: argparse.Namespace) -> list[dic
 
 def read_session(store: str) -> int:
     """Every stored state and prompt of the session, a batch at a time; the states seen."""
-    from statepool_dagster.core.sessions.reading import iter_session_table
+    from statepool_dagster.core.export.sessions import iter_session_table
 
     count = sum(b.num_rows for b in iter_session_table(store, SESSION, "states", ["state"]))
     prompts = sum(b.num_rows for b in iter_session_table(store, SESSION, "prompts", ["prompt"]))

@@ -12,7 +12,7 @@ from dagster import AssetCheckSeverity
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import PROMPTS, SNAPSHOTS, STATES
 from statepool_dagster.core.stages import build_run
-from statepool_dagster.core.stages.job import RunJob
+from statepool_dagster.core.stages.job import OpenTables
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.parts import RunTable
 from statepool_dagster.core.store.schemas import SCHEMAS
@@ -45,8 +45,8 @@ def _table(settings: Settings, asset: str, run: str) -> RunTable:
     return RunTable(StoreLayout(settings.store_dir).table(asset, run), SCHEMAS[asset])
 
 
-def _results(settings: Settings, run: str, job: RunJob | None = None) -> dict:
-    results = run_checks(settings.store_dir, run, list(_CHECKS), job)
+def _results(settings: Settings, run: str, tables: OpenTables | None = None) -> dict:
+    results = run_checks(settings.store_dir, run, list(_CHECKS), tables)
     return {key.name: result for key, result in results}
 
 
@@ -112,7 +112,8 @@ def test_the_checks_tell_which_run_fails_which_check(built):
 
 def test_a_builds_checks_read_its_tables_and_agree_with_a_check_launched_alone(built):
     for run in RUNS:
-        assert _results(built, run, RunJob(built, run)) == _results(built, run)
+        tables = OpenTables(StoreLayout(built.store_dir))
+        assert _results(built, run, tables) == _results(built, run)
 
 
 def test_a_store_without_the_facts_is_checked_from_its_rows_with_the_same_results(built):

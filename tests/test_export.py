@@ -26,10 +26,11 @@ from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.errors import StatepoolError
 from statepool_dagster.core.export.collect import collect_export
+from statepool_dagster.core.export.records import TRL_SCHEMA, VERL_SCHEMA
 from statepool_dagster.core.export.rows import MANIFEST, ExportOptions, split_of, state_key
-from statepool_dagster.core.export.write import TRL_SCHEMA, VERL_SCHEMA, stream_export
+from statepool_dagster.core.export.write import stream_export
 from statepool_dagster.core.names import PROMPTS, SNAPSHOTS, STATES
-from statepool_dagster.core.stages import STAGES, RunJob, build_run
+from statepool_dagster.core.stages import build_run
 from statepool_dagster.core.states.models import CheckpointState
 from statepool_dagster.definitions import defs
 from statepool_dagster.defs.partitions import RUNS
@@ -365,9 +366,7 @@ def test_a_run_mid_rebuild_is_left_out_until_its_prompts_match_its_states(tmp_pa
     library = json.loads(snapshot.read_text(encoding="utf-8"))
     library["cards"][0]["program"] = "A rewritten program"
     snapshot.write_text(json.dumps(library), encoding="utf-8")
-    job = RunJob(settings, "run001")
-    for stage in (SNAPSHOTS, STATES):  # the rebuild has not reached curator_prompts yet
-        STAGES[stage](job)
+    build_run(settings, "run001", [SNAPSHOTS, STATES])  # not yet curator_prompts: a rebuild
     monkeypatch.setattr("statepool_dagster.core.export.collect.READ_RETRY_DELAYS", (0.01,))
     midway = collect_export(store)
     assert {row.run for row in midway.rows} == {"run000"}
@@ -375,7 +374,7 @@ def test_a_run_mid_rebuild_is_left_out_until_its_prompts_match_its_states(tmp_pa
         "run001: its prompts were not rendered from its current states (a rebuild in progress, "
         "or one that failed before its prompts): run left out; materialize it again"
     ]
-    STAGES[PROMPTS](job)
+    build_run(settings, "run001", [PROMPTS])
     done = collect_export(store)
     assert {row.run for row in done.rows} == {"run000", "run001"}
     assert not [p for p in done.problems if p.startswith("run001:")]

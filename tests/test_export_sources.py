@@ -14,8 +14,9 @@ import pytest
 
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.export.collect import collect_export
+from statepool_dagster.core.export.records import SESSIONS_INDEX
 from statepool_dagster.core.export.rows import MANIFEST, ExportOptions, SourceOptions, split_of
-from statepool_dagster.core.export.write import SESSIONS_INDEX, stream_export
+from statepool_dagster.core.export.write import stream_export
 from statepool_dagster.core.feedback.select import Selection, SelectionOptions
 from statepool_dagster.core.feedback.stats_store import update_stats
 from statepool_dagster.core.segments.writer import SegmentWriter

@@ -21,9 +21,10 @@ import pytest
 from test_trainers import SPEC, _need, _verl_config, train_tokenizer
 
 from statepool_dagster import load_prompts
+from statepool_dagster.core.feedback.folders import stats_folder
 from statepool_dagster.core.feedback.recorder import FEEDBACK_ENV, SEAL_ENV, flush_all
 from statepool_dagster.core.feedback.select import Selection, SelectionOptions
-from statepool_dagster.core.feedback.stats_store import read_stats, stats_folder
+from statepool_dagster.core.feedback.stats_store import read_stats
 from statepool_dagster.core.segments import SegmentWriter, iter_segment_lines, list_segments
 
 from helpers import STATEPOOL, cli_env, generated_state, local_sync, sync_json

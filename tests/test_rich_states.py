@@ -209,7 +209,7 @@ def fake_infer(tmp_path, monkeypatch):
         f"CURATOR_PROMPT = {template!r}\nPARAM_RULE_ON = {rule!r}\n", "utf-8"
     )
     (root / "infer" / "curator" / "reflector.py").write_text(
-        "from statepool_dagster.core.prompts.formatting import format_episodes\n", "utf-8"
+        "from statepool_dagster.core.prompts.template import format_episodes\n", "utf-8"
     )
     (root / "infer" / "tools.py").write_text(f"TOOL_SPECS = {specs!r}\n", "utf-8")
     monkeypatch.syspath_prepend(str(root))

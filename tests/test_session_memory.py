@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from statepool_dagster.core.export.sessions import iter_session_table
 from statepool_dagster.core.sessions import StateWriter
-from statepool_dagster.core.sessions.reading import iter_session_table
 
 from helpers import cli_env, peak_rss_mb
 

@@ -50,7 +50,7 @@ RECORDED = {DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_CHECK
 # The episode formatter, held at the last run's first prompt until GATE is removed.
 GATED_FORMATTER = """
 import os, time
-from statepool_dagster.core.prompts.formatting import format_episodes
+from statepool_dagster.core.prompts.template import format_episodes
 
 def gated(episodes):
     if episodes and str(episodes[0].get("id", "")).startswith(os.environ["SLOW_RUN"]):

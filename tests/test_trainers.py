@@ -306,7 +306,7 @@ def test_a_bare_tokenizer_json_counts_the_message_texts(exported):
     from tokenizers import Tokenizer
 
     from statepool_dagster.core.export.collect import export_rows
-    from statepool_dagster.core.export.lengths import LengthFilter, load_counter
+    from statepool_dagster.core.export.gate import LengthFilter, load_counter
     from statepool_dagster.core.export.rows import ExportOptions, ExportSet
 
     export = ExportSet(ExportOptions())

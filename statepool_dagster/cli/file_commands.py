@@ -95,7 +95,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     preflight.store_folder(settings.store_dir, store_name, must_exist=True)
     lengths = None
     if args.tokenizer is not None or args.max_prompt_tokens is not None:
-        from ..core.export.lengths import LengthFilter, load_counter
+        from ..core.export.gate import LengthFilter, load_counter
 
         lengths = LengthFilter(load_counter(args.tokenizer), args.max_prompt_tokens)
     try:

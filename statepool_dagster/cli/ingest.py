@@ -97,7 +97,7 @@ def _keep_rejects(settings: Settings, session: str, writer: str, rejects: list) 
     from ..core.names import RejectSource
     from ..core.sessions.store import SessionFolders
     from ..core.store.atomic import write_bytes_atomic
-    from ..core.store.pool import reject_line
+    from ..core.store.layout import reject_line
 
     lines = [reject_line(r, RejectSource.INGEST) for r in rejects]
     path = SessionFolders(settings.store_dir, session).ingest_rejects(writer)

@@ -155,3 +155,19 @@ def key_name_problem(name: str, max_length: int) -> str | None:
         bad = sorted({c for c in name if not _KEY_CHARACTERS.fullmatch(c)})
         return "characters outside [A-Za-z0-9._-]: " + ", ".join(repr(c) for c in bad[:5])
     return None
+
+
+MAX_RUN_NAME = 200
+
+
+def run_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a run partition key, or ``None`` when it can."""
+    return key_name_problem(name, MAX_RUN_NAME)
+
+
+def check_run_name(name: str) -> str:
+    """Return ``name`` if it is a safe run key; raise ``ValueError`` naming the rule otherwise."""
+    problem = run_name_problem(name)
+    if problem:
+        raise ValueError(f"invalid run name {name!r}: {problem}")
+    return name

@@ -9,25 +9,6 @@ RAW_LIMIT = 4096  # chars of a whole rejected file kept inline; the file itself 
 UNSTORABLE = "not storable as UTF-8: a lone surrogate escape in a string"
 
 
-_SLICE = 1 << 20  # characters encoded at a time: a huge text is never copied whole
-
-
-def storable(text: str) -> bool:
-    """Whether ``text`` can be stored as UTF-8: no lone surrogate (``\\ud800`` read alone).
-
-    Encoding is ~3 times faster than searching for one; each character encodes on its own,
-    so slices tell the same.
-    """
-    if text.isascii():
-        return True
-    try:
-        for start in range(0, len(text), _SLICE):
-            text[start : start + _SLICE].encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 class Reject(BaseModel):
     """One unusable record: an episode line (``line`` set) or a whole snapshot file."""
 

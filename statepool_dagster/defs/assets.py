@@ -40,8 +40,8 @@ from ..core.names import (
     STATES,
     STORE,
 )
-from ..core.stages import STAGES, RunJob, stream_stage
-from ..core.store.arrow_memory import load_arrow
+from ..core.stages import OpenTables, build_stages, stream_each
+from ..core.store.rows import load_arrow
 from ..core.store.schemas import EPISODE_COLUMNS, PROMPT_COLUMNS, SNAPSHOT_COLUMNS, STATE_COLUMNS
 from ..core.words import plural
 from .checks import CHECK_SPECS, run_checks
@@ -61,18 +61,22 @@ load_arrow()
 
 
 def _build_run(
-    job: RunJob, assets: Sequence[str], checks: Sequence[AssetCheckKey] = ()
+    run: str,
+    settings: Settings,
+    tables: OpenTables,
+    assets: Sequence[str],
+    checks: Sequence[AssetCheckKey] = (),
 ) -> RunBuild:
     """The selected stages of one run, in data order, up to the first that fails; then, if
-    none failed, the selected checks (in the same worker, on the files it just wrote)."""
-    build = RunBuild(job.run)
+    none failed, the selected checks (in the same worker, on the tables it just saved)."""
+    build = RunBuild(run)
     try:
-        for asset in assets:
-            build.reports[asset] = STAGES[asset](job)
+        for asset, report in build_stages(run, settings, tables, assets):
+            build.reports[asset] = report
     except Exception as error:  # one run's failure must not hide the other runs' results
         build.error, build.trace = error, traceback.format_exc()
         return build
-    build.checks = run_checks(job.settings.store_dir, job.run, checks, job)
+    build.checks = run_checks(settings.store_dir, run, checks, tables)
     return build
 
 
@@ -92,11 +96,10 @@ def _builds(
         return
     # A forked worker's writes to memory:// would stay in the worker.
     shared = shared_between_processes(as_path(settings.store_dir))
-    jobs = [RunJob(settings, run, frozenset(assets)) for run in runs]
-    # stream_stage runs each task under the run's store lock, on a fork pool when there are many.
+    # stream_each runs each run's task under its store lock, on a fork pool when there are many.
     workers = settings.workers if shared else 1
     task = partial(_build_run, assets=tuple(assets), checks=tuple(checks))
-    yield from stream_stage(task, jobs, workers)
+    yield from stream_each(task, settings, runs, workers)
 
 
 def _schema(columns: dict[str, str], types: dict[str, str]) -> TableSchema:

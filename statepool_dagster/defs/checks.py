@@ -30,10 +30,9 @@ from dagster import (
 )
 
 from ..core.names import PROMPTS, REJECTS, SNAPSHOTS, STATES
-from ..core.stages.job import RunJob
-from ..core.store.layout import StoreLayout
+from ..core.stages.job import OpenTables
+from ..core.store.layout import StoreLayout, read_rejects
 from ..core.store.part_files import part_version
-from ..core.store.pool import read_rejects
 from ..core.store.reading import read_run_infos, read_run_table
 from .partitions import runs_partitions
 
@@ -52,10 +51,10 @@ SHOWN = 20  # items of each list the details show (the metadata lists keep them 
 
 class _Run:
     """One run's store files, each table's checked columns read at most once (from the
-    tables ``job`` just saved, if given: a build's checks then read no file again)."""
+    ``tables`` a build just saved, if given: its checks then read no file again)."""
 
-    def __init__(self, layout: StoreLayout, run: str, job: RunJob | None = None):
-        self.layout, self.run, self.job = layout, run, job
+    def __init__(self, layout: StoreLayout, run: str, tables: OpenTables | None = None):
+        self.layout, self.run, self.tables = layout, run, tables
         self._tables: dict[str, dict[str, list[Any]]] = {}
 
     def column(self, asset: str, name: str) -> list[Any]:
@@ -65,8 +64,8 @@ class _Run:
 
     def _read(self, asset: str) -> dict[str, list[Any]]:
         facts = CHECKED[asset]
-        if self.job is not None:
-            table = self.job.table(asset)
+        if self.tables is not None:
+            table = self.tables.open(asset, self.run)
             infos = [(name, table.parts[name].info) for name in table.names()]
         else:
             infos = read_run_infos(self.layout, asset, self.run)
@@ -177,12 +176,12 @@ CheckResult = tuple[AssetCheckKey, dict[str, Any]]
 
 
 def run_checks(
-    store_dir: str, run: str, keys: Iterable[AssetCheckKey], job: RunJob | None = None
+    store_dir: str, run: str, keys: Iterable[AssetCheckKey], tables: OpenTables | None = None
 ) -> list[CheckResult]:
     """Each check of ``keys`` on one run's store files (picklable: a build worker runs them;
-    ``job``: the build's, whose saved tables it reads)."""
+    ``tables``: the build's, whose saved tables it reads)."""
     selected = set(keys)
-    files = _Run(StoreLayout(store_dir), run, job)
+    files = _Run(StoreLayout(store_dir), run, tables)
     return [(key, check(files)) for key, (check, _) in _CHECKS.items() if key in selected]
 
 

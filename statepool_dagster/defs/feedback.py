@@ -8,8 +8,9 @@ from dagster import (
     define_asset_job,
 )
 
+from ..core.feedback.folders import stats_folder
 from ..core.feedback.importers import feedback_folder
-from ..core.feedback.stats_store import load_fold, stats_folder, update_stats
+from ..core.feedback.stats_store import load_fold, update_stats
 from ..core.names import GROUP, ROW_COUNT, STATE_STATS_JOB
 from .resources import StatepoolSettings
 

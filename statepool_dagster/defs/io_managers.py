@@ -13,8 +13,7 @@ from dagster import InitResourceContext, InputContext, OutputContext, UPathIOMan
 from upath import UPath
 
 from ..core.locations import as_path
-from ..core.names import SETTINGS
-from ..core.runs.names import check_run_name
+from ..core.names import SETTINGS, check_run_name
 from ..core.store.atomic import read_parquet, write_parquet_atomic
 from ..core.store.layout import StoreLayout
 from ..core.store.reading import read_table

@@ -19,8 +19,6 @@ TASKS: tuple[str, ...] = (
 
 
 LETTERS = ("A", "B", "C", "D")
-
-
 _OBJECTS = (
     "mug",
     "screwdriver",
@@ -84,14 +82,8 @@ _REPEATS = (
 
 
 _COLORS = ("red", "blue", "green", "black", "white", "yellow", "silver", "orange", "purple")
-
-
 _RELATIONS = ("to the left of", "to the right of", "behind", "on top of", "in front of", "under")
-
-
 _SIGNS = ("whiteboard", "shop sign", "laptop screen", "cereal box", "street sign", "jar label")
-
-
 _TEXTS = (
     '"EXIT"',
     '"OPEN 24 HOURS"',

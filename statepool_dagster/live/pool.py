@@ -25,9 +25,9 @@ from typing import Any
 
 from ..core.export.records import verl_record
 from ..core.export.rows import SPLITS, ExportOptions, ExportRow
-from ..core.feedback.folders import folded_segments
+from ..core.feedback.folders import folded_segments, stats_folder
 from ..core.feedback.select import Selection, SelectionOptions
-from ..core.feedback.stats_store import TABLE, stats_folder, update_stats
+from ..core.feedback.stats_store import TABLE, update_stats
 from ..core.locations import is_local
 from ..core.prompts.spec import PromptSpec
 from ..core.segments import list_segments

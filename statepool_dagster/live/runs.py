@@ -17,14 +17,13 @@ import os
 from ..core.export.collect import _agree
 from ..core.export.rows import ExportOptions, split_of, state_text_digest
 from ..core.locations import AnyPath, is_local
-from ..core.names import PROMPTS, STATES, TABLE_INDEX
+from ..core.names import PROMPTS, STATES, TABLE_INDEX, run_name_problem
 from ..core.runs.files import natural_key
-from ..core.runs.names import run_name_problem
-from ..core.store.arrow_memory import utf8_views
 from ..core.store.batches import CheckpointBatches
 from ..core.store.layout import StoreLayout
 from ..core.store.part_files import read_spans
 from ..core.store.parts import RunTable
+from ..core.store.rows import utf8_views
 from ..core.store.schemas import SCHEMAS
 from .entries import RUN, Entry
 from .stamps import Stamp, file_stamp, index_stamps, local_stamp, subfolders

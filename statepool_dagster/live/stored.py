@@ -21,7 +21,7 @@ from ..core.runs.files import natural_key
 from ..core.segments.names import parse_segment_name
 from ..core.sessions.layout import session_name_problem
 from ..core.sessions.store import INDEX, SessionFolders
-from ..core.store.arrow_memory import utf8_views
+from ..core.store.rows import utf8_views
 from .entries import STORED, Entry
 from .stamps import Stamp, index_stamps
 

@@ -88,10 +88,10 @@ def fake_infer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Call
             f"CURATOR_PROMPT = {template!r}\nPARAM_RULE_ON = {param_rule!r}\n", encoding="utf-8"
         )
         if formatter_prefix is None:
-            reflector = "from statepool_dagster.core.prompts.formatting import format_episodes\n"
+            reflector = "from statepool_dagster.core.prompts.template import format_episodes\n"
         else:
             reflector = (
-                "from statepool_dagster.core.prompts.formatting import format_episodes as _base\n\n\n"  # noqa: E501
+                "from statepool_dagster.core.prompts.template import format_episodes as _base\n\n\n"
                 "def format_episodes(episodes):\n"
                 f"    return {formatter_prefix!r} + _base(episodes)\n"
             )

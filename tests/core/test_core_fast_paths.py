@@ -8,7 +8,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from statepool_dagster.core.runs.embeddings import blank_embeddings
+from statepool_dagster.core.runs.json_read import blank_embeddings
 from statepool_dagster.core.runs.snapshots import _parse_exact, parse_library
 from statepool_dagster.core.states.models import CheckpointState, dumps, state_bytes
 from statepool_dagster.core.store.preview import markdown_preview

@@ -25,11 +25,20 @@ from hypothesis import strategies as st
 from statepool_dagster.core.errors import PromptInputError
 from statepool_dagster.core.prompts.render import build_curator_prompt
 from statepool_dagster.core.rejects import Reject
-from statepool_dagster.core.runs.embeddings import blank_embeddings
 from statepool_dagster.core.runs.episodes import parse_episodes
-from statepool_dagster.core.runs.json_read import DEPTH_LIMIT, INT_DIGITS_LIMIT, loads
-from statepool_dagster.core.runs.opening import RefusedFile, open_run_file, read_run_file, run_notes
-from statepool_dagster.core.runs.sidecars import read_sidecars
+from statepool_dagster.core.runs.json_read import (
+    DEPTH_LIMIT,
+    INT_DIGITS_LIMIT,
+    blank_embeddings,
+    loads,
+)
+from statepool_dagster.core.runs.opening import (
+    RefusedFile,
+    open_run_file,
+    read_run_file,
+    read_sidecars,
+    run_notes,
+)
 from statepool_dagster.core.runs.snapshots import (
     FAST_PATH_BYTES,
     SnapshotFile,

@@ -14,7 +14,7 @@ import pytest
 
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES, TABLE_INDEX
-from statepool_dagster.core.stages import STAGES, RunJob, build_run
+from statepool_dagster.core.stages import build_run
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.part_files import (
     LEGACY_ROWS_META,
@@ -279,8 +279,7 @@ def test_states_built_alone_keep_the_originals_bytes(run, tmp_path):
     build(run.parent, store)
     shutil.rmtree(store / "state_pool")
     shutil.rmtree(store / STATES / RUN)
-    job = RunJob(Settings(runs_dir=str(run.parent), store_dir=str(store)), RUN)
-    STAGES[STATES](job)
+    build_run(Settings(runs_dir=str(run.parent), store_dir=str(store)), RUN, [STATES])
     fresh = tmp_path / "fresh_store"
     build(run.parent, fresh)
     assert store_pool(store) == store_pool(fresh)

@@ -1,5 +1,5 @@
 """The store's per-run lock serialises writers across processes and is re-entrant within one;
-the stages' pool streams results in job order and stops when its reader does."""
+the stages' pool streams results in run order and stops when its reader does."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from statepool_dagster.core.config import Settings
-from statepool_dagster.core.stages import RunJob, StageReport, run_stage, stream_stage
+from statepool_dagster.core.stages import OpenTables, StageReport, run_each, stream_each
 from statepool_dagster.core.store.layout import StoreLayout
 
 HOLDER = """
@@ -56,43 +56,43 @@ def test_lock_is_reentrant_within_a_process(tmp_path):
         pass
 
 
-def _gc_state(job: RunJob) -> StageReport:
-    return StageReport(job.run, "", 0, values={"gc_enabled": int(gc.isenabled())})
+def _gc_state(run: str, settings: Settings, tables: OpenTables) -> StageReport:
+    return StageReport(run, "", 0, values={"gc_enabled": int(gc.isenabled())})
 
 
-def _failing(job: RunJob) -> StageReport:
+def _failing(run: str, settings: Settings, tables: OpenTables) -> StageReport:
     raise RuntimeError("stage failed")
 
 
 def test_stages_run_with_the_cycle_collector_paused_and_restore_it(tmp_path):
-    job = RunJob(Settings(runs_dir=str(tmp_path), store_dir=str(tmp_path / "store")), "run000")
+    settings = Settings(runs_dir=str(tmp_path), store_dir=str(tmp_path / "store"))
     assert gc.isenabled()
-    (report,) = run_stage(_gc_state, [job], workers=1)
+    (report,) = run_each(_gc_state, settings, ["run000"], workers=1)
     assert report.values["gc_enabled"] == 0
     assert gc.isenabled()
     with pytest.raises(RuntimeError, match="stage failed"):
-        run_stage(_failing, [job], workers=1)
+        run_each(_failing, settings, ["run000"], workers=1)
     assert gc.isenabled()
 
 
-def _slow_marked(job: RunJob) -> StageReport:
-    (Path(job.settings.store_dir) / f"{job.run}.started").touch()
+def _slow_marked(run: str, settings: Settings, tables: OpenTables) -> StageReport:
+    (Path(settings.store_dir) / f"{run}.started").touch()
     time.sleep(0.2)
-    return StageReport(job.run, "", 0)
+    return StageReport(run, "", 0)
 
 
-def test_streamed_results_come_in_job_order_and_closing_early_cancels_the_rest(tmp_path):
+def test_streamed_results_come_in_run_order_and_closing_early_cancels_the_rest(tmp_path):
     store = tmp_path / "store"
     store.mkdir()
     settings = Settings(runs_dir=str(tmp_path), store_dir=str(store))
-    jobs = [RunJob(settings, f"run{i:03d}") for i in range(12)]
-    streamed = [report.run for ready in stream_stage(_slow_marked, jobs, 2) for report in ready]
-    assert streamed == [job.run for job in jobs]
+    runs = [f"run{i:03d}" for i in range(12)]
+    streamed = [r.run for ready in stream_each(_slow_marked, settings, runs, 2) for r in ready]
+    assert streamed == runs
     for marker in store.glob("*.started"):
         marker.unlink()
-    stream = stream_stage(_slow_marked, jobs, 2)
+    stream = stream_each(_slow_marked, settings, runs, 2)
     first = next(stream)
-    stream.close()  # a step stopped early: the pool is shut down, no further job started
+    stream.close()  # a step stopped early: the pool is shut down, no further run started
     assert first[0].run == "run000"
     started = len(list(store.glob("*.started")))
-    assert len(first) <= started < len(jobs)
+    assert len(first) <= started < len(runs)

@@ -7,17 +7,20 @@ import subprocess
 import sys
 import tracemalloc
 from collections import Counter
+from itertools import chain
 from pathlib import Path
 
 import pytest
 
 from statepool_dagster.core.config import Settings
-from statepool_dagster.core.names import EPISODES, STATES
+from statepool_dagster.core.names import EPISODES, PROMPTS, RUN_ASSETS, SNAPSHOTS, STATES
 from statepool_dagster.core.report import run_numbers
-from statepool_dagster.core.stages import STAGES, RunJob, build_run
-from statepool_dagster.core.stages.job import RenderedPrompts
-from statepool_dagster.core.store.arrow_memory import load_arrow
+from statepool_dagster.core.runs.files import fingerprint_run
+from statepool_dagster.core.stages import OpenTables, build_run, build_stages
+from statepool_dagster.core.stages.episodes import build_episodes
+from statepool_dagster.core.stages.prompts import RenderedPrompts
 from statepool_dagster.core.store.layout import StoreLayout
+from statepool_dagster.core.store.rows import load_arrow
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 
 pytestmark = pytest.mark.slow  # memory measured in subprocesses and at several sizes
@@ -28,8 +31,9 @@ def _input_bytes(run: Path) -> int:
 
 
 def _stage_peaks(
-    tmp_path: Path, checkpoints: int, stages: frozenset[str] = frozenset()
+    tmp_path: Path, checkpoints: int, hand_over: bool = False
 ) -> tuple[dict[str, int], int]:
+    """Each stage's peak, the four in one step (``hand_over``) or the prompts stage alone."""
     spec = SampleSpec(
         n_runs=1, n_checkpoints=checkpoints, n_cards=40, emb_dim=64, episodes_per_batch=32
     )
@@ -37,12 +41,14 @@ def _stage_peaks(
     settings = Settings(
         runs_dir=str(tmp_path / "runs"), store_dir=str(tmp_path / f"store{checkpoints}")
     )
-    job = RunJob(settings, run.name, stages)
+    tables = OpenTables(StoreLayout(settings.store_dir))
+    steps = [RUN_ASSETS] if hand_over else [(EPISODES, SNAPSHOTS, STATES), (PROMPTS,)]
+    stages = chain.from_iterable(build_stages(run.name, settings, tables, s) for s in steps)
     peaks = {}
-    for asset, stage in STAGES.items():
+    for _ in RUN_ASSETS:
         tracemalloc.start()
         try:
-            stage(job)
+            asset, _report = next(stages)  # runs the next stage
             peaks[asset] = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
@@ -54,7 +60,7 @@ def test_peak_memory_of_every_stage_is_flat_in_the_number_of_checkpoints(tmp_pat
     short, short_bytes = _stage_peaks(tmp_path, 40)
     long, long_bytes = _stage_peaks(tmp_path, 160)
     grown_input = long_bytes - short_bytes
-    for asset in STAGES:
+    for asset in RUN_ASSETS:
         # Holding the run would add about the input's growth; the parts' index adds a little.
         assert long[asset] - short[asset] < grown_input // 10, (asset, short, long, grown_input)
 
@@ -62,11 +68,11 @@ def test_peak_memory_of_every_stage_is_flat_in_the_number_of_checkpoints(tmp_pat
 def test_the_prompts_hand_over_adds_a_constant_to_a_stage_s_peak(tmp_path):
     """A build's states stage renders prompts for its prompts stage, up to a budget: the
     peaks stay flat, each above the stage run alone by about that budget at most."""
-    _stage_peaks(tmp_path / "warm", 4, frozenset(STAGES))
+    _stage_peaks(tmp_path / "warm", 4, hand_over=True)
     alone, _ = _stage_peaks(tmp_path / "alone", 160)
-    short, short_bytes = _stage_peaks(tmp_path / "short", 40, frozenset(STAGES))
-    long, long_bytes = _stage_peaks(tmp_path / "long", 160, frozenset(STAGES))
-    for asset in STAGES:
+    short, short_bytes = _stage_peaks(tmp_path / "short", 40, hand_over=True)
+    long, long_bytes = _stage_peaks(tmp_path / "long", 160, hand_over=True)
+    for asset in RUN_ASSETS:
         assert long[asset] - alone[asset] < 3 * RenderedPrompts.BUDGET, (asset, alone, long)
     # The prompts stage renders fewer of a short run's prompts itself: only the states
     # stage, which holds the hand-over, is compared across lengths.
@@ -76,7 +82,7 @@ def test_the_prompts_hand_over_adds_a_constant_to_a_stage_s_peak(tmp_path):
 RECENT_CHILD = r"""
 import sys
 import pyarrow as pa
-from statepool_dagster.core.store.part_files import RecentParts
+from statepool_dagster.core.store.part_writer import RecentParts
 
 def anon_kb():
     for line in open("/proc/self/status"):
@@ -144,7 +150,8 @@ def test_a_batch_of_many_episodes_is_not_held_as_python_rows(tmp_path):
     load_arrow()  # pyarrow's first array imports pandas: not the stage's memory
     tracemalloc.start()
     try:
-        report = STAGES[EPISODES](RunJob(settings, run.name))
+        tables = OpenTables(StoreLayout(settings.store_dir))
+        report = build_episodes(run.name, settings, tables, fingerprint_run(run))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

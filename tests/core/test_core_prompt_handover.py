@@ -11,8 +11,13 @@ import pytest
 
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES
-from statepool_dagster.core.stages import STAGES, RunJob, build_run
-from statepool_dagster.core.stages.job import RenderedPrompts
+from statepool_dagster.core.runs.files import fingerprint_run
+from statepool_dagster.core.stages import OpenTables, build_run
+from statepool_dagster.core.stages.episodes import build_episodes
+from statepool_dagster.core.stages.prompts import RenderedPrompts, build_prompts
+from statepool_dagster.core.stages.snapshots import build_snapshots
+from statepool_dagster.core.stages.states import build_states
+from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 
 from helpers import store_pool
@@ -72,16 +77,31 @@ def test_handed_over_prompts_are_those_rendered_from_the_stored_states(
     assert _prompts(tmp_path / "whole") == _prompts(tmp_path / "fresh")
 
 
-def test_a_states_stage_without_the_prompts_stage_renders_nothing(run, tmp_path):
-    job = RunJob(Settings(runs_dir=str(run.parent), store_dir=str(tmp_path / "store")), RUN)
-    for asset in (EPISODES, SNAPSHOTS, STATES):
-        STAGES[asset](job)
-    assert job.rendered.inputs is None and not job.rendered.full()
-    assert job.rendered.take("any", "key") is None
+def test_prompts_built_in_a_step_of_their_own_are_those_of_one_step(run, tmp_path):
+    """A step without the prompts stage hands nothing over; the prompts stage of a later
+    step renders from the stored states, to the same table, rejects and report."""
+    whole = _build(run, tmp_path / "whole")
+    settings = Settings(runs_dir=str(run.parent), store_dir=str(tmp_path / "split"))
+    split = build_run(settings, RUN, (EPISODES, SNAPSHOTS, STATES))
+    split |= build_run(settings, RUN, (PROMPTS,))
+    assert {a: (r.rows, r.reused, r.values, r.markdown) for a, r in split.items()} == whole
+    assert _prompts(tmp_path / "split") == _prompts(tmp_path / "whole")
+    assert _rejects(tmp_path / "split") == _rejects(tmp_path / "whole")
+
+
+def _states(settings: Settings, handover: RenderedPrompts | None = None) -> OpenTables:
+    """The states of one step's first three stages (rendering their prompts into a
+    ``handover``, if given); the tables it has open."""
+    tables = OpenTables(StoreLayout(settings.store_dir))
+    fingerprint = fingerprint_run(Path(settings.runs_dir) / RUN)
+    build_episodes(RUN, settings, tables, fingerprint)
+    build_snapshots(RUN, settings, tables, fingerprint)
+    build_states(RUN, settings, tables, handover)
+    return tables
 
 
 def test_the_hand_over_keeps_within_its_budget():
-    rendered = RenderedPrompts()
+    rendered = RenderedPrompts(Settings().prompt_spec())
     for i in range(100):
         rendered.put(f"s{i}", "r", "x" * (RenderedPrompts.BUDGET // 8), True, {})
     assert rendered.full()
@@ -93,27 +113,22 @@ def test_the_states_stage_hands_prompts_over_and_another_template_takes_none(run
     """The hand-over holds the new states' prompts until the prompts stage takes them; a
     prompts stage under another template renders its own, the same as a fresh build's."""
     from statepool_dagster.core.prompts.spec import PromptSpec, bundled_text
-    from statepool_dagster.core.stages.prompts import build_prompts
 
     settings = Settings(runs_dir=str(run.parent), store_dir=str(tmp_path / "store"))
-    job = RunJob(settings, RUN, frozenset(STAGES))
-    for asset in (EPISODES, SNAPSHOTS, STATES):
-        STAGES[asset](job)
-    assert job.rendered._size > 0 and len(job.rendered._entries) == SPEC.n_checkpoints
-    STAGES[PROMPTS](job)
-    assert job.rendered._size == 0 and not job.rendered._entries  # every one taken
+    handover = RenderedPrompts(settings.prompt_spec())
+    tables = _states(settings, handover)
+    assert handover._size > 0 and len(handover._entries) == SPEC.n_checkpoints
+    build_prompts(RUN, tables, settings.prompt_spec(), handover)
+    assert handover._size == 0 and not handover._entries  # every one taken
 
     other = PromptSpec.load(template=_other_template(tmp_path, bundled_text))
-    job = RunJob(Settings(runs_dir=str(run.parent), store_dir=str(tmp_path / "o")), RUN,
-                 frozenset(STAGES))  # fmt: skip
-    for asset in (EPISODES, SNAPSHOTS, STATES):
-        STAGES[asset](job)
-    assert job.rendered._entries  # rendered under the configured template
-    build_prompts(job, spec=other)
-    fresh = RunJob(Settings(runs_dir=str(run.parent), store_dir=str(tmp_path / "f")), RUN)
-    for asset in (EPISODES, SNAPSHOTS, STATES):
-        STAGES[asset](fresh)
-    build_prompts(fresh, spec=other)
+    settings = Settings(runs_dir=str(run.parent), store_dir=str(tmp_path / "o"))
+    handover = RenderedPrompts(settings.prompt_spec())
+    tables = _states(settings, handover)
+    assert handover._entries  # rendered under the configured template
+    build_prompts(RUN, tables, other, handover)
+    fresh = Settings(runs_dir=str(run.parent), store_dir=str(tmp_path / "f"))
+    build_prompts(RUN, _states(fresh), other)
     assert _prompts(tmp_path / "o") == _prompts(tmp_path / "f")
     rendered = [row["prompt"] for row in _prompts(tmp_path / "o") if row["prompt"]]
     assert rendered and all(prompt.startswith("OTHER") for prompt in rendered)
@@ -123,3 +138,22 @@ def _other_template(tmp_path: Path, bundled_text) -> str:
     path = tmp_path / "other.txt"
     path.write_text("OTHER\n" + bundled_text("curator_prompt.txt"), encoding="utf-8")
     return str(path)
+
+
+def test_a_prompt_spec_that_fails_to_load_stops_the_prompts_stage_alone(run, tmp_path):
+    """The step runner loads the spec once; if it cannot, the episodes, snapshots and states
+    stages still build, and the prompts stage raises the loader's error."""
+    from statepool_dagster.core.errors import StatepoolError
+    from statepool_dagster.core.stages import build_stages
+
+    store = tmp_path / "store"
+    settings = Settings(
+        runs_dir=str(run.parent), store_dir=str(store), prompt_template=str(tmp_path / "gone.txt")
+    )
+    built = []
+    with pytest.raises(StatepoolError, match=r"gone\.txt"):
+        for asset, report in build_stages(RUN, settings, OpenTables(StoreLayout(str(store)))):
+            built.append((asset, report.rows))
+    assert [asset for asset, _ in built] == [EPISODES, SNAPSHOTS, STATES]
+    assert dict(built)[STATES] == SPEC.n_checkpoints
+    assert not (store / PROMPTS / RUN).exists()

@@ -12,9 +12,9 @@ import pytest
 
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.errors import StatepoolError
-from statepool_dagster.core.prompts.formatting import format_episodes
 from statepool_dagster.core.prompts.render import build_curator_prompt
 from statepool_dagster.core.prompts.spec import PromptSpec, default_prompt_spec
+from statepool_dagster.core.prompts.template import format_episodes
 from statepool_dagster.core.states.models import CheckpointState
 
 DEFAULTS = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from statepool_dagster.core.runs.names import check_run_name, run_name_problem
+from statepool_dagster.core.names import check_run_name, run_name_problem
 
 
 @pytest.mark.parametrize(

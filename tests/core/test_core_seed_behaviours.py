@@ -11,9 +11,9 @@ import pytest
 
 from statepool_dagster import compat
 from statepool_dagster.core.config import Settings
-from statepool_dagster.core.prompts.formatting import format_episodes
 from statepool_dagster.core.prompts.render import build_curator_prompt
 from statepool_dagster.core.prompts.spec import PromptLimits, PromptSpec
+from statepool_dagster.core.prompts.template import format_episodes
 from statepool_dagster.core.runs.snapshots import list_snapshots
 from statepool_dagster.core.stages.collect import read_run
 from statepool_dagster.core.states.models import CheckpointState

@@ -11,14 +11,14 @@ from hypothesis import strategies as st
 
 from statepool_dagster.core.runs.json_read import INT64_MAX, INT64_MIN
 from statepool_dagster.core.store.atomic import replace_dir_atomic, write_bytes_atomic
-from statepool_dagster.core.store.layout import StoreLayout
-from statepool_dagster.core.store.part_files import part_name
-from statepool_dagster.core.store.pool import (
+from statepool_dagster.core.store.layout import (
+    StoreLayout,
     read_rejects,
     update_rejects,
     update_state_pool,
     write_state_file,
 )
+from statepool_dagster.core.store.part_files import part_name
 from statepool_dagster.core.store.rows import ROWS
 from statepool_dagster.core.store.schemas import SCHEMAS
 

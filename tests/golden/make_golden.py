@@ -186,7 +186,7 @@ def write_bundled_infer(root: Path) -> Path:
         f"CURATOR_PROMPT = {template!r}\nPARAM_RULE_ON = {rule!r}\n", encoding="utf-8"
     )
     (curator / "reflector.py").write_text(
-        "from statepool_dagster.core.prompts.formatting import format_episodes  # noqa: F401\n",
+        "from statepool_dagster.core.prompts.template import format_episodes  # noqa: F401\n",
         encoding="utf-8",
     )
     (root / "infer" / "tools.py").write_text(f"TOOL_SPECS = {tools!r}\n", encoding="utf-8")

@@ -135,9 +135,9 @@ def gen_tool_specs(rng: random.Random) -> tuple[Any, str]:
 
 FORMATTERS = {
     "bundled": None,  # ours: no reference (the default); the original: the same function
-    "reexport": "from statepool_dagster.core.prompts.formatting import format_episodes as fmt\n",
+    "reexport": "from statepool_dagster.core.prompts.template import format_episodes as fmt\n",
     "prefixed": (
-        "from statepool_dagster.core.prompts.formatting import format_episodes as _b\n"
+        "from statepool_dagster.core.prompts.template import format_episodes as _b\n"
         "def fmt(episodes):\n    return 'PRE {x} ' + _b(episodes)\n"
     ),
     "long_ascii": "def fmt(episodes):\n    return 'a' * 7000 + str(len(episodes))\n",

@@ -137,7 +137,7 @@ def _store_outcomes(store: Path) -> tuple[dict[str, str], dict[str, str]]:
 
 def run_syncs(outdir: Path, count: int, seed: types.ModuleType, timeout: float) -> list[dict]:
     """``statepool sync`` per configuration, against the original on the states it collects."""
-    from statepool_dagster.core.prompts.formatting import format_episodes
+    from statepool_dagster.core.prompts.template import format_episodes
 
     findings = []
     runs = outdir / "sync_runs"

@@ -95,9 +95,9 @@ def run_case(case: dict, work: Path, seed: types.ModuleType, probes: list[dict])
     import importlib
 
     from statepool_dagster.core.errors import PromptInputError, StatepoolError
-    from statepool_dagster.core.prompts.formatting import format_episodes
     from statepool_dagster.core.prompts.render import build_curator_prompt
     from statepool_dagster.core.prompts.spec import PromptSpec
+    from statepool_dagster.core.prompts.template import format_episodes
     from statepool_dagster.core.states.models import CheckpointState
 
     refs = _write_inputs(case, work)

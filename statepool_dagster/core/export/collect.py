@@ -21,9 +21,8 @@ import time
 from collections.abc import Iterator
 
 from ..feedback.select import Selection, describe
-from ..names import PROMPTS, STATES
+from ..names import PROMPTS, STATES, run_name_problem
 from ..runs.files import natural_key
-from ..runs.names import run_name_problem
 from ..store.atomic import READ_RETRY_DELAYS
 from ..store.batches import CheckpointBatches
 from ..store.layout import StoreLayout
@@ -31,8 +30,7 @@ from ..store.part_files import READ_ATTEMPTS
 from ..store.parts import RunTable
 from ..store.schemas import SCHEMAS
 from ..words import plural
-from .gate import Gate
-from .lengths import LengthFilter
+from .gate import Gate, LengthFilter
 from .rows import (
     RUNS,
     SESSIONS,

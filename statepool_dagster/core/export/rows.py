@@ -20,14 +20,8 @@ FORMATS: tuple[Format, ...] = EXPORT_FORMATS
 
 
 SPLITS = ("train", "val", "test")
-
-
 MANIFEST = ".statepool_export"  # hidden and not *.json: loaders glob *.json and skip dot files
-
-
 ABILITY = "skill_curation"
-
-
 NOT_RECORDED = {"next_version": None, "ops": [], "note": "not recorded: rematerialize the run"}
 
 # A session state has no next library: nothing to take its reference ops from.
@@ -166,7 +160,7 @@ class ExportRow:
     prompt: str
     state: str
     reference_ops: str
-    prompt_tokens: int | None = None  # set by export.lengths when a tokenizer counted it
+    prompt_tokens: int | None = None  # set by export.gate when a tokenizer counted it
     source: str = RUNS
     session: str | None = None
     policy_step: int | None = None

@@ -17,18 +17,10 @@ from ..feedback.select import Selection, SelectionOptions
 from ..locations import AnyPath, absolute, as_path
 from .collect import export_rows
 from .folder import StagedFolder
-from .lengths import LengthFilter
-from .records import (  # noqa: F401  (the names this module has always offered)
+from .gate import LengthFilter
+from .records import (
     RECORDS,
     SESSIONS_INDEX,
-    TRL_SCHEMA,
-    VERL_SCHEMA,
-    trl_record,
-    trl_schema,
-    trl_table,
-    verl_record,
-    verl_schema,
-    verl_table,
 )
 from .rows import (
     FORMATS,

@@ -63,7 +63,7 @@ def _locked(folder: AnyPath) -> Iterator[None]:
     if not is_local(folder):
         yield
         return
-    from ..store.locks import file_lock
+    from ..store.layout import file_lock
 
     with file_lock(folder / ".lock"):
         yield

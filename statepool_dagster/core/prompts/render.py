@@ -6,12 +6,12 @@ import json
 
 from ..errors import PromptInputError
 from ..states.models import CheckpointState
-from .formatting import format_episodes
 from .spec import PromptSpec, default_prompt_spec
 from .template import (
     RENDER_ERRORS,
     accessor_fields,
     field_error,
+    format_episodes,
     nested_fields,
     nested_width_error,
     render_error,

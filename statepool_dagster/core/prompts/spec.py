@@ -27,8 +27,13 @@ from pydantic import (
 )
 
 from ..errors import StatepoolError
-from .formatting import format_episodes
-from .template import PLACEHOLDERS, surrogate_problem, template_problems, tool_specs_text
+from .template import (
+    PLACEHOLDERS,
+    format_episodes,
+    surrogate_problem,
+    template_problems,
+    tool_specs_text,
+)
 
 DEFAULTS_DIR = Path(__file__).parent / "defaults"
 _IMPORT_REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")

@@ -1,4 +1,6 @@
-"""The curator template's replacement fields: what the renderer can fill, checked up front.
+"""The prompt inputs as text: the curator template's replacement fields (what the renderer
+can fill, checked up front), the tool specs' text, and the bundled episode formatter
+(:func:`format_episodes`: a batch as the curator reads it).
 
 ``str.format`` decides at render time whether a field works, and the answer often does not
 depend on the state at all (``{max_ops!x}``, ``{analysis_block:05d}``, ``{n_cards[0]}``): such
@@ -12,11 +14,11 @@ from __future__ import annotations
 import _string
 import re
 import string
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from ..rejects import storable
+from ..runs.json_read import storable
 
 PLACEHOLDERS = (
     "tool_specs",
@@ -42,8 +44,6 @@ _TEXTS = (
 )
 _STATE_DEPENDENT = (IndexError, KeyError)  # a longer text or another key can have it
 RENDER_ERRORS = (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError)
-
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -227,3 +227,72 @@ def render_error(template: str, values: Mapping[str, Any]) -> str | None:
         if error:
             return error
     return None
+
+
+def _mark(correct: Any) -> str:
+    return "correct" if correct is True else "wrong" if correct is False else "unscored"
+
+
+def _pieces(index: int, episode: dict[str, Any]) -> list[str]:
+    """One episode's text in pieces, each field's value a piece of its own.
+
+    Joined once, by the caller: a huge field is then copied once, not once per line.
+    """
+    get = episode.get
+    pieces = [f"[{index}] ", format(get("id", "?"), ""), " task=", format(get("task", "?"), "")]
+    pieces += [" t=", format(get("realtime", "?"), ""), "s -> ", _mark(get("correct"))]
+    pieces += ["\n  Q: ", format(get("question", ""), "")]
+    options = get("options")
+    if isinstance(options, list) and options:
+        pieces += ["\n  Options: ", " | ".join(str(o) for o in options)]
+    pieces += ["\n  GT: ", format(get("gt", "?"), ""), "  Pred: ", format(get("response", "?"), "")]
+    fired = get("fired_cards")
+    if isinstance(fired, list) and fired:
+        pieces += ["\n  Fired: ", ", ".join(str(c) for c in fired)]
+    return pieces
+
+
+def format_episodes(episodes: list[dict[str, Any]], limit: int | None = None) -> str:
+    """The batch, one block per episode, with its accuracy first.
+
+    With ``limit`` (>= 0), only the text's first ``limit`` characters: the same as
+    cutting the whole text, but what is cut off is never built (a huge field stays
+    where it is; episodes past the limit are not formatted at all).
+    """
+    scored = [e for e in episodes if isinstance(e.get("correct"), bool)]
+    right = sum(1 for e in scored if e["correct"])
+    summary = f"{len(episodes)} episodes, {right}/{len(scored)} correct"
+    blocks = _batch_blocks(summary, episodes)
+    if limit is None:
+        return "".join(piece for block in blocks for piece in block)
+    kept: list[str] = []
+    size = 0
+    for block in blocks:  # whole episodes while they fit, then piece by piece
+        length = sum(map(len, block))
+        if size + length < limit:
+            kept += block
+            size += length
+            continue
+        kept.append(_head(block, limit - size))
+        break
+    return "".join(kept)
+
+
+def _batch_blocks(summary: str, episodes: list[dict[str, Any]]) -> Iterator[list[str]]:
+    yield [summary]
+    for i, episode in enumerate(episodes, 1):
+        yield ["\n", *_pieces(i, episode)]
+
+
+def _head(pieces: Iterable[str], limit: int) -> str:
+    """``"".join(pieces)[:limit]``, joining only what is kept."""
+    kept: list[str] = []
+    size = 0
+    for piece in pieces:
+        length = len(piece)
+        if size + length >= limit:
+            kept.append(piece[: limit - size])
+            break
+        kept.append(piece)
+        size += length
+    return "".join(kept)

@@ -14,12 +14,13 @@ from html import escape
 
 import pyarrow.parquet as pq
 
+from ..export.sessions import iter_session_table, stored_sessions
+from ..feedback.folders import stats_folder
 from ..feedback.scales import STD_TOP
-from ..feedback.stats_store import TABLE, stats_folder
+from ..feedback.stats_store import TABLE
 from ..locations import AnyPath, as_path, is_local
 from ..names import SCORE_RANGE
 from ..sessions.build import session_totals
-from ..sessions.reading import iter_session_table, stored_sessions
 from . import svg
 
 STEP_BINS = 40  # a session's policy-step curve has this many points at most

@@ -13,14 +13,20 @@ import pyarrow.compute as pc
 from ..export.collect import tally_export
 from ..export.rows import FORMATS, MANIFEST, ExportOptions, ExportSet
 from ..locations import AnyPath, as_path
-from ..names import EPISODES, PROMPTS, RUN_REJECT_SOURCES, SNAPSHOTS, SNAPSHOTS_DIR, STATES
+from ..names import (
+    EPISODES,
+    PROMPTS,
+    RUN_REJECT_SOURCES,
+    SNAPSHOTS,
+    SNAPSHOTS_DIR,
+    STATES,
+    run_name_problem,
+)
 from ..runs.files import natural_key
-from ..runs.names import run_name_problem
 from ..runs.snapshots import list_snapshots
 from ..store.batches import CheckpointBatches
-from ..store.layout import StoreLayout
+from ..store.layout import StoreLayout, read_rejects
 from ..store.parts import RunTable
-from ..store.pool import read_rejects
 from ..store.reading import read_run_table
 from ..store.schemas import SCHEMAS
 

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..locations import AnyPath, as_path, entry_name, info_stamp, is_local
-from ..names import EPISODES_FILE, SNAPSHOTS_DIR
-from .names import run_name_problem
+from ..names import EPISODES_FILE, SNAPSHOTS_DIR, run_name_problem
 
 
 def natural_key(name: str) -> list[int | str]:
@@ -239,12 +238,3 @@ def _fingerprint_fsspec(run_path: AnyPath) -> Fingerprint:
         h.update(row.encode("utf-8", "surrogateescape"))
         h.update(b"\n")
     return Fingerprint(h.hexdigest(), newest, count, stamps)
-
-
-def file_stamp(path: AnyPath) -> str:
-    """Size and mtime of one file (and its ETag through fsspec): unchanged stamp, same bytes."""
-    if is_local(path):
-        st = path.stat()
-        return f"{st.st_size}:{st.st_mtime_ns}"
-    size, mtime, tag = info_stamp(path.fs.info(path.path))
-    return f"{size}:{int(mtime * 1e9)}:{tag}"

@@ -8,12 +8,25 @@ Both agree on everything else, including Python's limit of 4300 digits per integ
 One nesting limit, :data:`DEPTH_LIMIT`, is checked before any parser runs: both
 parsers otherwise stop at Python's recursion limit, which moves with the depth of
 the calling stack (the same line accepted in one process, refused in another).
+
+:func:`blank_embeddings` blanks ``"_trigger_emb": [...]`` in a snapshot's bytes before any
+parsing: the arrays are nearly all of a snapshot's bytes, and ``bytes.find`` plus
+``bytes.translate`` pass over them at memory speed, so the parser sees only the small rest.
+Each array becomes ``[]`` (the key stays, so the caller can check every blanked member was a
+card's own, and the text nests as deep as the file); each must be JSON Python's ``json``
+reads (``[1,,2]``, ``[+1]``, ``[01]``, ``[nan]`` are not), checked without building a float,
+and each distinct array once (a card keeps its embedding until its trigger changes). Only
+the literal spelling as a whole key is blanked; anything unusual returns ``None``.
+
+What was read must be storable as UTF-8: :func:`is_utf8` for bytes, :func:`storable` for
+text (Python's ``json`` reads a lone surrogate escape, ``"\\ud800"``, which UTF-8 cannot hold).
 """
 
 from __future__ import annotations
 
 import codecs
 import json
+import re
 import sys
 from typing import Any
 
@@ -139,5 +152,97 @@ def number_array_valid(raw: bytes) -> bool:
     try:
         _skip(raw)
     except (msgspec.MsgspecError, RecursionError):
+        return False
+    return True
+
+
+KEY = b'"_trigger_emb"'
+_WS = b" \t\r\n"
+
+
+# Digits and JSON number syntax, plus NaN / Infinity, which Python's json accepts.
+_NUMBER_CHARS = b"0123456789eE+-.,NaInfity" + _WS
+
+
+class _Checked:
+    """Arrays already found valid, up to a byte budget (then forgotten and found again)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.arrays: set[bytes] = set()
+        self.size = 0
+
+    def valid(self, array: bytes) -> bool:
+        """Whether ``array`` (``[`` … ``]``) is a flat array of numbers Python's json reads."""
+        if array in self.arrays:
+            return True
+        if array[1:-1].translate(None, _NUMBER_CHARS) or not number_array_valid(array):
+            return False
+        if self.size + len(array) > self.budget:
+            self.arrays.clear()
+            self.size = 0
+        self.arrays.add(array)
+        self.size += len(array)
+        return True
+
+
+_CHECKED = _Checked(budget=32 << 20)
+
+
+def _escaped(data: bytes, quote: int) -> bool:
+    """Whether the quote at ``quote`` is escaped (an odd run of backslashes before it)."""
+    i = quote
+    while i > 0 and data[i - 1] == 0x5C:
+        i -= 1
+    return (quote - i) % 2 == 1
+
+
+# The key, then (each optional, so a miss says where) the colon and the array's bracket,
+# whitespace between: found in one search, not byte by byte in Python.
+_MEMBER = re.compile(rb'"_trigger_emb"(?:[ \t\r\n]*(:)[ \t\r\n]*(\[)?)?')
+
+
+def blank_embeddings(data: bytes) -> tuple[bytes, int] | None:
+    """``(data with each embedding array replaced by [], how many)``, or ``None`` to fall back."""
+    parts: list[bytes] = []
+    search = copied = 0
+    count = 0
+    while True:
+        found = _MEMBER.search(data, search)
+        if found is None:
+            break
+        start = found.start()
+        search = start + len(KEY)
+        if found.start(1) < 0 or (data[start - 1] == 0x5C and _escaped(data, start)):
+            continue  # the text ends a longer key, or sits inside a string
+        bracket = found.start(2)
+        if bracket < 0:
+            return None
+        close = data.find(b"]", bracket)
+        if close < 0 or not _CHECKED.valid(data[bracket : close + 1]):
+            return None  # not a flat array of numbers Python's json reads: the exact path names it
+        parts.append(data[copied:bracket])
+        parts.append(b"[]")
+        search = copied = close + 1
+        count += 1
+    parts.append(data[copied:])
+    return b"".join(parts), count
+
+
+_SLICE = 1 << 20  # characters encoded at a time: a huge text is never copied whole
+
+
+def storable(text: str) -> bool:
+    """Whether ``text`` can be stored as UTF-8: no lone surrogate (``\\ud800`` read alone).
+
+    Encoding is ~3 times faster than searching for one; each character encodes on its own,
+    so slices tell the same.
+    """
+    if text.isascii():
+        return True
+    try:
+        for start in range(0, len(text), _SLICE):
+            text[start : start + _SLICE].encode("utf-8")
+    except UnicodeEncodeError:
         return False
     return True

@@ -12,8 +12,15 @@ import msgspec
 from ..errors import BadRecordError
 from ..locations import AnyPath, is_local
 from ..rejects import RAW_LIMIT, Reject, escape_bytes
-from .embeddings import KEY, blank_embeddings
-from .json_read import INT64_MAX, check_depth, has_long_digit_run, is_utf8, python_loads
+from .json_read import (
+    INT64_MAX,
+    KEY,
+    blank_embeddings,
+    check_depth,
+    has_long_digit_run,
+    is_utf8,
+    python_loads,
+)
 from .opening import FolderGate, read_run_file, run_file_problem
 
 EMBEDDING_KEY = "_trigger_emb"

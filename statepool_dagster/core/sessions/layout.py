@@ -6,7 +6,7 @@ import contextlib
 import os
 
 from ..locations import AnyPath, as_path, entry_name, fresh_listing, is_local
-from ..runs.names import run_name_problem
+from ..names import run_name_problem
 
 SESSION_FILE = "session.json"
 SEGMENTS_DIR = "segments"

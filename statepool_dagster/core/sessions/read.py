@@ -10,10 +10,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..names import parse_run_state_id
-from ..rejects import RAW_LIMIT, UNSTORABLE, Reject, escape_bytes, storable
-from ..runs.json_read import is_utf8, loads
-from ..runs.names import run_name_problem
+from ..names import parse_run_state_id, run_name_problem
+from ..rejects import RAW_LIMIT, UNSTORABLE, Reject, escape_bytes
+from ..runs.json_read import is_utf8, loads, storable
 from ..segments.reader import DEFAULT_MAX_LINE, OversizeLine, iter_segment_lines
 from ..states.models import STATE_FIELDS, CheckpointState
 from .writer import PROVENANCE_KEY

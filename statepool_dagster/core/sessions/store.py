@@ -34,8 +34,8 @@ from ..rejects import Reject
 from ..segments.reader import DEFAULT_MAX_LINE, Segment
 from ..states.models import CheckpointState
 from ..store.atomic import write_bytes_atomic
+from ..store.layout import reject_line
 from ..store.part_files import writer_options
-from ..store.pool import reject_line
 from .layout import INDEX, check_session_name
 from .read import SessionState, read_segment
 

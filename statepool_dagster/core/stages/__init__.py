@@ -1,14 +1,14 @@
 """Build a run's four tables in the store, one checkpoint at a time (Dagster-free)."""
 
-from .job import RunJob, StageReport
-from .run import STAGES, build_run, run_stage, stream_stage, without_cyclic_gc
+from .job import OpenTables, StageReport
+from .run import build_run, build_stages, run_each, stream_each, without_cyclic_gc
 
 __all__ = [
-    "STAGES",
-    "RunJob",
+    "OpenTables",
     "StageReport",
     "build_run",
-    "run_stage",
-    "stream_stage",
+    "build_stages",
+    "run_each",
+    "stream_each",
     "without_cyclic_gc",
 ]

@@ -18,8 +18,7 @@ from ..names import EPISODES, IGNORED_FILES, SNAPSHOTS, STATES
 from ..rejects import Reject
 from ..states.join import SkippedCheckpoint
 from ..states.models import CheckpointState
-from ..store.layout import StoreLayout
-from ..store.pool import read_rejects
+from ..store.layout import StoreLayout, read_rejects
 from ..store.reading import read_run_table
 from .run import build_run
 

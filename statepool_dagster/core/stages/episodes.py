@@ -16,25 +16,36 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..config import Settings
 from ..errors import BadRecordError
+from ..locations import AnyPath
 from ..names import EPISODES, EPISODES_FILE, RejectSource
-from ..rejects import UNSTORABLE, Reject, storable
+from ..rejects import UNSTORABLE, Reject
 from ..runs.episodes import EpisodesRead, chunks, open_episodes, parse_episodes, same_prefix
+from ..runs.files import Fingerprint
+from ..runs.json_read import storable
 from ..runs.opening import run_notes
-from ..store.arrow_memory import release_arrow_memory, release_if_large, utf8_views
+from ..store.layout import read_rejects, update_rejects
 from ..store.part_files import part_name
 from ..store.parts import RunTable
-from ..store.pool import read_rejects, update_rejects
 from ..store.preview import recent
-from ..store.rows import EpisodeRow, episode_row, episodes_table
+from ..store.rows import (
+    EpisodeRow,
+    episode_row,
+    episodes_table,
+    release_arrow_memory,
+    release_if_large,
+    utf8_views,
+)
 from .job import (
     TABLE_FORMAT,
-    RunJob,
+    OpenTables,
     StageReport,
     digest_pieces,
     preview,
     reject_lines,
     round3,
+    run_folder,
 )
 
 PREVIEW = ["line", "version", "id", "task", "gt", "response", "correct"]
@@ -177,13 +188,18 @@ def _add_episodes(batches: Batches, read: EpisodesRead, display: str, strict: bo
     return rejects
 
 
-def build_episodes(job: RunJob) -> StageReport:
-    """``run_episodes``: every usable line of episodes.jsonl; bad lines set aside."""
-    fingerprint = job.fingerprint.digest  # before reading: never newer than the data
-    display = f"{job.run}/{EPISODES_FILE}"
-    strict = job.settings.strict
-    table = job.table(EPISODES)
-    f, unreadable = open_episodes(job.run_dir, display, strict)
+def build_episodes(
+    run: str, settings: Settings, tables: OpenTables, fingerprint: Fingerprint
+) -> StageReport:
+    """``run_episodes``: every usable line of episodes.jsonl; bad lines set aside.
+
+    ``fingerprint``: the run's files as the step found them before any stage read them.
+    """
+    display = f"{run}/{EPISODES_FILE}"
+    strict = settings.strict
+    run_dir = run_folder(settings, run)
+    table = tables.open(EPISODES, run)
+    f, unreadable = open_episodes(run_dir, display, strict)
     seen = table.marks.get("seen")
     with f if f is not None else contextlib.nullcontext():
         crc = None
@@ -194,7 +210,7 @@ def build_episodes(job: RunJob) -> StageReport:
             f.seek(0)
         rejects: list[Reject] = []
         if grown:
-            old = read_rejects(job.layout, job.run, RejectSource.EPISODES)
+            old = read_rejects(tables.layout, run, RejectSource.EPISODES)
             rejects = [r for r in old if (r.line or 0) <= seen["lines"]]
             grown = _stored_lines(table, seen) + len(rejects) + seen["blank"] == seen["lines"]
             if not grown:  # parts lost or edited by hand: read the file again from the start
@@ -223,7 +239,7 @@ def build_episodes(job: RunJob) -> StageReport:
         if unreadable is None:  # a file that cannot be read now keeps what was stored
             batches.finish()
     rejects += [unreadable] if unreadable else []
-    update_rejects(job.layout, job.run, RejectSource.EPISODES, rejects)
+    update_rejects(tables.layout, run, RejectSource.EPISODES, rejects)
     mark = {
         "bytes": marked,
         "lines": lines,
@@ -231,18 +247,20 @@ def build_episodes(job: RunJob) -> StageReport:
         "crc32": None if f is None else crc,
         "format": TABLE_FORMAT,
     }
-    table.mark(seen=None if unreadable else mark, fingerprint=fingerprint)
+    table.mark(seen=None if unreadable else mark, fingerprint=fingerprint.digest)
     release_if_large()  # what the batches' writing freed, before the preview reads
     shown = preview(table, PREVIEW)
     table.save()
-    report = _report(job, table, fingerprint, rejects, blank + tail_blank, len(batches.written))
+    written = len(batches.written)
+    report = _report(run, run_dir, table, fingerprint.digest, rejects, blank + tail_blank, written)
     report.markdown["preview"] = shown
     report.notes += notes
     return report
 
 
 def _report(
-    job: RunJob,
+    run: str,
+    run_dir: AnyPath,
     table: RunTable,
     fingerprint: str,
     rejects: list[Reject],
@@ -254,7 +272,7 @@ def _report(
     reused = len(infos) - written
     scored = [i for i in infos if i["scored"]]
     report = StageReport(
-        job.run,
+        run,
         fingerprint,
         total,
         values={
@@ -270,7 +288,7 @@ def _report(
                 str(i["version"]): round3(i["correct"] / i["scored"]) for i in recent(scored)
             },
         },
-        notes=run_notes(job.run_dir),
+        notes=run_notes(run_dir),
         reused=reused,
     )
     if scored:

@@ -1,21 +1,20 @@
-"""What every build stage shares: the run it works on, its tables, its report, its cached views."""
+"""What the build stages share: a run's folder, its open tables, the prompt hand-over, a report."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, partial
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
 from ..config import Settings
 from ..locations import AnyPath, as_path
-from ..names import SNAPSHOTS
+from ..names import SNAPSHOTS, check_run_name
 from ..rejects import Reject
-from ..runs.files import READER_VERSION, Fingerprint, fingerprint_run
-from ..runs.names import check_run_name
+from ..runs.files import READER_VERSION
 from ..states.models import BytesLike
 from ..store.layout import StoreLayout
 from ..store.parts import RunTable
@@ -45,86 +44,28 @@ class StageReport:
     reused: int = 0
 
 
-@dataclass(frozen=True)
-class RunJob:
-    """Everything a stage needs for one run."""
+def run_folder(settings: Settings, run: str) -> AnyPath:
+    """The folder of run ``run`` under the settings' runs folder (its name checked first)."""
+    return as_path(settings.runs_dir) / check_run_name(run)
 
-    settings: Settings
-    run: str
-    # The stages this job runs, when its runner says (the states stage then renders the
-    # prompts of the states it builds, for the prompts stage of the same job).
-    stages: frozenset[str] = frozenset()
 
-    @cached_property
-    def layout(self) -> StoreLayout:
-        return StoreLayout(self.settings.store_dir)
+class OpenTables:
+    """The run tables one build has open, by asset and run: a stage gets the table the stage
+    before it saved, while it is unchanged on disk. The step runner makes one per run it
+    builds, under that run's lock; never sent to a worker."""
 
-    @cached_property
-    def run_dir(self) -> AnyPath:
-        return as_path(self.settings.runs_dir) / check_run_name(self.run)
+    def __init__(self, layout: StoreLayout) -> None:
+        self.layout = layout
+        self._open: dict[tuple[str, str], RunTable] = {}
 
-    @cached_property
-    def fingerprint(self) -> Fingerprint:
-        """The run's files as the job's first stage found them, before it read any."""
-        return fingerprint_run(self.run_dir)
-
-    @cached_property
-    def _tables(self) -> dict[str, RunTable]:
-        return {}
-
-    def table(self, asset: str) -> RunTable:
-        """The run's table of ``asset``; the one a stage of this job saved, while unchanged."""
-        table = self._tables.get(asset)
+    def open(self, asset: str, run: str) -> RunTable:
+        """Run ``run``'s table of ``asset``, loaded unless the one kept is unchanged."""
+        table = self._open.get((asset, run))
         if table is None or not table.unchanged():
             apart = asset != SNAPSHOTS  # a snapshot's part changes only with its file
-            table = self._tables[asset] = RunTable(
-                self.layout.table(asset, self.run), SCHEMAS[asset], apart
-            )
+            table = RunTable(self.layout.table(asset, run), SCHEMAS[asset], apart)
+            self._open[asset, run] = table
         return table
-
-    @cached_property
-    def rendered(self) -> RenderedPrompts:
-        """Prompts rendered by this job's states stage, for its prompts stage."""
-        return RenderedPrompts()
-
-    def __getstate__(self) -> dict[str, Any]:  # to a worker: what it was made from, no cache
-        return {"settings": self.settings, "run": self.run, "stages": self.stages}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-
-
-class RenderedPrompts:
-    """Prompts handed from the states stage to the prompts stage of one job, by state key,
-    up to a budget of characters (a constant, not a run): the states stage renders from the
-    state it has decoded, the prompts stage then reads and decodes none of these states.
-
-    An entry is ``(render key, prompt or the reason it cannot be rendered, row values)``.
-    """
-
-    BUDGET = 1 << 19  # characters: a small run's prompts, all of them
-
-    def __init__(self) -> None:
-        self._entries: dict[str, tuple[str, str, bool, dict[str, Any]]] = {}
-        self._size = 0
-        self.inputs: tuple[Any, str] | None = None  # the prompt spec and its digest, once loaded
-
-    def full(self) -> bool:
-        return self._size >= self.BUDGET
-
-    def put(self, key: str, render_key: str, text: str, ok: bool, row: dict[str, Any]) -> None:
-        """Keep ``text`` (the prompt if ``ok``, else why not) unless the budget is spent."""
-        if self._size + len(text) <= self.BUDGET and key not in self._entries:
-            self._entries[key] = (render_key, text, ok, row)
-            self._size += len(text)
-
-    def take(self, key: str, render_key: str) -> tuple[str, bool, dict[str, Any]] | None:
-        """The entry of state ``key`` if rendered under ``render_key`` (and let go)."""
-        entry = self._entries.pop(key, None)
-        if entry is None:
-            return None
-        self._size -= len(entry[1])
-        return entry[1:] if entry[0] == render_key else None
 
 
 def preview(table: RunTable, columns: list[str], rows: int = 10) -> str:

@@ -19,11 +19,17 @@ from ..prompts.template import surrogate_problem
 from ..rejects import Reject
 from ..states.join import PlannedState
 from ..states.models import CheckpointState
-from ..store.arrow_memory import release_arrow_memory, utf8_views
+from ..store.layout import update_rejects
 from ..store.parts import RunTable
-from ..store.pool import update_rejects
-from ..store.rows import PromptRow
-from .job import RENDER_VERSION, RunJob, StageReport, cached_view, digest, reject_lines
+from ..store.rows import PromptRow, release_arrow_memory, utf8_views
+from .job import (
+    RENDER_VERSION,
+    OpenTables,
+    StageReport,
+    cached_view,
+    digest,
+    reject_lines,
+)
 
 COLUMNS = ["state_id", "version", "library_version", "reference_ops", "input_key"]
 
@@ -50,12 +56,38 @@ def spec_digest(spec: PromptSpec) -> str:
     )
 
 
-def prompt_inputs(job: RunJob) -> tuple[PromptSpec, str]:
-    """The job's prompt spec and its digest, loaded once for both stages that use them."""
-    if job.rendered.inputs is None:
-        spec = job.settings.prompt_spec()
-        job.rendered.inputs = (spec, spec_digest(spec))
-    return job.rendered.inputs
+class RenderedPrompts:
+    """Prompts handed from the states stage to the prompts stage of one step, by state key,
+    up to a budget of characters (a constant, not a run): the states stage renders from the
+    state it has decoded, the prompts stage then reads and decodes none of these states.
+
+    An entry is ``(render key, prompt or the reason it cannot be rendered, row values)``.
+    """
+
+    BUDGET = 1 << 19  # characters: a small run's prompts, all of them
+
+    def __init__(self, spec: PromptSpec) -> None:
+        self.spec = spec  # what both stages render under: loaded once, by the step runner
+        self.spec_key = spec_digest(spec)
+        self._entries: dict[str, tuple[str, str, bool, dict[str, Any]]] = {}
+        self._size = 0
+
+    def full(self) -> bool:
+        return self._size >= self.BUDGET
+
+    def put(self, key: str, render_key: str, text: str, ok: bool, row: dict[str, Any]) -> None:
+        """Keep ``text`` (the prompt if ``ok``, else why not) unless the budget is spent."""
+        if self._size + len(text) <= self.BUDGET and key not in self._entries:
+            self._entries[key] = (render_key, text, ok, row)
+            self._size += len(text)
+
+    def take(self, key: str, render_key: str) -> tuple[str, bool, dict[str, Any]] | None:
+        """The entry of state ``key`` if rendered under ``render_key`` (and let go)."""
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return None
+        self._size -= len(entry[1])
+        return entry[1:] if entry[0] == render_key else None
 
 
 def prompt_text(state: CheckpointState, spec: PromptSpec) -> str:
@@ -68,21 +100,21 @@ def prompt_text(state: CheckpointState, spec: PromptSpec) -> str:
 
 
 class PromptHandOver:
-    """The states stage's side of :class:`job.RenderedPrompts`: it renders the prompt of each
-    state it builds, from the state it has decoded, when the job's prompts stage follows,
-    the prompt is not stored already and the hand-over has room."""
+    """The states stage's side of :class:`RenderedPrompts`: it renders the prompt of each
+    state it builds, from the state it has decoded, when there is a hand-over (the step's
+    prompts stage follows), the prompt is not stored already and the hand-over has room."""
 
-    def __init__(self, job: RunJob) -> None:
-        self.rendered, self.run = job.rendered, job.run
+    def __init__(self, run: str, tables: OpenTables, handover: RenderedPrompts | None) -> None:
+        self.run = run
         self.spec: PromptSpec | None = None
-        if PROMPTS not in job.stages:
+        if handover is None:
             return
+        self.rendered = handover
         try:
-            spec, self.spec_key = prompt_inputs(job)
-            self.stored = job.table(PROMPTS).parts
-        except Exception:  # a bad prompt setting or prompts table: the prompts stage says so
+            self.stored = tables.open(PROMPTS, run).parts
+        except Exception:  # a bad prompts table: the prompts stage says so
             return
-        self.spec = spec
+        self.spec, self.spec_key = handover.spec, handover.spec_key
 
     def offer(
         self,
@@ -133,10 +165,14 @@ def _first_prompt(head: pa.Table) -> str:
     return f"```\n{first[0]}\n```" if first else "_no prompts_"
 
 
-def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
-    """``curator_prompts``: one prompt per state; a state that cannot be rendered is a reject."""
-    spec, spec_key = (spec, spec_digest(spec)) if spec else prompt_inputs(job)
-    states, table = job.table(STATES), job.table(PROMPTS)
+def build_prompts(
+    run: str, tables: OpenTables, spec: PromptSpec, handover: RenderedPrompts | None = None
+) -> StageReport:
+    """``curator_prompts``: one prompt per state, rendered under ``spec``; a state that cannot
+    be rendered is a reject. ``handover``: the prompts the step's states stage rendered.
+    """
+    spec_key = spec_digest(spec)
+    states, table = tables.open(STATES, run), tables.open(PROMPTS, run)
     fingerprint = states.marks.get("fingerprint", "")
     kept: set[str] = set()
     rejects: list[Reject] = []
@@ -157,7 +193,7 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
         if part is not None and part.key == key:
             kept.add(name)
             continue
-        handed = job.rendered.take(state_part.key, render_key)
+        handed = None if handover is None else handover.take(state_part.key, render_key)
         if handed is not None:
             prompt, ok, row = handed
             problem = None if ok else prompt
@@ -172,7 +208,7 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
                 except PromptInputError as exc:
                     problem = str(exc)
             if problem is not None:  # the state is kept as the original keeps it
-                library = f"{job.run}/{SNAPSHOTS_DIR}/skills_v{row['library_version']}.json"
+                library = f"{run}/{SNAPSHOTS_DIR}/skills_v{row['library_version']}.json"
                 error = f"{row['state_id']}: {problem}"
                 rejects.append(Reject(file=library, line=None, error=error, raw=None))
                 table.drop(name)
@@ -180,7 +216,7 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
             rendered += 1
         record = PromptRow(
             state_id=row["state_id"],
-            run=job.run,
+            run=run,
             version=row["version"],
             prompt=prompt,
             prompt_chars=len(prompt),
@@ -202,10 +238,10 @@ def build_prompts(job: RunJob, spec: PromptSpec | None = None) -> StageReport:
     table.mark(fingerprint=fingerprint)
     first = cached_view(table, "first_prompt", ["prompt"], 1, _first_prompt)
     table.save()
-    update_rejects(job.layout, job.run, RejectSource.PROMPTS, rejects)
+    update_rejects(tables.layout, run, RejectSource.PROMPTS, rejects)
     lengths = [table.parts[name].info["chars"] for name in table.names()]
     report = StageReport(
-        job.run,
+        run,
         fingerprint,
         len(lengths),
         values={

@@ -3,73 +3,99 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import multiprocessing
 import os
 import signal
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from typing import TypeVar
 
 from ..config import Settings
 from ..names import EPISODES, PROMPTS, RUN_ASSETS, SNAPSHOTS, STATES
-from ..store.arrow_memory import load_arrow, release_if_large
+from ..runs.files import fingerprint_run
+from ..store.layout import StoreLayout
 from ..store.renames import libc_function
+from ..store.rows import load_arrow, release_if_large
 from .episodes import build_episodes
-from .job import RunJob, StageReport
-from .prompts import build_prompts
+from .job import OpenTables, StageReport, run_folder
+from .prompts import RenderedPrompts, build_prompts
 from .snapshots import build_snapshots
 from .states import build_states
 
-Stage = Callable[[RunJob], StageReport]
-
-
-def _releasing(stage: Stage) -> Stage:
-    """``stage``, then the memory Arrow kept from it handed back (the next stage starts lean)."""
-
-    @functools.wraps(stage)
-    def run(job: RunJob) -> StageReport:
-        try:
-            return stage(job)
-        finally:
-            release_if_large()
-
-    return run
-
-
-STAGES: dict[str, Stage] = {
-    EPISODES: _releasing(build_episodes),
-    SNAPSHOTS: _releasing(build_snapshots),
-    STATES: _releasing(build_states),
-    PROMPTS: _releasing(build_prompts),
-}
+T = TypeVar("T")
+RunTask = Callable[[str, Settings, OpenTables], T]  # what a step does with one run
 _PR_SET_PDEATHSIG = 1
+
+
+def build_stages(
+    run: str, settings: Settings, tables: OpenTables, assets: Iterable[str] = RUN_ASSETS
+) -> Iterator[tuple[str, StageReport]]:
+    """The selected stages of one run in the data's order, each report as its stage ends
+    (the caller holds the run's lock; a stage that fails ends the step).
+
+    What the stages of one step share is made here: the run's files fingerprinted once,
+    before the first stage reads them, the prompt spec loaded once, and the prompts the
+    states stage renders for a prompts stage that follows it.
+    """
+    wanted = frozenset(assets)
+    fingerprint = None
+    spec, bad_spec = None, None
+    if PROMPTS in wanted:
+        try:
+            spec = settings.prompt_spec()
+        except Exception as exc:  # raised by the prompts stage: the stages before it still run
+            bad_spec = exc
+    handover = RenderedPrompts(spec) if spec is not None and STATES in wanted else None
+    for asset in RUN_ASSETS:
+        if asset not in wanted:
+            continue
+        try:
+            if asset in (EPISODES, SNAPSHOTS):
+                if fingerprint is None:  # before any stage reads: marks never newer than data
+                    fingerprint = fingerprint_run(run_folder(settings, run))
+                build = build_episodes if asset == EPISODES else build_snapshots
+                report = build(run, settings, tables, fingerprint)
+            elif asset == STATES:
+                report = build_states(run, settings, tables, handover)
+            elif spec is None:
+                raise bad_spec
+            else:
+                report = build_prompts(run, tables, spec, handover)
+        finally:
+            release_if_large()  # the memory Arrow kept from the stage: the next starts lean
+        yield asset, report
 
 
 def build_run(
     settings: Settings, run: str, assets: Iterable[str] = RUN_ASSETS
 ) -> dict[str, StageReport]:
     """The selected stages of one run, in the data's order (the core path, without Dagster)."""
-    wanted = frozenset(assets)
-    job = RunJob(settings, run, wanted)
-    with job.layout.lock(run), without_cyclic_gc():
-        return {asset: STAGES[asset](job) for asset in RUN_ASSETS if asset in wanted}
+    layout = StoreLayout(settings.store_dir)
+    with layout.lock(run), without_cyclic_gc():
+        return dict(build_stages(run, settings, OpenTables(layout), assets))
 
 
-def run_stage(stage: Stage, jobs: list[RunJob], workers: int = 0) -> list[StageReport]:
-    """Run one ``stage`` for every job, on up to ``workers`` processes (0: one per core)."""
-    return [report for ready in stream_stage(stage, jobs, workers) for report in ready]
+def run_each(
+    task: RunTask[T], settings: Settings, runs: Sequence[str], workers: int = 0
+) -> list[T]:
+    """``task`` for every run, on up to ``workers`` processes (0: one per core)."""
+    return [result for ready in stream_each(task, settings, runs, workers) for result in ready]
 
 
-def stream_stage(stage: Stage, jobs: list[RunJob], workers: int = 0) -> Iterator[list]:
-    """``run_stage``'s results in job order, as they come: each time, the next one (waited
+def stream_each(
+    task: RunTask[T], settings: Settings, runs: Sequence[str], workers: int = 0
+) -> Iterator[list[T]]:
+    """``run_each``'s results in run order, as they come: each time, the next one (waited
     for) and every one after it already done.
 
+    Each run's task gets the run, the settings and the tables it opens, under the run's
+    store lock; a worker gets only the task, the run and the settings (picklable, no cache).
     A caller can write what it gets in one go and never waits while holding it; the pool
-    builds on meanwhile. Closing the iterator early hands no further job to a worker.
+    builds on meanwhile. Closing the iterator early hands no further run to a worker.
     """
-    return _pool_stream(_locked, [(stage, job) for job in jobs], workers)
+    return _pool_stream(_locked, [(task, run, settings) for run in runs], workers)
 
 
 def _pool_stream(fn, tasks: list, workers: int) -> Iterator[list]:
@@ -98,11 +124,12 @@ def _pool_stream(fn, tasks: list, workers: int) -> Iterator[list]:
         pool.shutdown(wait=True)
 
 
-def _locked(task: tuple[Stage, RunJob]) -> StageReport:
-    """One stage of one run under the run's store lock: two writers never interleave."""
-    stage, job = task
-    with job.layout.lock(job.run), without_cyclic_gc():
-        return stage(job)
+def _locked(job: tuple[RunTask[T], str, Settings]) -> T:
+    """One run's task under the run's store lock: two writers never interleave."""
+    task, run, settings = job
+    layout = StoreLayout(settings.store_dir)
+    with layout.lock(run), without_cyclic_gc():
+        return task(run, settings, OpenTables(layout))
 
 
 @contextlib.contextmanager

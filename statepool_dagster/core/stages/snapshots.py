@@ -2,33 +2,49 @@
 
 from __future__ import annotations
 
+from ..config import Settings
 from ..errors import BadRecordError
+from ..locations import file_stamp
 from ..names import IGNORED_FILES, SNAPSHOTS, SNAPSHOTS_DIR, RejectSource
-from ..rejects import UNSTORABLE, Reject, storable
-from ..runs.files import file_stamp
+from ..rejects import UNSTORABLE, Reject
+from ..runs.files import Fingerprint
+from ..runs.json_read import storable
 from ..runs.opening import FolderGate, run_notes
 from ..runs.snapshots import list_snapshots, read_snapshot
+from ..store.layout import update_rejects
 from ..store.part_files import part_name
-from ..store.pool import update_rejects
 from ..store.preview import recent
 from ..store.rows import snapshot_row
-from .job import TABLE_FORMAT, RunJob, StageReport, digest, preview, reject_lines
+from .job import (
+    TABLE_FORMAT,
+    OpenTables,
+    StageReport,
+    digest,
+    preview,
+    reject_lines,
+    run_folder,
+)
 
 PREVIEW = ["version", "file", "declared_version", "n_cards"]
 
 
-def build_snapshots(job: RunJob) -> StageReport:
-    """``skill_snapshots``: one row per snapshot, numeric order, embeddings stripped."""
-    fingerprint = job.fingerprint.digest  # before reading: never newer than the data
-    stamps = job.fingerprint.stamps
-    gate = FolderGate(job.run_dir)
-    listing = list_snapshots(job.run_dir / SNAPSHOTS_DIR)
-    table = job.table(SNAPSHOTS)
+def build_snapshots(
+    run: str, settings: Settings, tables: OpenTables, fingerprint: Fingerprint
+) -> StageReport:
+    """``skill_snapshots``: one row per snapshot, numeric order, embeddings stripped.
+
+    ``fingerprint``: the run's files as the step found them before any stage read them.
+    """
+    stamps = fingerprint.stamps
+    run_dir = run_folder(settings, run)
+    gate = FolderGate(run_dir)
+    listing = list_snapshots(run_dir / SNAPSHOTS_DIR)
+    table = tables.open(SNAPSHOTS, run)
     rejects: list[Reject] = []
     kept: set[str] = set()
     reused = 0
     for version, file_name in listing.named:
-        display = f"{job.run}/{SNAPSHOTS_DIR}/{file_name}"
+        display = f"{run}/{SNAPSHOTS_DIR}/{file_name}"
         name = part_name(version)
         # As the fingerprint saw it (a file changed since is read again next time).
         stamp = stamps.get(f"{SNAPSHOTS_DIR}/{file_name}")
@@ -46,14 +62,14 @@ def build_snapshots(job: RunJob) -> StageReport:
             reused += 1
             continue
         snapshot_file = snapshot_file or listing.file(version, file_name)
-        read = read_snapshot(snapshot_file, display, strict=job.settings.strict, gate=gate)
+        read = read_snapshot(snapshot_file, display, strict=settings.strict, gate=gate)
         if isinstance(read, Reject):
             rejects.append(read)
             continue
         row = snapshot_row(read, stamp if stamp else "")
         if not storable(row.library):
             reject = Reject(file=display, line=None, error=UNSTORABLE, raw=None)
-            if job.settings.strict:
+            if settings.strict:
                 raise BadRecordError(reject.describe()) from None
             rejects.append(reject)
             continue
@@ -74,18 +90,18 @@ def build_snapshots(job: RunJob) -> StageReport:
         kept.add(name)
     for name in set(table.parts) - kept:
         table.drop(name)
-    table.mark(fingerprint=fingerprint)
+    table.mark(fingerprint=fingerprint.digest)
     markdown = {"preview": preview(table, PREVIEW)}
     table.save()
-    update_rejects(job.layout, job.run, RejectSource.SNAPSHOTS, rejects)
+    update_rejects(tables.layout, run, RejectSource.SNAPSHOTS, rejects)
     infos = [table.parts[name].info for name in table.names()]
     # declared versions kept in the library that the column cannot hold, reused parts too
     notes = [i["note"] for i in infos if "note" in i]
     if rejects:
         markdown["reject_details"] = reject_lines(rejects)
     return StageReport(
-        job.run,
-        fingerprint,
+        run,
+        fingerprint.digest,
         len(infos),
         values={"snapshots": len(infos), "rejects": len(rejects), "reused": reused},
         json={
@@ -94,6 +110,6 @@ def build_snapshots(job: RunJob) -> StageReport:
             IGNORED_FILES: dict(listing.ignored),
         },
         markdown=markdown,
-        notes=run_notes(job.run_dir) + notes,
+        notes=run_notes(run_dir) + notes,
         reused=reused,
     )

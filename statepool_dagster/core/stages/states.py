@@ -16,34 +16,35 @@ from typing import Any
 
 import msgspec
 
+from ..config import Settings
 from ..names import EPISODES, IGNORED_SIDECARS, SNAPSHOTS, STATES, RejectSource
-from ..runs.sidecars import read_sidecars
+from ..runs.opening import read_sidecars
 from ..states.join import PlannedState, join_checkpoint, plan_states
 from ..states.models import decode_stored
 from ..states.reference_ops import ops_json
-from ..store.arrow_memory import release_arrow_memory, utf8_views
-from ..store.part_files import part_name
-from ..store.parts import RunTable
-from ..store.pool import (
+from ..store.layout import (
     file_digest,
     state_pool_names,
     update_rejects,
     update_state_pool,
     write_state_file,
 )
-from ..store.rows import StateRow
+from ..store.part_files import part_name
+from ..store.parts import RunTable
+from ..store.rows import StateRow, release_arrow_memory, utf8_views
 from .job import (
     STATE_VERSION,
     TABLE_FORMAT,
-    RunJob,
+    OpenTables,
     StageReport,
     combined,
     digest,
     digest_pieces,
     preview,
     reject_lines,
+    run_folder,
 )
-from .prompts import PromptHandOver
+from .prompts import PromptHandOver, RenderedPrompts
 
 PREVIEW = ["state_id", "version", "batch_version", "n_cards", "n_episodes"]
 _encode = msgspec.json.Encoder().encode
@@ -123,15 +124,21 @@ def state_key(settings_key: str, plan: PlannedState, inputs: CheckpointInputs, s
     )
 
 
-def build_states(job: RunJob) -> StageReport:
-    """``checkpoint_states``: snapshot k joined with the batch run under k-1 (else k)."""
-    settings = job.settings
-    snapshots, episodes = job.table(SNAPSHOTS), job.table(EPISODES)
+def build_states(
+    run: str, settings: Settings, tables: OpenTables, handover: RenderedPrompts | None = None
+) -> StageReport:
+    """``checkpoint_states``: snapshot k joined with the batch run under k-1 (else k).
+
+    ``handover``: where to render the new states' prompts, when the step's prompts stage
+    follows.
+    """
+    layout = tables.layout
+    snapshots, episodes = tables.open(SNAPSHOTS, run), tables.open(EPISODES, run)
     fingerprint = combined(
         episodes.marks.get("fingerprint", ""), snapshots.marks.get("fingerprint", "")
     )
-    sidecars = read_sidecars(job.run_dir, job.run, strict=settings.strict)
-    update_rejects(job.layout, job.run, RejectSource.SIDECARS, sidecars.rejects)
+    sidecars = read_sidecars(run_folder(settings, run), run, strict=settings.strict)
+    update_rejects(layout, run, RejectSource.SIDECARS, sidecars.rejects)
     inputs = CheckpointInputs(snapshots, episodes)
     planned, skipped = plan_states(
         inputs.library_versions(),
@@ -139,16 +146,16 @@ def build_states(job: RunJob) -> StageReport:
         pairing=settings.pairing,
         followup=settings.followup,
     )
-    table = job.table(STATES)
-    settings_key = digest(STATE_VERSION, TABLE_FORMAT, job.run, settings.dataset, settings.pairing)
-    on_disk = state_pool_names(job.layout, job.run)
+    table = tables.open(STATES, run)
+    settings_key = digest(STATE_VERSION, TABLE_FORMAT, run, settings.dataset, settings.pairing)
+    on_disk = state_pool_names(layout, run)
     writes: dict[str, memoryview] = {}
     fresh: dict[str, str] = {}  # digests of the state files written one by one (manifests)
-    manifest = not job.layout.local  # a local folder has none: no digest to compute
+    manifest = not layout.local  # a local folder has none: no digest to compute
     kept: set[str] = set()
     reused = 0
     sidecar_maps = (sidecars.analyses, sidecars.receipts)
-    handing = PromptHandOver(job)
+    handing = PromptHandOver(run, tables, handover)
     for plan in planned:
         name = part_name(plan.version)
         key = state_key(settings_key, plan, inputs, sidecars)
@@ -160,7 +167,7 @@ def build_states(job: RunJob) -> StageReport:
                 state = table.read_part(name, ["state"])["state"]
                 writes[part.info["state_id"]] = utf8_views(state)[0]
             continue
-        joined = join_checkpoint(job.run, settings.dataset, plan, inputs, *sidecar_maps)
+        joined = join_checkpoint(run, settings.dataset, plan, inputs, *sidecar_maps)
         sid, data, ops = joined.state_id, joined.data, ops_json(joined.reference_ops)
         info = {"state_id": sid, "rows": 1, "text": digest_pieces([(data,)])}
         handing.offer(name, key, info["text"], joined.decoded, plan, ops)
@@ -169,7 +176,7 @@ def build_states(job: RunJob) -> StageReport:
         release_arrow_memory(len(data))
         row = StateRow(
             state_id=sid,
-            run=job.run,
+            run=run,
             version=plan.version,
             library_version=plan.library_version,
             batch_version=plan.batch_version,
@@ -182,7 +189,7 @@ def build_states(job: RunJob) -> StageReport:
         same_text = part is not None and part.info.get("text") == info["text"]
         table.write_row(name, row, key, info)
         if not (same_text and sid in on_disk):  # e.g. only the reference ops moved on
-            write_state_file(job.layout, job.run, sid, data)
+            write_state_file(layout, run, sid, data)
             fresh[sid] = file_digest(data) if manifest else ""
         del row, data
         kept.add(name)
@@ -193,14 +200,13 @@ def build_states(job: RunJob) -> StageReport:
     table.save()
     state_ids = {table.parts[name].info["state_id"] for name in kept}
     present = on_disk | fresh.keys()  # we hold the run's lock: nobody else wrote meanwhile
-    update_state_pool(job.layout, job.run, writes, state_ids, fresh, present)
-    return _report(job, shown, fingerprint, len(kept), reused, skipped, sidecars)
+    update_state_pool(layout, run, writes, state_ids, fresh, present)
+    return _report(run, settings, shown, fingerprint, len(kept), reused, skipped, sidecars)
 
 
-def _report(job, shown, fingerprint, states, reused, skipped, sidecars) -> StageReport:
-    settings = job.settings
+def _report(run, settings, shown, fingerprint, states, reused, skipped, sidecars) -> StageReport:
     report = StageReport(
-        job.run,
+        run,
         fingerprint,
         states,
         values={

@@ -14,8 +14,6 @@ import msgspec
 from pydantic import BaseModel, Field
 
 _decode = msgspec.json.Decoder().decode
-
-
 STATE_FIELDS = (
     "state_id",
     "dataset",

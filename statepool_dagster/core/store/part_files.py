@@ -1,5 +1,6 @@
 """What a part file is: its name, its footer, how it is written, its size tier; and the
-cache of the parts this process wrote last. ``parts.RunTable`` is what uses them.
+table's ``.index.json`` (written and read fast: it grows with the run) and its stamp.
+``parts.RunTable`` is what uses them.
 """
 
 from __future__ import annotations
@@ -9,11 +10,11 @@ import functools
 import json
 import os
 import re
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -120,57 +121,6 @@ def read_spans(
     return pa.concat_tables([table.slice(begin, rows) for begin, rows in pieces])
 
 
-class RecentParts:
-    """The checkpoints this process wrote last, up to a byte budget (a constant, not a run).
-
-    The next stage of the same run reads them back from here instead of from disk: a
-    states build right after its snapshots, prompts right after states. Entries are keyed
-    by the checkpoint's input key, so a changed checkpoint never matches an old entry.
-    """
-
-    def __init__(self, budget: int = 64 << 20):
-        self.budget = budget
-        self._tables: OrderedDict[tuple[str, str, str], tuple[pa.Table, int]] = OrderedDict()
-        self._size = 0
-
-    def put(self, where: tuple[str, str, str], table: pa.Table, data: int | None = None) -> None:
-        """Keep ``table`` (``data``: a slice's share of its table's buffers)."""
-        old = self._tables.pop(where, None)
-        if old is not None:
-            self._size -= old[1]
-        cost = table_cost(table, data)
-        if cost > self.budget:
-            return
-        self._tables[where] = (table, cost)
-        self._size += cost
-        while self._tables and self._size > self.budget:
-            _, (_, dropped) = self._tables.popitem(last=False)
-            self._size -= dropped
-
-    def get(self, where: tuple[str, str, str]) -> pa.Table | None:
-        entry = self._tables.get(where)
-        return None if entry is None else entry[0]
-
-
-RECENT = RecentParts()
-
-
-# Measured: each Arrow buffer of a table costs 0.5–0.65 KB of C++ objects and padding beyond
-# its bytes; a small checkpoint (11 columns, 29 buffers) holds 18 KB for 4.5 KB of data.
-BUFFER_OVERHEAD = 768
-
-
-def table_cost(table: pa.Table, data: int | None = None) -> int:
-    """What a cached table holds: its buffers (``data``: a slice's share of them), plus the
-    objects around each of them."""
-    # Three a column (two for numbers: a little over), per chunk of the first.
-    chunks = table.column(0).num_chunks if table.num_columns else 0
-    buffers = 3 * table.num_columns * chunks
-    if data is None:  # whole buffers, and ~30 times cheaper than ``nbytes``
-        data = table.get_total_buffer_size()
-    return data + 4096 + BUFFER_OVERHEAD * buffers
-
-
 MERGE = 8  # parts of a size tier merged into one at a time
 # Checkpoints a part holds at most: what a writer or an open footer keeps in memory (~10 KB
 # per row group of the widest table, an entry per checkpoint) stays bounded however long
@@ -269,3 +219,38 @@ def _scan_local(folder: AnyPath, remove_temps: bool) -> dict[str, str]:
                 st = entry.stat()
                 found[name] = f"{st.st_size}:{st.st_mtime_ns}"
     return found
+
+
+# The index's key for its parts' entries; "files" before row groups held several checkpoints
+# (an index of that time is not read, so code of that time never reads this one).
+PARTS_KEY = "parts"
+
+
+def encode_index(marks: dict[str, Any], files: dict[str, Any]) -> bytes:
+    """The index as JSON (msgspec: its size grows with the run, it is written at each build)."""
+    index = {"marks": marks, PARTS_KEY: files}
+    try:
+        return msgspec.json.encode(index, order="sorted")
+    except (msgspec.EncodeError, UnicodeEncodeError, TypeError, ValueError):  # e.g. a NaN
+        return json.dumps(index, sort_keys=True).encode("utf-8")
+
+
+def decode_index(data: bytes) -> dict[str, Any]:
+    try:
+        index = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        index = json.loads(data)
+    if not isinstance(index, dict):
+        raise ValueError("not an index")
+    return index
+
+
+def index_stamp(path: AnyPath) -> tuple[int, int, int] | None:
+    """A local file's size, mtime and inode (``None``: absent, or not on a local disk)."""
+    if not is_local(path):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)

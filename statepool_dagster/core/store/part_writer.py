@@ -1,11 +1,13 @@
 """One new part file being written: checkpoints appended in order, gathered into row groups of
-up to :data:`SLAB_ROWS` checkpoints (or :data:`SLAB_BYTES`), published whole at close."""
+up to :data:`SLAB_ROWS` checkpoints (or :data:`SLAB_BYTES`), published whole at close; and
+the cache of the parts this process wrote last (:data:`RECENT`), read back by the next stage."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+from collections import OrderedDict
 from typing import Any
 
 import msgspec
@@ -13,9 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..locations import AnyPath, is_local
-from .arrow_memory import note_written
 from .atomic import temp_sibling
 from .part_files import ROWS_META, SPANS_META, writer_options
+from .rows import note_written
 
 BUFFER = 256 << 10  # bytes gathered before a write to a local part (larger ones go straight)
 # A row group costs ~10 µs a column however small: checkpoints share one, up to these sizes
@@ -113,3 +115,54 @@ def _json(value: Any) -> str:
         return msgspec.json.encode(value).decode("utf-8")
     except (msgspec.EncodeError, TypeError, ValueError, OverflowError):  # e.g. a huge integer
         return json.dumps(value)
+
+
+class RecentParts:
+    """The checkpoints this process wrote last, up to a byte budget (a constant, not a run).
+
+    The next stage of the same run reads them back from here instead of from disk: a
+    states build right after its snapshots, prompts right after states. Entries are keyed
+    by the checkpoint's input key, so a changed checkpoint never matches an old entry.
+    """
+
+    def __init__(self, budget: int = 64 << 20):
+        self.budget = budget
+        self._tables: OrderedDict[tuple[str, str, str], tuple[pa.Table, int]] = OrderedDict()
+        self._size = 0
+
+    def put(self, where: tuple[str, str, str], table: pa.Table, data: int | None = None) -> None:
+        """Keep ``table`` (``data``: a slice's share of its table's buffers)."""
+        old = self._tables.pop(where, None)
+        if old is not None:
+            self._size -= old[1]
+        cost = table_cost(table, data)
+        if cost > self.budget:
+            return
+        self._tables[where] = (table, cost)
+        self._size += cost
+        while self._tables and self._size > self.budget:
+            _, (_, dropped) = self._tables.popitem(last=False)
+            self._size -= dropped
+
+    def get(self, where: tuple[str, str, str]) -> pa.Table | None:
+        entry = self._tables.get(where)
+        return None if entry is None else entry[0]
+
+
+RECENT = RecentParts()
+
+
+# Measured: each Arrow buffer of a table costs 0.5–0.65 KB of C++ objects and padding beyond
+# its bytes; a small checkpoint (11 columns, 29 buffers) holds 18 KB for 4.5 KB of data.
+BUFFER_OVERHEAD = 768
+
+
+def table_cost(table: pa.Table, data: int | None = None) -> int:
+    """What a cached table holds: its buffers (``data``: a slice's share of them), plus the
+    objects around each of them."""
+    # Three a column (two for numbers: a little over), per chunk of the first.
+    chunks = table.column(0).num_chunks if table.num_columns else 0
+    buffers = 3 * table.num_columns * chunks
+    if data is None:  # whole buffers, and ~30 times cheaper than ``nbytes``
+        data = table.get_total_buffer_size()
+    return data + 4096 + BUFFER_OVERHEAD * buffers

@@ -1,10 +1,9 @@
 """A run's table as a folder of Parquet parts whose row groups hold checkpoints.
 
 ``<asset>/<run>/p00000003.parquet`` is what one build wrote: the checkpoints (or episode
-batches) it built, a few dozen to a row group. A build from scratch writes one part; a
-run grown by one checkpoint adds a small part and rewrites nothing it did not change. The
-newest checkpoint of a build gets a part of its own: the next growth changes it, and
-replacing it then costs one small file. Small parts are merged eight of a size at a time.
+batches) it built, a few dozen to a row group. A run grown by one checkpoint adds a small
+part and rewrites nothing it did not change; the newest checkpoint gets a part of its own
+(the next growth changes it). Small parts are merged eight of a size at a time.
 ``pyarrow.dataset``, pandas and ``datasets`` read the folder as one table.
 
 Each part's footer names the checkpoint, input key and small facts (``info``) of every
@@ -31,18 +30,20 @@ from .part_files import (
     NEXT_PART,
     OPEN_PARTS,
     PART_ROWS,
-    RECENT,
+    PARTS_KEY,
     SUFFIX,
     Part,
+    decode_index,
+    encode_index,
     file_order,
     footer_rows,
+    index_stamp,
     list_parts,
     read_spans,
     sweep,
 )
-from .part_writer import PartWriter
+from .part_writer import RECENT, PartWriter
 from .row_batch import LARGE, RowBatch, row_bytes
-from .table_index import PARTS_KEY, decode_index, encode_index, index_stamp
 
 
 class RunTable(Compaction):
@@ -51,8 +52,7 @@ class RunTable(Compaction):
     def __init__(self, folder: AnyPath, schema: pa.Schema, newest_apart: bool = True):
         self.folder = folder
         self.schema = schema
-        # Whether a build's newest checkpoint gets a part of its own: not for a table whose
-        # checkpoints never change once the next one exists (snapshots), one file less.
+        # Not for a table whose checkpoints never change once the next one exists (snapshots).
         self.newest_apart = newest_apart
         self.parts: dict[str, Part] = {}
         self.marks: dict[str, Any] = {}
@@ -66,8 +66,6 @@ class RunTable(Compaction):
         self._dirty = False
         self._index_stamp = index_stamp(folder / TABLE_INDEX)  # before reading: never newer
         self._load()
-
-    # ------------------------------------------------------------------ reading
 
     def _load(self) -> None:
         try:
@@ -180,8 +178,6 @@ class RunTable(Compaction):
         if not tables:
             return wanted.empty_table()
         return pa.concat_tables([_conform(t, wanted) for t in tables])
-
-    # ------------------------------------------------------------------ writing
 
     def write(
         self, name: str, table: pa.Table, key: str, info: dict[str, Any], data: int | None = None

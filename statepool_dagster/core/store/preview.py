@@ -6,7 +6,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .arrow_memory import utf8_views
+from .rows import utf8_views
 
 PREVIEW_CELL_CHARS = 200  # a preview cell's text at most: the event log never gets a whole field
 # Per-version maps in a materialization's metadata cover the newest versions only, so what

@@ -11,8 +11,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from .arrow_memory import LARGE
-from .rows import rows_table
+from .rows import LARGE, rows_table
 
 ROWS = 32  # checkpoints gathered at most
 BYTES = 1 << 20  # text gathered at most (a row group's); a row of LARGE text or more alone
