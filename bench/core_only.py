@@ -19,8 +19,11 @@ from statepool_dagster.core.runs.files import discover_runs
 
 try:
     from statepool_dagster.core.store.rows import load_arrow
-except ImportError:  # the tree before core/store/tables.py was split
-    from statepool_dagster.core.store.tables import load_arrow
+except ImportError:  # older trees (--code): before store/arrow_memory.py joined rows.py
+    try:
+        from statepool_dagster.core.store.arrow_memory import load_arrow
+    except ImportError:  # the tree before core/store/tables.py was split
+        from statepool_dagster.core.store.tables import load_arrow
 
 try:
     from statepool_dagster.core.stages import build_run

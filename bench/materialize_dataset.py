@@ -18,7 +18,8 @@ from statepool_dagster.definitions import defs
 
 
 def main() -> int:
-    job = defs().resolve_implicit_global_asset_job_def()
+    definitions = defs() if callable(defs) else defs  # a Definitions object in older trees
+    job = definitions.resolve_implicit_global_asset_job_def()
     quiet = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
     with DagsterInstance.get() as instance:
         result = job.execute_in_process(

@@ -38,7 +38,8 @@ def main() -> int:
     from statepool_dagster.core.runs.files import fingerprint_run
     from statepool_dagster.definitions import defs
 
-    sensor = defs().get_sensor_def("runs_sensor")
+    definitions = defs() if callable(defs) else defs  # a Definitions object in older trees
+    sensor = definitions.get_sensor_def("runs_sensor")
     with instance_for_test(temp_dir=str(root / "home")) as instance:
         names = [f"r{i:05d}" for i in range(unchanged)]
         instance.add_dynamic_partitions("runs", names)
@@ -52,7 +53,7 @@ def main() -> int:
 
         def tick() -> tuple[float, int]:
             with build_sensor_context(
-                instance=instance, definitions=defs(), resources=defs().resources
+                instance=instance, definitions=definitions, resources=definitions.resources
             ) as context:
                 started = time.perf_counter()
                 result = sensor(context)

@@ -11,8 +11,8 @@ from dagster import AssetKey, AssetSelection, evaluate_automation_conditions
 
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.export.rows import ExportOptions, split_of
-from statepool_dagster.core.feedback.scales import STD_TOP
 from statepool_dagster.core.names import SESSIONS_PARTITIONS
+from statepool_dagster.core.scales import STD_TOP
 from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.definitions import defs
 from statepool_dagster.defs.sessions import SESSIONS_JOB

@@ -18,9 +18,10 @@ def pool_report_path(settings: Settings):
 
 
 def write_pool_report(settings: Settings, collect: bool = True) -> str:
+    from ..core.export.rows import ExportOptions
     from ..core.report import write_report
 
-    options = settings.export_options()
+    options = ExportOptions.from_settings(settings)
     return str(write_report(settings.store_dir, options, settings.runs_dir, collect=collect))
 
 
@@ -52,11 +53,12 @@ def _export_settings(args: argparse.Namespace) -> Settings:
     from pydantic import ValidationError
 
     from ..core.errors import StatepoolError
+    from ..core.export.rows import ExportOptions, SourceOptions
 
     given = {field: getattr(args, attr) for field, (_, attr) in EXPORT_FLAGS.items()}
     try:
         settings = Settings.from_env(**given)
-        settings.export_options()
+        ExportOptions.from_settings(settings)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else None
@@ -68,7 +70,7 @@ def _export_settings(args: argparse.Namespace) -> Settings:
             name = "--val-fraction + --test-fraction"
         raise StatepoolError(f"{name}: {first['msg'].removeprefix('Value error, ')}") from None
     try:
-        settings.source_options()
+        SourceOptions.from_settings(settings)
     except ValidationError as exc:
         name = "--sources" if args.sources is not None else Settings.env_name("export_sources")
         message = exc.errors()[0]["msg"].removeprefix("Value error, ")
@@ -80,7 +82,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Write one trainer-ready export of the store, streaming; reads files only, never Dagster."""
     from ..core.errors import StatepoolError
     from ..core.export.collect import empty_train_problem
-    from ..core.export.rows import ExportSet
+    from ..core.export.rows import ExportOptions, ExportSet, SourceOptions
     from ..core.export.write import ExportRefused, check_target, stream_export
     from ..core.feedback.select import SelectionOptions
     from ..core.locations import absolute, as_path
@@ -125,11 +127,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         export = stream_export(
             settings.store_dir,
             {args.format: args.out},
-            settings.export_options(),
+            ExportOptions.from_settings(settings),
             force=args.force,
             lengths=lengths,
             check=check,
-            sources=settings.source_options(),
+            sources=SourceOptions.from_settings(settings),
             selection=selection,
         )
     except ExportRefused as refused:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import (
     BaseModel,
@@ -21,10 +21,8 @@ from pydantic import (
 
 from .names import LAST_STDS, SCORE_RANGE
 from .prompts.spec import PromptLimits, PromptSpec
+from .scales import band_problem
 from .states.join import Followup, Pairing
-
-if TYPE_CHECKING:
-    from .export.rows import ExportOptions, SourceOptions
 
 ENV_PREFIX = "STATEPOOL_"
 
@@ -182,8 +180,6 @@ class Settings(BaseModel):
     @field_validator("select_difficulty_band", mode="after")
     @classmethod
     def _band(cls, band: str | None, info: ValidationInfo) -> str | None:
-        from .feedback.scales import band_problem
-
         if band is None:
             return None
         try:
@@ -236,20 +232,6 @@ class Settings(BaseModel):
             episodes_chars=self.episodes_chars,
             max_ops=self.max_ops,
         )
-
-    def export_options(self) -> ExportOptions:
-        from .export.rows import ExportOptions
-
-        return ExportOptions(
-            val_fraction=self.export_val_fraction,
-            test_fraction=self.export_test_fraction,
-            seed=self.export_seed,
-        )
-
-    def source_options(self) -> SourceOptions:
-        from .export.rows import SourceOptions
-
-        return SourceOptions.parse(self.export_sources, self.export_max_staleness)
 
     def prompt_spec(self) -> PromptSpec:
         """Load the four prompt inputs this configuration names (fails clearly if one is bad)."""

@@ -130,6 +130,15 @@ def info_stamp(info: dict[str, Any]) -> tuple[int, float, str]:
     return size, mtime, tag
 
 
+def file_stamp(path: AnyPath) -> str:
+    """Size and mtime of one file (and its ETag through fsspec): unchanged stamp, same bytes."""
+    if is_local(path):
+        st = path.stat()
+        return f"{st.st_size}:{st.st_mtime_ns}"
+    size, mtime, tag = info_stamp(path.fs.info(path.path))
+    return f"{size}:{int(mtime * 1e9)}:{tag}"
+
+
 def upload_tree(local_dir: Path, target: AnyPath) -> int:
     """Copy the files under ``local_dir`` to ``target``, same relative names; returns the count."""
     count = 0
@@ -140,12 +149,3 @@ def upload_tree(local_dir: Path, target: AnyPath) -> int:
         dest.write_bytes(path.read_bytes())
         count += 1
     return count
-
-
-def file_stamp(path: AnyPath) -> str:
-    """Size and mtime of one file (and its ETag through fsspec): unchanged stamp, same bytes."""
-    if is_local(path):
-        st = path.stat()
-        return f"{st.st_size}:{st.st_mtime_ns}"
-    size, mtime, tag = info_stamp(path.fs.info(path.path))
-    return f"{size}:{int(mtime * 1e9)}:{tag}"

@@ -1,6 +1,7 @@
 """Every name the core and the Dagster skin share: assets, store folders, files, metadata keys.
 
-Spelled once, here; everything else imports them.
+Spelled once, here; everything else imports them. With them, the rules names obey: a state
+id built and parsed (``<run>_ckpt<k>``), and which names may become partition keys and paths.
 """
 
 from __future__ import annotations
@@ -141,6 +142,7 @@ def parse_run_state_id(state_id: str) -> tuple[str, int] | None:
 
 # Names that become partition keys, file and folder names: runs, sessions, segment writers.
 _KEY_CHARACTERS = re.compile(r"[A-Za-z0-9._-]+")
+MAX_RUN_NAME = 200
 
 
 def key_name_problem(name: str, max_length: int) -> str | None:
@@ -155,9 +157,6 @@ def key_name_problem(name: str, max_length: int) -> str | None:
         bad = sorted({c for c in name if not _KEY_CHARACTERS.fullmatch(c)})
         return "characters outside [A-Za-z0-9._-]: " + ", ".join(repr(c) for c in bad[:5])
     return None
-
-
-MAX_RUN_NAME = 200
 
 
 def run_name_problem(name: str) -> str | None:

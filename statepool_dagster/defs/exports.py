@@ -15,7 +15,7 @@ from dagster import (
 )
 
 from ..core.export.collect import empty_train_problem
-from ..core.export.rows import FORMATS, ExportSet
+from ..core.export.rows import FORMATS, ExportOptions, ExportSet, SourceOptions
 from ..core.export.write import stream_export
 from ..core.feedback.select import SelectionOptions
 from ..core.names import GROUP, PROMPTS, ROW_COUNT, SESSION_PROMPTS, STATE_STATS, STATES
@@ -64,9 +64,9 @@ def training_dataset(
     export = stream_export(
         layout.root,
         {fmt: layout.exports() / fmt for fmt in FORMATS},
-        settings.export_options(),
+        ExportOptions.from_settings(settings),
         check=_train_not_empty,
-        sources=settings.source_options(),
+        sources=SourceOptions.from_settings(settings),
         selection=SelectionOptions.from_settings(settings),
     )
     for problem in export.problems:

@@ -178,3 +178,18 @@ def test_a_width_the_state_puts_beside_an_accessor_is_refused_before_it_is_alloc
     finally:
         tracemalloc.stop()
     assert peak < 50 << 20
+
+
+def test_the_bundled_formatter_is_keyed_by_its_own_code_not_its_module():
+    """The bundled formatter shares ``prompts/template.py``: its key is its code and that of
+    the helpers it calls, so an edit elsewhere in the module renders no prompt again."""
+    import inspect
+
+    from statepool_dagster.core.prompts import template
+    from statepool_dagster.core.stages.prompts import bundled_source
+
+    source = bundled_source(template.format_episodes).decode()
+    for helper in (template.format_episodes, template._pieces, template._mark, template._head):
+        assert inspect.getsource(helper) in source, helper.__name__
+    assert inspect.getsource(template.render_error) not in source
+    assert "def fields(" not in source

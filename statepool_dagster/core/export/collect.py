@@ -42,7 +42,7 @@ from .rows import (
     split_of,
     state_digest,
 )
-from .sessions import SessionRows, store_sessions
+from .sessions import SessionRows, stored_sessions
 
 STATE_COLUMNS = ["state_id", "version", "state", "reference_ops"]
 PROMPT_COLUMNS = ["state_id", "prompt", "reference_ops"]
@@ -137,7 +137,7 @@ def export_rows(
     sources = sources or SourceOptions()
     options = export.options
     layout = StoreLayout(store)
-    sessions = store_sessions(store) if SESSIONS in sources.sources else []
+    sessions = stored_sessions(store) if SESSIONS in sources.sources else []
     export.with_sessions = bool(sessions)
     if sources.active:
         export.extra["sources"] = {

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..config import Settings
 from ..names import EXPORT_FORMATS
 
 Format = Literal["verl", "trl", "pool"]  # the words of EXPORT_FORMATS, for type checkers
@@ -46,6 +47,14 @@ class ExportOptions(BaseModel):
             raise ValueError("val and test fractions add up to 1 or more: train would get no run")
         return self
 
+    @staticmethod
+    def from_settings(settings: Settings) -> ExportOptions:
+        return ExportOptions(
+            val_fraction=settings.export_val_fraction,
+            test_fraction=settings.export_test_fraction,
+            seed=settings.export_seed,
+        )
+
     @property
     def splits(self) -> list[str]:
         """The splits this export writes (val and test only when their fraction is above 0)."""
@@ -73,6 +82,10 @@ class SourceOptions(BaseModel):
         """From ``"runs,sessions"`` (``None``: both)."""
         names = SOURCES if not text else tuple(s.strip() for s in text.split(",") if s.strip())
         return SourceOptions(sources=names, max_staleness=max_staleness)
+
+    @staticmethod
+    def from_settings(settings: Settings) -> SourceOptions:
+        return SourceOptions.parse(settings.export_sources, settings.export_max_staleness)
 
     @property
     def active(self) -> bool:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..locations import AnyPath, forget_listing, is_local
-from ..names import parse_run_state_id
+from ..locations import AnyPath, as_path, forget_listing, is_local
+from ..names import SESSION_STATES, parse_run_state_id
 from ..runs.files import natural_key
 from ..segments.names import parse_segment_name
 from ..sessions.build import session_totals
@@ -41,11 +41,6 @@ class SessionItem:
     state: str
     prompt: str | None
     policy_step: int | None
-
-
-def store_sessions(store: str | os.PathLike[str]) -> list[str]:
-    """The sessions with states in the store, in natural order (as runs are read)."""
-    return sorted(stored_sessions(store), key=natural_key)
 
 
 def newest_step(store: str | os.PathLike[str], session: str) -> int | None:
@@ -266,14 +261,11 @@ def iter_session_table(
 
 
 def stored_sessions(store_root: str | os.PathLike[str] | AnyPath) -> list[str]:
-    """The sessions that have states in the store, by name."""
-    from ..locations import as_path
-    from ..names import SESSION_STATES
-
+    """The sessions that have states in the store, in natural order (as runs are read)."""
     folder = as_path(store_root) / SESSION_STATES
     try:
         forget_listing(folder)
         names = [p.name for p in folder.iterdir() if p.is_dir()]
     except (FileNotFoundError, NotADirectoryError):
         return []
-    return sorted(n for n in names if not n.startswith("."))
+    return sorted((n for n in names if not n.startswith(".")), key=natural_key)

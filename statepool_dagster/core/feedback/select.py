@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeVar
 import pyarrow as pa
 
 from ..names import LAST_STDS
-from .scales import UNSEEN_WEIGHT, band_problem
+from ..scales import UNSEEN_WEIGHT, band_problem
 from .stats import ZERO_STD
 from .stats_store import read_stats
 

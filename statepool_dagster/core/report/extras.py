@@ -16,10 +16,10 @@ import pyarrow.parquet as pq
 
 from ..export.sessions import iter_session_table, stored_sessions
 from ..feedback.folders import stats_folder
-from ..feedback.scales import STD_TOP
 from ..feedback.stats_store import TABLE
 from ..locations import AnyPath, as_path, is_local
 from ..names import SCORE_RANGE
+from ..scales import STD_TOP
 from ..sessions.build import session_totals
 from . import svg
 

@@ -99,6 +99,25 @@ def is_utf8(data: bytes) -> bool:
     return True
 
 
+_SLICE = 1 << 20  # characters encoded at a time: a huge text is never copied whole
+
+
+def storable(text: str) -> bool:
+    """Whether ``text`` can be stored as UTF-8: no lone surrogate (``\\ud800`` read alone).
+
+    Encoding is ~3 times faster than searching for one; each character encodes on its own,
+    so slices tell the same.
+    """
+    if text.isascii():
+        return True
+    try:
+        for start in range(0, len(text), _SLICE):
+            text[start : start + _SLICE].encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def has_long_digit_run(data: bytes) -> bool:
     """Whether ``data`` holds more digits in a row than Python's integer limit.
 
@@ -227,22 +246,3 @@ def blank_embeddings(data: bytes) -> tuple[bytes, int] | None:
         count += 1
     parts.append(data[copied:])
     return b"".join(parts), count
-
-
-_SLICE = 1 << 20  # characters encoded at a time: a huge text is never copied whole
-
-
-def storable(text: str) -> bool:
-    """Whether ``text`` can be stored as UTF-8: no lone surrogate (``\\ud800`` read alone).
-
-    Encoding is ~3 times faster than searching for one; each character encodes on its own,
-    so slices tell the same.
-    """
-    if text.isascii():
-        return True
-    try:
-        for start in range(0, len(text), _SLICE):
-            text[start : start + _SLICE].encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

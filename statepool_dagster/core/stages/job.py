@@ -1,4 +1,5 @@
-"""What the build stages share: a run's folder, its open tables, the prompt hand-over, a report."""
+"""What the build stages share: a run's folder, its open tables, a stage's report, a table's
+cached first rows, the digests that key what a stage can reuse."""
 
 from __future__ import annotations
 

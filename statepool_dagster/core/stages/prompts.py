@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import statistics
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from ..errors import PromptInputError
 from ..names import PROMPTS, SNAPSHOTS_DIR, STATES, RejectSource, run_state_id
 from ..prompts.render import build_curator_prompt
 from ..prompts.spec import PromptSpec
-from ..prompts.template import surrogate_problem
+from ..prompts.template import format_episodes, surrogate_problem
 from ..rejects import Reject
 from ..states.join import PlannedState
 from ..states.models import CheckpointState
@@ -34,11 +35,35 @@ from .job import (
 COLUMNS = ["state_id", "version", "library_version", "reference_ops", "input_key"]
 
 
+def bundled_source(func: Callable[..., Any]) -> bytes:
+    """The source of ``func`` and of the functions of its module it calls (by name, at any
+    depth): what the bundled formatter runs, and nothing else of the module it shares."""
+    module = sys.modules.get(func.__module__)
+    found: dict[str, str] = {}
+    todo = [func]
+    while todo:
+        current = todo.pop()
+        if current.__qualname__ in found:
+            continue
+        found[current.__qualname__] = inspect.getsource(current)
+        codes = [current.__code__]
+        while codes:
+            code = codes.pop()
+            codes += [c for c in code.co_consts if inspect.iscode(c)]
+            called = (getattr(module, name, None) for name in code.co_names)
+            todo += [f for f in called if inspect.isfunction(f) and f.__module__ == func.__module__]
+    return "\0".join(found[name] for name in sorted(found)).encode()
+
+
 def _formatter_identity(formatter: Callable[..., Any]) -> str:
-    """Name plus the bytes of the file defining it: an edit anywhere in it renders again."""
+    """Name plus the bytes of the file defining it (an edit anywhere in it renders again);
+    for the bundled formatter, its own code only."""
     name = f"{getattr(formatter, '__module__', '')}.{getattr(formatter, '__qualname__', '')}"
     try:
-        source = Path(inspect.getsourcefile(formatter) or "").read_bytes()
+        if formatter is format_episodes:
+            source = bundled_source(formatter)
+        else:
+            source = Path(inspect.getsourcefile(formatter) or "").read_bytes()
     except (OSError, TypeError):
         code = getattr(formatter, "__code__", None)
         source = repr((code.co_code, code.co_consts)).encode() if code else b""
@@ -171,7 +196,7 @@ def build_prompts(
     """``curator_prompts``: one prompt per state, rendered under ``spec``; a state that cannot
     be rendered is a reject. ``handover``: the prompts the step's states stage rendered.
     """
-    spec_key = spec_digest(spec)
+    spec_key = handover.spec_key if handover and handover.spec is spec else spec_digest(spec)
     states, table = tables.open(STATES, run), tables.open(PROMPTS, run)
     fingerprint = states.marks.get("fingerprint", "")
     kept: set[str] = set()

@@ -59,9 +59,10 @@ def build_stages(
                 report = build(run, settings, tables, fingerprint)
             elif asset == STATES:
                 report = build_states(run, settings, tables, handover)
-            elif spec is None:
+            elif bad_spec is not None:
                 raise bad_spec
             else:
+                assert spec is not None  # loaded above whenever the prompts stage is wanted
                 report = build_prompts(run, tables, spec, handover)
         finally:
             release_if_large()  # the memory Arrow kept from the stage: the next starts lean
@@ -124,9 +125,9 @@ def _pool_stream(fn, tasks: list, workers: int) -> Iterator[list]:
         pool.shutdown(wait=True)
 
 
-def _locked(job: tuple[RunTask[T], str, Settings]) -> T:
+def _locked(work: tuple[RunTask[T], str, Settings]) -> T:
     """One run's task under the run's store lock: two writers never interleave."""
-    task, run, settings = job
+    task, run, settings = work
     layout = StoreLayout(settings.store_dir)
     with layout.lock(run), without_cyclic_gc():
         return task(run, settings, OpenTables(layout))

@@ -20,6 +20,21 @@ from ..rejects import Reject
 from ..states.models import BytesLike
 from .atomic import _digest, _entries, _make_folder, _put, write_bytes_atomic
 
+_HELD: dict[str, int] = {}  # lock files this process holds, with their depth
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold ``path`` (created, with its folder, if missing) until the block ends; waits while
+    another process holds it. Released when the process dies, however it dies."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
 
 class StoreLayout:
     """Where each kind of file lives under the store root; run names are checked first.
@@ -134,22 +149,6 @@ def _plain(root: Path, parts: tuple[str, ...]) -> bool:
         except OSError:
             return False
     return True
-
-
-_HELD: dict[str, int] = {}  # lock files this process holds, with their depth
-
-
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """Hold ``path`` (created, with its folder, if missing) until the block ends; waits while
-    another process holds it. Released when the process dies, however it dies."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def state_pool_names(layout: StoreLayout, run: str) -> set[str]:

@@ -117,6 +117,22 @@ def _json(value: Any) -> str:
         return json.dumps(value)
 
 
+# Measured: each Arrow buffer of a table costs 0.5–0.65 KB of C++ objects and padding beyond
+# its bytes; a small checkpoint (11 columns, 29 buffers) holds 18 KB for 4.5 KB of data.
+BUFFER_OVERHEAD = 768
+
+
+def table_cost(table: pa.Table, data: int | None = None) -> int:
+    """What a cached table holds: its buffers (``data``: a slice's share of them), plus the
+    objects around each of them."""
+    # Three a column (two for numbers: a little over), per chunk of the first.
+    chunks = table.column(0).num_chunks if table.num_columns else 0
+    buffers = 3 * table.num_columns * chunks
+    if data is None:  # whole buffers, and ~30 times cheaper than ``nbytes``
+        data = table.get_total_buffer_size()
+    return data + 4096 + BUFFER_OVERHEAD * buffers
+
+
 class RecentParts:
     """The checkpoints this process wrote last, up to a byte budget (a constant, not a run).
 
@@ -150,19 +166,3 @@ class RecentParts:
 
 
 RECENT = RecentParts()
-
-
-# Measured: each Arrow buffer of a table costs 0.5–0.65 KB of C++ objects and padding beyond
-# its bytes; a small checkpoint (11 columns, 29 buffers) holds 18 KB for 4.5 KB of data.
-BUFFER_OVERHEAD = 768
-
-
-def table_cost(table: pa.Table, data: int | None = None) -> int:
-    """What a cached table holds: its buffers (``data``: a slice's share of them), plus the
-    objects around each of them."""
-    # Three a column (two for numbers: a little over), per chunk of the first.
-    chunks = table.column(0).num_chunks if table.num_columns else 0
-    buffers = 3 * table.num_columns * chunks
-    if data is None:  # whole buffers, and ~30 times cheaper than ``nbytes``
-        data = table.get_total_buffer_size()
-    return data + 4096 + BUFFER_OVERHEAD * buffers

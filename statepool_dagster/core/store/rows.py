@@ -22,6 +22,8 @@ from ..runs.snapshots import Snapshot
 from ..states.models import dumps
 from .schemas import SCHEMAS
 
+LARGE = 16 << 20  # bytes: a cell this large leaves blocks as large behind in Arrow's allocator
+
 
 def text_cell(value: Any) -> str | None:
     return None if value is None else str(value)
@@ -168,7 +170,8 @@ def episodes_table(rows: list[EpisodeRow]) -> pa.Table:
     return rows_table(SCHEMAS[EPISODES], rows)
 
 
-LARGE = 16 << 20  # bytes: a cell this large leaves blocks as large behind in Arrow's allocator
+RELEASE_AFTER = 4 << 20  # bytes written between two hand-backs of Arrow's freed memory
+_written = 0
 
 
 def load_arrow() -> None:
@@ -208,10 +211,6 @@ def release_if_large() -> None:
     if _written >= RELEASE_AFTER:
         _written = 0
         pa.default_memory_pool().release_unused()
-
-
-RELEASE_AFTER = 4 << 20
-_written = 0
 
 
 def utf8_views(column: pa.ChunkedArray) -> list[memoryview]:

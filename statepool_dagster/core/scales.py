@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ..names import MATCH_RANGE, SCORE_RANGE
+from .names import MATCH_RANGE, SCORE_RANGE
 
 
 def max_sample_std(low: float, high: float) -> float:
