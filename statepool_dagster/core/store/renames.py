@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import functools
 import os
@@ -16,12 +15,17 @@ _RENAME_EXCHANGE = 2
 
 @functools.cache
 def libc_function(name: str):
-    """A function of the C library (Linux system calls Python lacks), or ``None``."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return getattr(libc, name)
-    except (OSError, AttributeError):
-        return None
+    """A function of the C library (Linux system calls Python lacks), or ``None``.
+
+    Looked up in the process's own symbols first: ``ctypes.util.find_library`` would run
+    ``ldconfig`` in every worker a sync forks.
+    """
+    for library in (None, "libc.so.6"):
+        try:
+            return getattr(ctypes.CDLL(library, use_errno=True), name)
+        except (OSError, AttributeError):
+            continue
+    return None
 
 
 def _renameat2(a: Path, b: Path, flags: int) -> bool | None:
