@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import statistics
@@ -35,6 +36,7 @@ from .job import (
 COLUMNS = ["state_id", "version", "library_version", "reference_ops", "input_key"]
 
 
+@functools.cache  # the package's own code: it does not change while the process runs
 def bundled_source(func: Callable[..., Any]) -> bytes:
     """The source of ``func`` and of the functions of its module it calls (by name, at any
     depth): what the bundled formatter runs, and nothing else of the module it shares."""
