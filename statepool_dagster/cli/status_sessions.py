@@ -31,7 +31,7 @@ from ..core.names import (
     RunStatus,
 )
 from ..core.segments.reader import list_segments
-from ..core.sessions.layout import INDEX, discover_sessions, segments_dir
+from ..core.sessions.layout import INDEX, discover_sessions, segments_dir, stored_sessions
 from .status import PARTITION_TAG, latest_ids, records
 
 _SESSION_ASSETS = {AssetKey(SESSION_STATES), AssetKey(SESSION_PROMPTS)}
@@ -86,14 +86,6 @@ def reject_count(store: AnyPath, session: str) -> int:
     return total
 
 
-def _stored_sessions(store: AnyPath) -> list[str]:
-    folder = store / SESSION_STATES
-    try:
-        return [p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-
-
 def _failed_sessions(instance: DagsterInstance, last_success: dict[str, float]) -> set[str]:
     """Sessions whose latest run of their assets failed after their last materialization."""
     failed: dict[str, float] = {}
@@ -114,7 +106,7 @@ def session_statuses(instance: DagsterInstance, settings: Settings) -> list[dict
     store = as_path(settings.store_dir)
     registered = set(instance.get_dynamic_partitions(SESSIONS_PARTITIONS))
     on_disk, _ = discover_sessions(settings.sessions_dir)
-    names = sorted(registered | set(on_disk) | set(_stored_sessions(store)))
+    names = sorted(registered | set(on_disk) | set(stored_sessions(store)))
     if not names:
         return []
     asset = AssetKey(SESSION_STATES)

@@ -13,12 +13,12 @@ import pyarrow as pa
 import pytest
 
 from statepool_dagster.core.config import Settings
-from statepool_dagster.core.export.sessions import iter_session_table, stored_sessions
+from statepool_dagster.core.export.sessions import iter_session_table
 from statepool_dagster.core.names import PROMPTS
 from statepool_dagster.core.segments import list_segments
 from statepool_dagster.core.sessions import SessionSpecMismatch, StateWriter
 from statepool_dagster.core.sessions.build import build_session
-from statepool_dagster.core.sessions.layout import segments_dir
+from statepool_dagster.core.sessions.layout import segments_dir, stored_sessions
 from statepool_dagster.core.stages.run import build_run
 from statepool_dagster.core.states.models import CheckpointState
 from statepool_dagster.core.store.layout import StoreLayout

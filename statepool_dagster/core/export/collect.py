@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from ..feedback.select import Selection, describe
 from ..names import PROMPTS, STATES, run_name_problem
 from ..runs.files import natural_key
+from ..sessions.layout import stored_sessions
 from ..store.atomic import READ_RETRY_DELAYS
 from ..store.batches import CheckpointBatches
 from ..store.layout import StoreLayout
@@ -42,7 +43,7 @@ from .rows import (
     split_of,
     state_digest,
 )
-from .sessions import SessionRows, stored_sessions
+from .sessions import SessionRows
 
 STATE_COLUMNS = ["state_id", "version", "state", "reference_ops"]
 PROMPT_COLUMNS = ["state_id", "prompt", "reference_ops"]

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..locations import AnyPath, as_path, forget_listing, is_local
-from ..names import SESSION_STATES, parse_run_state_id
-from ..runs.files import natural_key
+from ..locations import AnyPath, forget_listing, is_local
+from ..names import parse_run_state_id
 from ..segments.names import parse_segment_name
 from ..sessions.build import session_totals
 from ..sessions.store import SessionFolders
@@ -258,14 +257,3 @@ def iter_session_table(
                 if columns is not None:
                     out = out.select(columns)
                 yield out
-
-
-def stored_sessions(store_root: str | os.PathLike[str] | AnyPath) -> list[str]:
-    """The sessions that have states in the store, in natural order (as runs are read)."""
-    folder = as_path(store_root) / SESSION_STATES
-    try:
-        forget_listing(folder)
-        names = [p.name for p in folder.iterdir() if p.is_dir()]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return sorted((n for n in names if not n.startswith(".")), key=natural_key)

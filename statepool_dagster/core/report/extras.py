@@ -14,13 +14,14 @@ from html import escape
 
 import pyarrow.parquet as pq
 
-from ..export.sessions import iter_session_table, stored_sessions
+from ..export.sessions import iter_session_table
 from ..feedback.folders import stats_folder
 from ..feedback.stats_store import TABLE
 from ..locations import AnyPath, as_path, is_local
 from ..names import SCORE_RANGE
 from ..scales import STD_TOP
 from ..sessions.build import session_totals
+from ..sessions.layout import stored_sessions
 from . import svg
 
 STEP_BINS = 40  # a session's policy-step curve has this many points at most

@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 
-from ..locations import AnyPath, as_path, entry_name, fresh_listing, is_local
-from ..names import run_name_problem
+from ..locations import AnyPath, as_path, entry_name, forget_listing, fresh_listing, is_local
+from ..names import SESSION_STATES, run_name_problem
+from ..runs.files import natural_key
 
 SESSION_FILE = "session.json"
 SEGMENTS_DIR = "segments"
@@ -54,3 +55,14 @@ def discover_sessions(root: str | os.PathLike[str] | AnyPath) -> tuple[list[str]
         elif (root / name / SEGMENTS_DIR).is_dir():
             valid.append(name)
     return valid, invalid
+
+
+def stored_sessions(store_root: str | os.PathLike[str] | AnyPath) -> list[str]:
+    """The sessions that have states in the store, in natural order (as runs are read)."""
+    folder = as_path(store_root) / SESSION_STATES
+    try:
+        forget_listing(folder)
+        names = [p.name for p in folder.iterdir() if p.is_dir()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted((n for n in names if not n.startswith(".")), key=natural_key)
