@@ -175,7 +175,8 @@ def number_array_valid(raw: bytes) -> bool:
     return True
 
 
-KEY = b'"_trigger_emb"'
+EMBEDDING_KEY = "_trigger_emb"  # a card's embedding: stripped from every state
+KEY = f'"{EMBEDDING_KEY}"'.encode()  # the key as it is spelled in a snapshot's bytes
 _WS = b" \t\r\n"
 
 
@@ -218,7 +219,7 @@ def _escaped(data: bytes, quote: int) -> bool:
 
 # The key, then (each optional, so a miss says where) the colon and the array's bracket,
 # whitespace between: found in one search, not byte by byte in Python.
-_MEMBER = re.compile(rb'"_trigger_emb"(?:[ \t\r\n]*(:)[ \t\r\n]*(\[)?)?')
+_MEMBER = re.compile(re.escape(KEY) + rb"(?:[ \t\r\n]*(:)[ \t\r\n]*(\[)?)?")
 
 
 def blank_embeddings(data: bytes) -> tuple[bytes, int] | None:

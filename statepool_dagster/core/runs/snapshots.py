@@ -13,6 +13,7 @@ from ..errors import BadRecordError
 from ..locations import AnyPath, is_local
 from ..rejects import RAW_LIMIT, Reject, escape_bytes
 from .json_read import (
+    EMBEDDING_KEY,
     INT64_MAX,
     KEY,
     blank_embeddings,
@@ -23,7 +24,6 @@ from .json_read import (
 )
 from .opening import FolderGate, read_run_file, run_file_problem
 
-EMBEDDING_KEY = "_trigger_emb"
 SNAPSHOT_NAME = re.compile(r"skills_v([0-9]+)\.json")  # ASCII digits only
 SNAPSHOT_TEMPLATE = "skills_v<ASCII digits>.json"
 # Below this size the exact reader is as fast: blanking pays off on embedding arrays (measured:
