@@ -87,6 +87,32 @@ def forget_listing(folder: AnyPath) -> None:
         folder.fs.invalidate_cache(folder.path)
 
 
+def forget_tree(folder: AnyPath) -> None:
+    """Drop fsspec's cached listings of ``folder``, of every folder under it and of its parents.
+
+    fsspec's ``find`` fills in a sub-folder's listing only where none is cached, so a
+    sub-folder listed before keeps its old entries: a file rewritten since keeps its old
+    size and ETag there, and a read of it asks for a version that no longer exists.
+    """
+    if is_local(folder):
+        return
+    fs, base = folder.fs, folder.path.rstrip("/")
+    cache = getattr(fs, "dircache", None)
+    if cache is not None:
+        for key in [k for k in list(cache) if k == base or k.startswith(base + "/")]:
+            cache.pop(key, None)
+    fs.invalidate_cache(folder.path)
+
+
+def read_fresh(path: AnyPath) -> bytes:
+    """A small file other processes rewrite (an index, a manifest), as it is now: through
+    fsspec one plain GET, never a read checked against a cached listing's size or ETag.
+    ``FileNotFoundError`` when it is not there; any other error means it could not be read."""
+    if is_local(path):
+        return path.read_bytes()
+    return path.fs.cat_file(path.path)
+
+
 # What a file opened by ``open_ranged`` fetches past a read, at most.
 RANGED_BLOCK = 1 << 20
 

@@ -27,7 +27,7 @@ from ..core.sessions.layout import SEGMENTS_DIR, session_name_problem
 from ..core.sessions.read import SessionState, parse_line
 from ..core.sessions.store import session_prompt
 from .entries import SEGMENT, Entry
-from .stamps import fresh_listing, subfolders
+from .stamps import subfolders
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,6 @@ class SegmentIndex:
             if session_name_problem(session) is not None:
                 continue
             folder = self.root / session / SEGMENTS_DIR
-            fresh_listing(folder)
             listed = {s.name: s for s in list_segments(folder)}
             if listed:
                 for name in [n for n in self.read.get(session, ()) if n not in listed]:

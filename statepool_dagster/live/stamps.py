@@ -8,10 +8,17 @@ read (gone or unreachable): the pool then keeps what it has.
 
 from __future__ import annotations
 
-import contextlib
 import os
 
-from ..core.locations import AnyPath, as_path, entry_name, info_stamp, is_local
+from ..core.locations import (
+    AnyPath,
+    as_path,
+    entry_name,
+    forget_listing,
+    forget_tree,
+    info_stamp,
+    is_local,
+)
 from ..core.names import TABLE_INDEX
 
 Stamp = tuple
@@ -27,20 +34,12 @@ def location(where: str | os.PathLike[str], storage_options: dict | None) -> Any
     return as_path(text)
 
 
-def fresh_listing(folder: AnyPath) -> None:
-    """Drop fsspec's cached listing of ``folder`` (an object store's new files are listed)."""
-    if is_local(folder):
-        return
-    with contextlib.suppress(Exception):
-        folder.fs.invalidate_cache(folder.path)
-
-
 def reachable(root: AnyPath) -> bool:
     """Whether ``root`` is there to be read (a store or sessions folder gone says no)."""
     try:
         if is_local(root):
             return os.path.isdir(root) and os.access(root, os.R_OK | os.X_OK)
-        fresh_listing(root)
+        forget_listing(root)
         return root.fs.isdir(root.path)
     except Exception:
         return False
@@ -70,7 +69,7 @@ def index_stamps(folder: AnyPath, index: str = TABLE_INDEX) -> dict[str, Stamp] 
                 return None
             found[entry.name] = (st.st_size, st.st_mtime_ns, st.st_ino)
         return found
-    fresh_listing(folder)
+    forget_tree(folder)  # the index files under it too, whose ETags a read then checks
     try:
         infos = folder.fs.find(folder.path, detail=True)  # one listing (no delimiter) on S3
     except FileNotFoundError:
@@ -90,7 +89,7 @@ def file_stamp(path: AnyPath) -> Stamp | None:
     try:
         if is_local(path):
             return local_stamp(os.fspath(path))
-        fresh_listing(path.parent)
+        forget_listing(path.parent)
         return info_stamp(path.fs.info(path.path))
     except Exception:
         return None
@@ -111,7 +110,7 @@ def subfolders(folder: AnyPath) -> list[str] | None:
         if is_local(folder):
             with os.scandir(folder) as entries:
                 return [e.name for e in entries if e.is_dir() and not e.name.startswith(".")]
-        fresh_listing(folder)
+        forget_listing(folder)
         infos = folder.fs.ls(folder.path, detail=True)
         names = [entry_name(i) for i in infos if i.get("type") == "directory"]
         return [n for n in names if not n.startswith(".")]

@@ -59,6 +59,7 @@ class StoredIndex:
         self.stamps: dict[str, Stamp] = {}
         self.segments: dict[str, dict[str, int]] = {}  # session -> segment -> size stored
         self.copies: dict[tuple[str, str], list[tuple]] = {}
+        self.unreadable: dict[str, None] = {}  # sessions whose index could not be read
 
     def has(self, session: str, segment: str) -> bool:
         return segment in self.segments.get(session, {})
@@ -81,9 +82,19 @@ class StoredIndex:
                 continue
             try:
                 change = self._session(session, known)
-            except (OSError, ValueError, KeyError) as exc:  # a build under way: next refresh
-                log.debug("live pool: session %s not indexed now: %s", session, exc)
+            except (OSError, ValueError, KeyError) as exc:
+                # Unknown, not empty: what was indexed stays served; tried at each refresh.
+                if session not in self.unreadable:
+                    log.warning(
+                        "live pool: stored session %s cannot be read now (%s): serving what "
+                        "was indexed; trying again at each refresh",
+                        session,
+                        exc,
+                    )
+                self.unreadable[session] = None
                 continue
+            if self.unreadable.pop(session, None) is not None:
+                log.warning("live pool: stored session %s is readable again", session)
             self.stamps[session] = now[session]
             added += change[0]
             removed += change[1]

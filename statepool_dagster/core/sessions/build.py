@@ -54,7 +54,7 @@ def build_session(
     result = SessionBuild(session)
     with StoreLayout(as_path(store_root)).lock(session):
         folders.show_old_ingest_rejects()
-        index = folders.load_index()
+        index = folders.load_index(bad_as_empty=True)
         folder = segments_dir(sessions_root, session)
         on_disk = {s.name: s for s in list_segments(folder)}
         # A session folder gone from disk leaves the pool as it was; a segment gone from a
@@ -114,7 +114,9 @@ def session_totals(store_root: str | os.PathLike[str] | AnyPath, session: str) -
     """The session's totals as last built, read from its index only."""
     result = SessionBuild(session)
     folders = SessionFolders(store_root, session)
-    _totals(result, folders.load_index(), sum(folders.ingest_reject_counts().values()))
+    _totals(
+        result, folders.load_index(bad_as_empty=True), sum(folders.ingest_reject_counts().values())
+    )
     return result
 
 
@@ -124,7 +126,7 @@ def pending_segments(
     session: str,
 ) -> list[str]:
     """Sealed segments not built yet (or changed since), and built ones gone from disk."""
-    index = SessionFolders(store_root, session).load_index()
+    index = SessionFolders(store_root, session).load_index(bad_as_empty=True)
     folder = segments_dir(sessions_root, session)
     on_disk = {s.name: s.size for s in list_segments(folder)}
     changed = [n for n, size in on_disk.items() if index.get(n, {}).get("stamp") != size]

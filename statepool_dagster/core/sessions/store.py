@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import PromptInputError
-from ..locations import AnyPath, as_path, is_local
+from ..locations import AnyPath, as_path, is_local, read_fresh
 from ..names import SESSION_PROMPTS, SESSION_REJECTS, SESSION_STATES, RejectSource
 from ..prompts.render import build_curator_prompt
 from ..prompts.spec import PromptSpec
@@ -85,11 +85,27 @@ class SessionFolders:
         self.prompts = root / SESSION_PROMPTS / session
         self.rejects = root / SESSION_REJECTS / session
 
-    def load_index(self) -> dict[str, dict[str, Any]]:
+    def load_index(self, bad_as_empty: bool = False) -> dict[str, dict[str, Any]]:
+        """The segments built so far, ``{}`` when none was (no index yet).
+
+        An index that is there but cannot be read now raises its ``OSError``, never "none
+        built": a reader keeps what it indexed and tries again. One that is not an index
+        raises ``ValueError``, or with ``bad_as_empty`` counts as none built (a build then
+        builds every segment again and writes a good one).
+        """
         try:
-            return json.loads((self.states / INDEX).read_bytes()).get("segments", {})
-        except (OSError, ValueError):
+            data = read_fresh(self.states / INDEX)
+        except FileNotFoundError:
             return {}
+        try:
+            segments = json.loads(data).get("segments", {})
+            if not isinstance(segments, dict):
+                raise ValueError("its segments are not a mapping")
+        except (ValueError, AttributeError) as exc:
+            if bad_as_empty:
+                return {}
+            raise ValueError(f"{self.states / INDEX}: not a session index ({exc})") from None
+        return segments
 
     def save_index(self, index: dict[str, dict[str, Any]]) -> None:
         data = json.dumps({"segments": index}, sort_keys=True, indent=0).encode("utf-8")
