@@ -11,12 +11,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.export.collect import collect_export
 from statepool_dagster.core.export.rows import ExportOptions
 from statepool_dagster.core.stages import build_run
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
-from statepool_dagster.live import LivePool
+from statepool_dagster.live import LivePool, PoolUnavailable
 
 from helpers import REPO
 
@@ -73,7 +75,8 @@ def test_the_store_gone_for_a_while_keeps_serving_logs_once_and_catches_up(tmp_p
     generate_run(runs / "run000", SPEC, 0)
     generate_run(runs / "run001", SPEC, 1)
     build_run(Settings(runs_dir=str(runs), store_dir=str(store)), "run000")
-    live = LivePool(store, refresh_seconds=0.0)
+    live = LivePool(store, refresh_seconds=0.0, stand_ins=True)
+    plain = LivePool(store, refresh_seconds=0.0)
     served = live.state_ids()
     first = live[0]
     store.rename(away)
@@ -81,12 +84,16 @@ def test_the_store_gone_for_a_while_keeps_serving_logs_once_and_catches_up(tmp_p
         for _ in range(3):
             assert not live.refresh()
         assert live.state_ids() == served
-        # The newest checkpoint's part was never opened: another state's row in its place.
-        assert live[len(live) - 1] == first
-        assert live[len(live) - 1] == first
+        # The newest checkpoint's part was never opened: another state's row in its place,
+        # saying so, when stand-ins were asked for; else an error naming the state.
+        stand_in = {**first, "extra_info": {**first["extra_info"], "stand_in_for": served[-1]}}
+        assert live[len(live) - 1] == stand_in
+        assert live[len(live) - 1] == stand_in
     store_lines = [r for r in caplog.records if "store cannot be read" in r.getMessage()]
     row_lines = [r for r in caplog.records if "cannot be read now" in r.getMessage()]
     assert len(store_lines) == 1 and len(row_lines) == 2  # the store once, the state once
+    with pytest.raises(PoolUnavailable, match=served[-1]):
+        plain[len(plain) - 1]
     build_run(Settings(runs_dir=str(runs), store_dir=str(away)), "run001")
     away.rename(store)
     assert live.refresh()
@@ -148,8 +155,14 @@ def test_a_served_segment_removed_leaves_and_its_place_still_answers(tmp_path):
         with StateWriter(root, "s", writer=writer) as w:
             w.append(generated_state(k), policy_step=k)
     live = LivePool(store, sessions=root, refresh_seconds=0.0)
-    assert len(live) == 2
+    helped = LivePool(store, sessions=root, refresh_seconds=0.0, stand_ins=True)
+    assert len(live) == len(helped) == 2
+    gone = live.state_id(1)
     (root / "s" / "segments" / "b-000000.jsonl").unlink()
-    row = live[1]  # its line is gone: the pool looks again, and answers with what it has
-    assert json.loads(row["extra_info"]["state"])["episodes"][0]["question"] == "q1"
+    with pytest.raises(IndexError, match=f"state {gone} left the pool"):
+        live[1]  # its line is gone: the pool looks again, and the state has left
     assert len(live) == 1 and live.rejects == []
+    row = helped[1]  # asked for stand-ins: another state's row, saying so
+    assert json.loads(row["extra_info"]["state"])["episodes"][0]["question"] == "q1"
+    assert row["extra_info"]["stand_in_for"] == gone
+    assert len(helped) == 1 and helped.rejects == []

@@ -257,7 +257,7 @@ def test_the_live_pool_keeps_serving_while_the_s3_endpoint_is_gone(on_s3, moto_s
     write_session(sessions, range(40, 42))  # rows read from the sessions folder at each read
     options = moto_s3.storage_options()  # fail fast: one attempt a call, no retries
     options["config_kwargs"] = {"retries": {"max_attempts": 1}, "connect_timeout": 2}
-    pool = LivePool(on_s3.store, sessions, storage_options=options)
+    pool = LivePool(on_s3.store, sessions, storage_options=options, stand_ins=True)
     served = pool.state_ids()
     rows = [pool[i] for i in range(len(pool))]
     assert written(rows[-2:]) == [40, 41]
@@ -268,7 +268,9 @@ def test_the_live_pool_keeps_serving_while_the_s3_endpoint_is_gone(on_s3, moto_s
         assert not pool.refresh(force=True)
         assert pool.state_ids() == served
         for _ in range(2):  # a row it could read before in place of one it cannot read now
-            assert pool[len(pool) - 1] in rows
+            row = pool[len(pool) - 1]
+            assert row["extra_info"].pop("stand_in_for") == served[-1]
+            assert row in rows
     finally:
         moto_s3.start()  # the same port, the same buckets
     messages = [r.getMessage() for r in caplog.records]

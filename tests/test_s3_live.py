@@ -16,9 +16,10 @@ import pytest
 
 from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
-from statepool_dagster.live import LivePool
+from statepool_dagster.live import LivePool, PoolUnavailable
 
 from helpers import STATEPOOL, cli_env, generated_state
+from tcpfault import TcpFault
 
 pytestmark = pytest.mark.slow  # a server in this process, and `statepool` subprocesses
 
@@ -91,3 +92,89 @@ def test_stored_session_states_stay_served_in_place_when_the_session_is_stored_a
     assert versions(pool, served[SPEC.n_checkpoints :]) == [0, 1, 2, 10, 11, 3, 4]
     again = LivePool(s.store, s.sessions if with_sessions else None)
     assert sorted(again.state_ids()) == sorted(served)
+
+
+def through(endpoint: str, **config) -> dict:
+    """fsspec options reaching moto's server at ``endpoint`` (the forwarder's)."""
+    options = {
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
+        "skip_instance_cache": True,  # the pool's client is its own, not the writers'
+    }
+    if config:
+        options["config_kwargs"] = config
+    return options
+
+
+def timed(call) -> tuple[float, object]:
+    started = time.monotonic()
+    try:
+        out = call()
+    except PoolUnavailable as exc:
+        out = exc
+    return time.monotonic() - started, out
+
+
+def check_rows(pool, indices, got) -> None:
+    """Every row is the state asked for, or says which state it stands in for."""
+    rows = got if isinstance(got, list) else [got]
+    for i, row in zip(indices, rows, strict=True):
+        if isinstance(row, PoolUnavailable):
+            continue
+        info = row["extra_info"]
+        assert info["state_id"] == pool.state_id(i) or info.get("stand_in_for") == pool.state_id(i)
+
+
+@pytest.mark.parametrize("stand_ins", [False, True], ids=["fail-fast", "stand-ins"])
+@pytest.mark.parametrize("outage", ["refuse", "hang"])
+def test_an_outage_costs_each_call_at_most_the_deadline_and_the_pool_catches_up(
+    bucket_store, moto_s3, outage, stand_ins
+):
+    s = bucket_store
+    seal(s.sessions, range(3))
+    sync(s.env, s.cwd)
+    seal(s.sessions, range(3, 5))  # sealed, not stored: read from the segment
+    with TcpFault(moto_s3.port) as fault:
+        options = through(fault.endpoint, read_timeout=20, retries={"max_attempts": 2})
+        pool = LivePool(
+            s.store, s.sessions, storage_options=options, stand_ins=stand_ins, refresh_seconds=0
+        )
+        first = pool.state_ids()
+        assert len(first) == SPEC.n_checkpoints + 5
+        assert [r["extra_info"]["state_id"] for r in pool.rows(range(len(pool)))] == first
+        getattr(fault, outage)()
+        worst, failed, stood_in = 0.0, 0, 0
+        ends = time.monotonic() + 8
+        while time.monotonic() < ends:
+            for i in range(len(pool)):
+                took, row = timed(lambda i=i: pool[i])
+                check_rows(pool, [i], row)
+                worst = max(worst, took)
+                failed += isinstance(row, PoolUnavailable)
+                stood_in += (
+                    not isinstance(row, PoolUnavailable) and "stand_in_for" in row["extra_info"]
+                )
+            took, rows = timed(lambda: pool.rows(range(len(pool))))
+            worst = max(worst, took)
+            if not isinstance(rows, PoolUnavailable):
+                check_rows(pool, range(len(pool)), rows)
+            worst = max(worst, timed(pool.refresh)[0])
+            assert pool.state_ids() == first
+        print(f"{outage}: the longest call took {worst:.2f} s")
+        assert worst <= (0.5 if outage == "refuse" else 2.5)  # the deadline (2 s), and a little
+        assert (failed > 0) != stand_ins and (stood_in > 0) == stand_ins
+        seal(s.sessions, range(5, 7))  # sealed while the endpoint is out
+        sync(s.env, s.cwd)  # Dagster stores the session meanwhile (not through the fault)
+        fault.passing()
+        back = time.monotonic()
+        while len(pool) < len(first) + 2 and time.monotonic() - back < 10:
+            pool.refresh()
+            time.sleep(0.1)
+        print(f"{outage}: sealed states served {time.monotonic() - back:.2f} s after the return")
+        assert time.monotonic() - back <= 5
+        served = pool.state_ids()
+        assert served[: len(first)] == first and len(served) == len(first) + 2
+        rows = pool.rows(range(len(pool)))
+        assert [r["extra_info"]["state_id"] for r in rows] == served
+        assert not any("stand_in_for" in r["extra_info"] for r in rows)

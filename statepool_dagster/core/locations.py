@@ -113,6 +113,19 @@ def read_fresh(path: AnyPath) -> bytes:
     return path.fs.cat_file(path.path)
 
 
+def storage_errors() -> tuple[type[BaseException], ...]:
+    """What a storage client raises when a store cannot be read: ``OSError`` (fsspec's own,
+    a local disk's), and botocore's and aiohttp's errors, which s3fs lets through as they
+    are (a refused or reset connection, a read timeout)."""
+    errors: list[type[BaseException]] = [OSError]
+    for module, name in (("botocore.exceptions", "BotoCoreError"), ("aiohttp", "ClientError")):
+        try:
+            errors.append(getattr(__import__(module, fromlist=[name]), name))
+        except ImportError:
+            continue
+    return tuple(errors)
+
+
 # What a file opened by ``open_ranged`` fetches past a read, at most.
 RANGED_BLOCK = 1 << 20
 

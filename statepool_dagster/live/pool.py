@@ -28,17 +28,24 @@ from ..core.export.rows import SPLITS, ExportOptions, ExportRow
 from ..core.feedback.folders import folded_segments, stats_folder
 from ..core.feedback.select import Selection, SelectionOptions
 from ..core.feedback.stats_store import TABLE, update_stats
-from ..core.locations import is_local
+from ..core.locations import is_local, storage_errors
 from ..core.prompts.spec import PromptSpec
 from ..core.segments import list_segments
-from .entries import Candidates, Entry
-from .rows import RowReader, Stale
+from .entries import SEGMENT, Candidates, Entry
+from .rows import ROW_ERRORS, RowReader, Stale
 from .runs import RunIndex
 from .segments import Rejects, SegmentIndex
 from .served import Served
 from .stamps import file_stamp, location, reachable
 from .stored import StoredIndex
-from .unavailable import StorePace, Unreadable
+from .unavailable import (
+    READ_DEADLINE,
+    Deadline,
+    NoAnswer,
+    StorePace,
+    Unreadable,
+    endpoint_address,
+)
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +69,8 @@ class LivePool:
         seed: int = 0,
         storage_options: dict[str, Any] | None = None,
         prompt_spec: PromptSpec | None = None,
+        read_deadline: float = READ_DEADLINE,
+        stand_ins: bool = False,
     ):
         if split not in (None, *SPLITS):
             raise ValueError(f"split {split!r}: None (every state) or one of {', '.join(SPLITS)}")
@@ -88,8 +97,16 @@ class LivePool:
             if self.sessions is None
             else SegmentIndex(self.sessions, prompt_spec, self.export_options, self.reject_log)
         )
+        self._spec = prompt_spec
         self._reader = RowReader(self.store, prompt_spec)
-        self._unreadable = Unreadable(log)
+        self._remote = (
+            not is_local(self.store),
+            not (self.sessions is None or is_local(self.sessions)),
+        )
+        self._deadline = Deadline(read_deadline, lambda: endpoint_address(self.store))
+        self._unreadable = Unreadable(
+            log, stand_ins, lambda: reachable(self.store), stale=read_deadline
+        )
         self._selection = Selection(self.options)
         self._stats_stamp: object = None
         self._folded: set[str] | None = None  # the sealed feedback segments last seen
@@ -131,36 +148,63 @@ class LivePool:
         return list(self.reject_log.kept)
 
     def export_row(self, i: int) -> ExportRow:
-        """The ``i``-th served state as the export builds it, read now."""
+        """The ``i``-th served state as the export builds it, read now.
+
+        A row on an object store is waited for at most ``read_deadline``; while the store is
+        down it is not asked for: :class:`PoolUnavailable` at once, or with ``stand_ins``
+        another state's row marked ``stand_in_for`` (see :mod:`.unavailable`).
+        """
         problem: BaseException = LookupError("moved")
         sid = self.state_id(i)  # an IndexError for an index past the end, as a list's
         for delay in (*RETRY_DELAYS, None):
             if not -len(self._served) <= i < len(self._served):  # states left meanwhile
+                problem = IndexError(f"pool index {i} out of range: state {sid} left the pool")
                 break
             entry = self._served.at(i)
             sid = entry.sid
+            if self._remote_entry(entry) and self._unreadable.skip_store():
+                problem = OSError(f"the store is down: {self._unreadable.store_down}")
+                break
             try:
-                row = self._reader.read(entry, self._served.index(entry))
+                row = self._read(self._reader.read, entry, self._served.index(entry))
                 return self._unreadable.ok(sid, row)
             except Stale as exc:
                 problem = exc
                 self._reindex(entry)
                 if self._unreadable.store_down is not None:
                     break
-            except Exception as exc:  # an object store's client raises its own, not OSError
+            except storage_errors() as exc:
+                problem = exc
+                if self._remote_entry(entry):
+                    self._unreadable.read_failed(exc)
+                break
+            except ROW_ERRORS as exc:  # a part no reader expects: this row, not the store
                 problem = exc
                 break
             if delay is not None and self._served.entries.get(sid) is entry:  # not moved
                 time.sleep(delay)
-        return self._unreadable.fallback(sid, problem, self._readable_row)
+        if isinstance(problem, IndexError) and not self._unreadable.stand_ins:
+            raise problem
+        return self._unreadable.instead(sid, problem, self._readable_row)
 
     def export_rows(self, indices: Iterable[int]) -> list[ExportRow]:
         """``[pool.export_row(i) for i in indices]``, each row group and segment file read
-        once (a row that cannot be read so is read alone, as ``export_row`` reads it)."""
+        once (a row that cannot be read so is read alone, as ``export_row`` reads it); the
+        batch waits at most ``read_deadline`` for an object store."""
         indices = list(indices)
         entries = [self._served.at(i) for i in indices]  # an IndexError as a list's
         items = [(e, self._served.index(e)) for e in entries]
-        rows = self._reader.read_many(items)
+        skip = self._unreadable.skip_store()
+        batch = [item for item in items if not (skip and self._remote_entry(item[0]))]
+        try:
+            read = self._read(self._reader.read_many, batch) if batch else []
+        except storage_errors() as exc:
+            self._unreadable.read_failed(exc)
+            read = [exc] * len(batch)
+        found = {id(e): r for (e, _), r in zip(batch, read, strict=True)}
+        rows = [found.get(id(e)) for e in entries]
+        if any(isinstance(r, storage_errors()) for r in rows):
+            self._unreadable.read_failed(next(r for r in rows if isinstance(r, storage_errors())))
         return [
             self._unreadable.ok(e.sid, r) if isinstance(r, ExportRow) else self.export_row(i)
             for i, e, r in zip(indices, entries, rows, strict=True)
@@ -177,12 +221,29 @@ class LivePool:
         writes it."""
         return verl_record(self.export_row(i), self.with_sessions, self.weighted)
 
+    def _remote_entry(self, entry: Entry) -> bool:
+        """Whether the entry's row is on an object store (the store's, or a sealed segment's
+        in a sessions folder that is one)."""
+        return self._remote[entry.kind == SEGMENT]
+
+    def _read(self, read, *args):
+        """``read(*args)``, within the deadline where the store is an object store."""
+        if not any(self._remote):
+            return read(*args)
+        try:
+            return self._deadline.run(read, *args)
+        except NoAnswer:
+            self._reader = RowReader(self.store, self._spec)  # the late read keeps the old one
+            raise
+
     def _readable_row(self) -> ExportRow | None:
         for i in range(min(64, len(self._served))):
             entry = self._served.at(i)
+            if self._remote_entry(entry) and self._unreadable.skip_store():
+                continue
             try:
-                return self._reader.read(entry, self._served.index(entry))
-            except Exception:  # Stale, OSError, an object store client's own errors
+                return self._read(self._reader.read, entry, self._served.index(entry))
+            except (Stale, *ROW_ERRORS, *storage_errors()):
                 continue
         return None
 
@@ -197,9 +258,12 @@ class LivePool:
         self._checked = now
         before = (len(self._served), self._served.changes)
         steps = [self._fold, self._refresh_selection, self._refresh_runs, self._refresh_stored]
-        if not (force or self._pace.due(now)):
+        outage = self._remote[0] and self._unreadable.store_down is not None
+        if outage:  # asked in the background; the store's tables once it answers
+            steps = steps if self._unreadable.back() else []
+        elif not (force or self._pace.due(now)):
             steps = []  # the store's tables later; sealed segments now
-        elif not reachable(self.store):
+        elif not self._reachable():
             self._unreadable.store_problem(FileNotFoundError(f"store {self.store} not reachable"))
             self._pace.troubled(time.monotonic())
             steps = []
@@ -210,9 +274,20 @@ class LivePool:
             self._pace.listed(started, time.monotonic(), troubled)
             if not troubled:
                 self._unreadable.store_back()
-        self._run_step(self._refresh_segments)
+        sessions_down = self._remote[1] and self._unreadable.store_down is not None
+        if not sessions_down and self._run_step(self._refresh_segments) and self._remote[1]:
+            self._unreadable.read_failed(OSError("the sessions folder cannot be listed"))
         self.refreshes += 1
         return (len(self._served), self._served.changes) != before
+
+    def _reachable(self) -> bool:
+        """Whether the store answers, asked within the deadline on an object store."""
+        if not self._remote[0]:
+            return reachable(self.store)
+        try:
+            return self._deadline.run(reachable, self.store)
+        except NoAnswer:
+            return False
 
     def _run_step(self, step) -> bool:
         """Run one step of a refresh; whether the store could not be read."""

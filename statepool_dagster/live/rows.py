@@ -40,6 +40,10 @@ PROMPT_COLUMNS = ("prompt", "reference_ops", "state_key")
 STATE_COLUMNS = ("version", "state", "reference_ops", "input_key")
 
 
+# What reading a part or a line no reader expects raises (Arrow's errors derive from these).
+ROW_ERRORS = (ValueError, KeyError, TypeError, NotImplementedError)
+
+
 class Stale(Exception):
     """The index no longer says where the row is (a run rebuilt, a part gone): index again."""
 

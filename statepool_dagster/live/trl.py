@@ -24,6 +24,7 @@ from typing import Any
 from ..core.export.rows import ExportRow
 from ..core.feedback.select import SelectionOptions
 from .pool import LivePool
+from .unavailable import PoolUnavailable
 
 WAIT_SECONDS = 1.0  # an empty pool is polled this often
 
@@ -82,6 +83,11 @@ class _Order:
             weights = (self.pool.weight(i) for i in range(len(ids)))
             self.cumulative = list(accumulate(1.0 if w is None else max(w, 1e-6) for w in weights))
 
+    def later(self, sid: str) -> None:
+        """``sid`` could not be read when drawn: it is drawn again after the fresh states."""
+        self.served.discard(sid)
+        self.fresh.append(sid)
+
     def next(self) -> int | None:
         """The next position to serve (``None``: the pool serves nothing now)."""
         if not self.position:
@@ -124,6 +130,7 @@ def live_rows(
     )  # fmt: skip
     weighted = selection.weight is not None
     order = _Order(pool, weighted, seed)
+    misses = 0
     while True:
         if pool.refresh():
             order.update()
@@ -131,7 +138,18 @@ def live_rows(
         if i is None:
             time.sleep(WAIT_SECONDS)
             continue
-        yield trl_row(pool.export_row(i), pool.weight(i), weighted)
+        sid = pool.state_id(i)
+        try:
+            row = pool.export_row(i)
+        except (PoolUnavailable, IndexError):  # not readable now: another one now, it later
+            order.later(sid)
+            misses += 1
+            if misses >= len(pool):  # none readable: the store is down, wait for it
+                time.sleep(WAIT_SECONDS)
+                misses = 0
+            continue
+        misses = 0
+        yield trl_row(row, pool.weight(i), weighted)
 
 
 def live_trl_dataset(

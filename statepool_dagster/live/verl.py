@@ -189,7 +189,7 @@ class LiveRLDataset(RLHFDataset):
         """The rows that can be read now (read together); the others at the next step."""
         try:
             rows, n = self.pool.export_rows(positions), len(self.pool)
-        except OSError:  # no row readable yet: the pool has logged it
+        except (OSError, IndexError):  # not readable now, or a state left: the next step
             rows, n = [], 0
         rows = [r for i, r in zip(positions, rows, strict=True)  # not a stand-in row
                 if i < n and r.state_id == self.pool.state_id(i)]  # fmt: skip

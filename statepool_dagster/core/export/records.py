@@ -112,6 +112,8 @@ def verl_record(r: ExportRow, sources: bool = False, weighted: bool = False) -> 
         record["extra_info"].update(_sources(r))
     if weighted:
         record["weight"] = r.weight
+    if r.stand_in_for is not None:
+        record["extra_info"]["stand_in_for"] = r.stand_in_for
     return record
 
 
@@ -134,6 +136,8 @@ def trl_record(r: ExportRow, sources: bool = False, weighted: bool = False) -> d
         record.update(_sources(r))
     if weighted:
         record["weight"] = r.weight
+    if r.stand_in_for is not None:
+        record["stand_in_for"] = r.stand_in_for
     return record
 
 

@@ -178,6 +178,7 @@ class ExportRow:
     session: str | None = None
     policy_step: int | None = None
     weight: float | None = None  # set when the export weighs states (--weight)
+    stand_in_for: str | None = None  # live pool, asked for stand-ins: the state not readable
 
     @property
     def ops(self) -> dict[str, Any]:
