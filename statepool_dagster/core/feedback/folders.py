@@ -9,7 +9,7 @@ import json
 import os
 
 from ..config import Settings
-from ..locations import AnyPath, as_path
+from ..locations import AnyPath, as_path, read_fresh
 
 FEEDBACK_SUBDIR = "feedback"
 STATS_DIR = "feedback_stats"
@@ -30,7 +30,8 @@ def stats_folder(store: str | os.PathLike[str]) -> AnyPath:
 
 def folded_segments(store: str | os.PathLike[str]) -> set[str]:
     """The feedback segments the saved fold has read (none when there is no fold yet)."""
-    path = stats_folder(store) / MANIFEST
-    if not path.exists():
+    try:
+        data = read_fresh(stats_folder(store) / MANIFEST)
+    except FileNotFoundError:
         return set()
-    return set(json.loads(path.read_bytes()).get("folded", ()))
+    return set(json.loads(data).get("folded", ()))

@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..locations import AnyPath, is_local
+from ..locations import AnyPath, is_local, read_fresh
 from ..segments import list_segments
 from ..store.atomic import read_parquet, write_bytes_atomic, write_parquet_atomic
 from .folders import MANIFEST, stats_folder
@@ -72,10 +72,10 @@ def _locked(folder: AnyPath) -> Iterator[None]:
 def load_fold(store: str | os.PathLike[str]) -> tuple[Fold, dict[str, Any]]:
     """The saved fold (empty when none) and its manifest."""
     folder = stats_folder(store)
-    path = folder / MANIFEST
-    if not path.exists():
+    try:
+        manifest = json.loads(read_fresh(folder / MANIFEST))
+    except FileNotFoundError:
         return Fold(), {}
-    manifest = json.loads(path.read_bytes())
     gen = manifest["generation"]
     fold = Fold(
         folded=set(manifest["folded"]),
@@ -167,7 +167,7 @@ def read_stats(store: str | os.PathLike[str]) -> pa.Table:
     """The per-state table of the last fold (an empty one before any fold)."""
     from .stats import STATS_SCHEMA
 
-    path = stats_folder(store) / TABLE
-    if not path.exists():
+    try:
+        return read_parquet(stats_folder(store) / TABLE)
+    except FileNotFoundError:
         return STATS_SCHEMA.empty_table()
-    return read_parquet(path)
