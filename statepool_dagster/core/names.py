@@ -38,6 +38,7 @@ STATE_POOL = "state_pool"
 REJECTS_DIR = "rejects"
 EXPORTS = "exports"
 REPORT = "report"
+POOL_VERSIONS = "pool_versions"  # the live pool's served orders that trainer checkpoints name
 LOCKS = ".locks"
 DIR_MANIFEST = ".statepool_files"  # hidden: listing readers (and the original script) skip it
 TABLE_INDEX = ".index.json"  # hidden: a run table's parts, their keys and the table's marks

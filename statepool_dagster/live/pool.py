@@ -46,6 +46,7 @@ from .unavailable import (
     Unreadable,
     endpoint_address,
 )
+from .versions import PoolVersion, load_version, row_key_digest, save_version
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ class LivePool:
         prompt_spec: PromptSpec | None = None,
         read_deadline: float = READ_DEADLINE,
         stand_ins: bool = False,
+        as_of: str | None = None,
     ):
         if split not in (None, *SPLITS):
             raise ValueError(f"split {split!r}: None (every state) or one of {', '.join(SPLITS)}")
@@ -113,7 +115,13 @@ class LivePool:
         self._served = Served(split)
         self._checked = float("-inf")
         self._pace = StorePace(is_local(self.store), refresh_seconds)
+        self._row_keys: dict[str, tuple[Entry, str]] = {}  # a served state's row key digest
         self.refresh(force=True)
+        self.as_of: PoolVersion | None = None
+        self.changed_since: list[str] = []  # with ``as_of``: states whose row changed since
+        self.missing_since: list[str] = []  # with ``as_of``: its states not served now
+        if as_of is not None:
+            self._take_up(load_version(self.store, as_of))
 
     # ------------------------------------------------------------------ what is served
 
@@ -246,6 +254,43 @@ class LivePool:
             except (Stale, *ROW_ERRORS, *storage_errors()):
                 continue
         return None
+
+    # ------------------------------------------------------------------ versions
+
+    def version(self) -> str:
+        """Keep the served order in the store as a pool version (written once per content,
+        older versions pruned as :mod:`.versions` says); its id, for a trainer checkpoint."""
+        ids = self.state_ids()
+        return save_version(self.store, ids, [self._row_key(sid) for sid in ids])
+
+    def _row_key(self, sid: str) -> str:
+        entry = self._served.entries[sid]
+        known = self._row_keys.get(sid)
+        if known is None or known[0] is not entry:
+            known = self._row_keys[sid] = (entry, row_key_digest(entry.row_key))
+        return known[1]
+
+    def _take_up(self, version: PoolVersion) -> None:
+        """Serve ``version``'s states first, in its order; tell which rows changed since."""
+        self.as_of = version
+        self._served.reorder(version.state_ids)
+        served = self._served.entries
+        self.missing_since = [sid for sid in version.state_ids if sid not in served]
+        self.changed_since = [
+            sid
+            for sid, key in zip(version.state_ids, version.row_keys, strict=True)
+            if sid in served and self._row_key(sid) != key
+        ]
+        if self.missing_since or self.changed_since:
+            log.warning(
+                "live pool: since version %s, %d of its states are no longer served (%s) and "
+                "%d rows changed (%s): pool.missing_since and pool.changed_since list them",
+                version.id,
+                len(self.missing_since),
+                ", ".join(self.missing_since[:5]),
+                len(self.changed_since),
+                ", ".join(self.changed_since[:5]),
+            )
 
     # ------------------------------------------------------------------ refreshing
 

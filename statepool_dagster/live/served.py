@@ -93,3 +93,11 @@ class Served:
     def _drop_key(self, entry: Entry) -> None:
         keys = self._keys[entry.split]
         del keys[bisect_left(keys, entry.key)]
+
+    def reorder(self, first: list[str]) -> None:
+        """Serve the states of ``first`` that are served now in its order, before the others
+        (which keep theirs): the order a pool version recorded, taken up again."""
+        ahead = [sid for sid in first if sid in self.entries]
+        taken = set(ahead)
+        self.order = ahead + [sid for sid in self.order if sid not in taken]
+        self.changes += 1

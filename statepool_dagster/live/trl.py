@@ -11,22 +11,30 @@ hold new states back.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import logging
 import os
-import random
+import tempfile
 import time
-from bisect import bisect_right
-from collections import deque
 from collections.abc import Iterator
-from itertools import accumulate
+from pathlib import Path
 from typing import Any
 
 from ..core.export.rows import ExportRow
 from ..core.feedback.select import SelectionOptions
+from .cursor import CursorError, DrawOrder, check_cursor
 from .pool import LivePool
 from .unavailable import PoolUnavailable
 
 WAIT_SECONDS = 1.0  # an empty pool is polled this often
+DEFAULT_STREAM = "train"
+log = logging.getLogger(__name__)
+CURSOR_FILE = "statepool_cursor.json"  # beside a checkpoint's own files
+
+_STREAMS: dict[str, DrawOrder] = {}  # the stream read now, by name
+_RESUME: dict[str, dict[str, Any]] = {}  # the cursor a resumed trainer took up, by stream
 
 
 def trl_row(row: ExportRow, weight: float | None, with_weight: bool) -> dict[str, Any]:
@@ -51,64 +59,6 @@ def trl_row(row: ExportRow, weight: float | None, with_weight: bool) -> dict[str
     return out
 
 
-class _Order:
-    """Which served state comes next: never served ones first, then round robin or weights."""
-
-    def __init__(self, pool: LivePool, weighted: bool, seed: int):
-        self.pool, self.weighted = pool, weighted
-        self.rng = random.Random(seed)
-        self.served: set[str] = set()
-        self.fresh: deque[str] = deque()
-        self.cursor = 0  # round robin: the next position
-        self.last: str | None = None
-        self.position: dict[str, int] = {}
-        self.cumulative: list[float] = []
-        self.update()
-
-    def update(self) -> None:
-        """Take in a change of the pool: its new states (they come last), all of it when one
-        left (positions shift), every weight when weighted."""
-        ids = self.pool.state_ids()
-        cut = len(ids)
-        while cut and ids[cut - 1] not in self.position:
-            cut -= 1
-        if cut < len(self.position):  # a state left
-            self.position = {sid: i for i, sid in enumerate(ids)}
-            if self.last in self.position:  # round robin goes on after the last one served
-                self.cursor = self.position[self.last] + 1
-        else:
-            self.position.update((ids[i], i) for i in range(cut, len(ids)))
-        self.fresh.extend(sid for sid in ids[cut:] if sid not in self.served)
-        if self.weighted:
-            weights = (self.pool.weight(i) for i in range(len(ids)))
-            self.cumulative = list(accumulate(1.0 if w is None else max(w, 1e-6) for w in weights))
-
-    def later(self, sid: str) -> None:
-        """``sid`` could not be read when drawn: it is drawn again after the fresh states."""
-        self.served.discard(sid)
-        self.fresh.append(sid)
-
-    def next(self) -> int | None:
-        """The next position to serve (``None``: the pool serves nothing now)."""
-        if not self.position:
-            return None
-        while self.fresh:
-            sid = self.fresh.popleft()
-            if sid in self.position and sid not in self.served:
-                return self._served(self.position[sid])
-        if self.weighted:
-            draw = self.rng.random() * self.cumulative[-1]
-            return self._served(min(bisect_right(self.cumulative, draw), len(self.position) - 1))
-        i = self.cursor % len(self.position)
-        self.cursor = i + 1
-        self.last = self.pool.state_id(i)
-        return self._served(i)
-
-    def _served(self, i: int) -> int:
-        self.served.add(self.pool.state_id(i))
-        return i
-
-
 def live_rows(
     store: str,
     sessions: str | None = None,
@@ -119,17 +69,24 @@ def live_rows(
     split: str | None = None,
     val_fraction: float = 0.0,
     storage_options: dict[str, Any] | None = None,
+    stream: str = DEFAULT_STREAM,
 ) -> Iterator[dict[str, Any]]:
     """Rows forever: states never served first (in the pool's order), then round robin or a
-    weighted draw."""
+    weighted draw; from a resumed trainer's cursor when :class:`LivePoolCheckpoint` took
+    one up for ``stream``."""
     selection = SelectionOptions(**(options or {}))
+    cursor = _RESUME.pop(stream, None)
     pool = LivePool(
         store, sessions=sessions, options=selection, feedback=feedback, split=split,
         val_fraction=val_fraction, seed=seed, refresh_seconds=refresh_seconds,
-        storage_options=storage_options,
+        storage_options=storage_options, as_of=None if cursor is None else cursor["version"],
     )  # fmt: skip
     weighted = selection.weight is not None
-    order = _Order(pool, weighted, seed)
+    if cursor is None:
+        order = DrawOrder(pool, weighted, seed)
+    else:
+        order = DrawOrder.resumed(pool, weighted, seed, cursor)
+    _STREAMS[stream] = order
     misses = 0
     while True:
         if pool.refresh():
@@ -163,6 +120,7 @@ def live_trl_dataset(
     split: str | None = None,
     val_fraction: float = 0.0,
     storage_options: dict[str, Any] | None = None,
+    stream: str = DEFAULT_STREAM,
 ):
     """An endless ``datasets.IterableDataset`` over the pool in ``store`` (default: the setting).
 
@@ -172,6 +130,8 @@ def live_trl_dataset(
     names, where ``trl_reward`` records), so the selection in ``options`` follows the
     trainer's own rewards. ``split``: ``None`` serves every state, ``"train"`` or ``"val"``
     one split, the runs split as ``statepool export --val-fraction val_fraction --seed seed``.
+    ``stream``: the name :class:`LivePoolCheckpoint` knows this dataset by (one per dataset
+    a trainer process reads).
     """
     from datasets import IterableDataset
 
@@ -195,5 +155,105 @@ def live_trl_dataset(
         "split": split,
         "val_fraction": val_fraction,
         "storage_options": storage_options,  # fsspec's, for a store or sessions URL
+        "stream": stream,
     }
     return IterableDataset.from_generator(live_rows, gen_kwargs=kwargs)
+
+
+def load_cursor(checkpoint: str | os.PathLike[str]) -> dict[str, Any]:
+    """The cursor saved beside ``checkpoint`` (a ``checkpoint-<step>`` folder), checked whole."""
+    path = Path(checkpoint) / CURSOR_FILE
+    try:
+        state = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise CursorError(f"{path}: no statepool cursor beside this checkpoint") from None
+    except ValueError as exc:
+        raise CursorError(f"{path}: not a statepool cursor ({exc})") from None
+    try:
+        check_cursor(state)
+    except CursorError as exc:
+        raise CursorError(f"{path}: {exc}") from None
+    return state
+
+
+def rows_consumed(args: Any, global_step: int) -> int:
+    """How many rows of the stream GRPOTrainer trained on by ``global_step``: it draws
+    ``generation_batch_size // num_generations`` prompts per generation, one generation per
+    ``steps_per_generation * num_iterations`` micro-steps."""
+    micro = global_step * args.gradient_accumulation_steps
+    per_generation = args.steps_per_generation * getattr(args, "num_iterations", 1)
+    generations = -(-micro // per_generation)
+    return generations * (args.generation_batch_size // args.num_generations)
+
+
+def _save_cursor(folder: Path, state: dict[str, Any]) -> None:
+    """Write the cursor whole or not at all (a kill mid-write leaves the old one)."""
+    data = json.dumps(state, sort_keys=True).encode()
+    fd, tmp = tempfile.mkstemp(prefix=f".{CURSOR_FILE}.", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, folder / CURSOR_FILE)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+@functools.cache
+def _checkpoint_callback() -> type:
+    from transformers import TrainerCallback  # the trainer extra: imported when asked for
+
+    class LivePoolCheckpoint(_CheckpointHooks, TrainerCallback):
+        __doc__ = _CheckpointHooks.__doc__
+
+    LivePoolCheckpoint.__module__ = __name__
+    return LivePoolCheckpoint
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LivePoolCheckpoint":
+        return _checkpoint_callback()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _CheckpointHooks:
+    """A ``transformers`` callback: saves the live stream's cursor beside each checkpoint
+    (``checkpoint-<step>/statepool_cursor.json``, with the pool version it names) and, on a
+    resume, takes it up so the stream draws on from where training was.
+
+    Use with ``GRPOConfig(ignore_data_skip=True)``: the stream itself goes on from the
+    cursor, so the trainer must not replay and skip batches as well. With
+    ``resume_from_latest=True`` a checkpoint whose pool version the store no longer keeps
+    starts over from the pool as it is, with a warning, instead of failing.
+    """
+
+    def __init__(self, stream: str = DEFAULT_STREAM, resume_from_latest: bool = False):
+        self.stream, self.resume_from_latest = stream, resume_from_latest
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.global_step <= 0:
+            return
+        if not args.ignore_data_skip:
+            raise ValueError(
+                "LivePoolCheckpoint resumes the stream from its cursor: set "
+                "ignore_data_skip=True, or the trainer skips the batches again"
+            )
+        cursor = load_cursor(Path(args.output_dir) / f"checkpoint-{state.global_step}")
+        if self.resume_from_latest:
+            from .versions import VersionGone, load_version
+
+            try:
+                load_version(cursor["store"], cursor["version"])
+            except VersionGone as exc:
+                log.warning("statepool: %s; drawing from the pool as it is now", exc)
+                return
+        _RESUME[self.stream] = cursor
+
+    def on_save(self, args, state, control, **kwargs):
+        order = _STREAMS.get(self.stream)
+        if order is None:
+            return
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        _save_cursor(folder, order.state_dict(rows_consumed(args, state.global_step)))

@@ -1,0 +1,120 @@
+"""A trainer killed and resumed draws exactly what an uninterrupted run draws.
+
+Real GRPO (TRL) on the live pool, on CPU, in trainer processes (tests/trl_resume_run.py):
+one run uninterrupted; one SIGKILLed during step k and resumed from its checkpoint at step
+c < k, states sealed while it was down. From step c + 1 on, both draw the same state ids
+in the same order: none skipped, none drawn twice.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from test_trainers import SPEC, _need, train_tokenizer
+
+from statepool_dagster import load_prompts
+from statepool_dagster.core.sessions import StateWriter
+from statepool_dagster.live import LivePool
+from statepool_dagster.live.cursor import CursorError, DrawOrder
+from statepool_dagster.live.versions import VersionGone
+
+from helpers import generated_state, local_sync
+
+pytestmark = pytest.mark.trainer
+
+RUNNER = Path(__file__).with_name("trl_resume_run.py")
+SEALED = [501, 502]
+
+
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory) -> SimpleNamespace:
+    _need("trl", "torch")
+    root = tmp_path_factory.mktemp("resume")
+    store = local_sync(root, SPEC)
+    prompts = load_prompts(store)
+    tokenizer = train_tokenizer([*prompts["prompt"], *prompts["reference_ops"]], root / "tok")
+    return SimpleNamespace(root=root, store=store, tokenizer=tokenizer)
+
+
+def _copy(synced, where: Path) -> SimpleNamespace:
+    shutil.copytree(synced.store, where / "store")
+    return SimpleNamespace(store=where / "store", sessions=where / "sessions")
+
+
+def _run(where: Path, copy, **config) -> tuple[int, list[list]]:
+    draws = where / "draws.jsonl"
+    config = {"store": str(copy.store), "sessions": str(copy.sessions),
+              "tokenizer": str(config.pop("tokenizer")), "out": str(where / "out"),
+              "draws": str(draws), **config}  # fmt: skip
+    (where / "config.json").write_text(json.dumps(config))
+    done = subprocess.run([sys.executable, str(RUNNER), str(where / "config.json")],
+                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    lines = draws.read_text().splitlines() if draws.exists() else []
+    return done.returncode, [json.loads(line) for line in lines], done.stderr
+
+
+def test_a_grpo_run_killed_and_resumed_draws_what_the_uninterrupted_run_draws(synced, tmp_path):
+    steps, c, k = 8, 4, 6
+    a = tmp_path / "a"
+    copy_a = _copy(synced, a)
+    # The uninterrupted run's pool holds the sealed states from the first draw of step c + 1
+    # on (its dataloader pulls one batch ahead of training, so they are sealed a step before).
+    code, whole, err = _run(a, copy_a, tokenizer=synced.tokenizer, steps=steps,
+                            seal_at=c - 2, seal=SEALED)  # fmt: skip
+    assert code == 0, err[-3000:]
+    assert len({s for s, _ in whole}) == steps
+
+    b = tmp_path / "b"
+    copy_b = _copy(synced, b)
+    code, first, err = _run(b, copy_b, tokenizer=synced.tokenizer, steps=steps, kill_at=k - 1)
+    assert code == -9, err[-3000:]  # SIGKILL during step k
+    assert (b / "out" / f"checkpoint-{c}" / "statepool_cursor.json").is_file()
+    with StateWriter(copy_b.sessions, "rollouts", writer="w") as writer:  # while it is down
+        for n in SEALED:
+            writer.append(generated_state(n), policy_step=c)
+    (b / "draws.jsonl").unlink()
+    code, resumed, err = _run(b, copy_b, tokenizer=synced.tokenizer, steps=steps,
+                              resume=str(b / "out" / f"checkpoint-{c}"))  # fmt: skip
+    assert code == 0, err[-3000:]
+
+    before = [ids for s, ids in whole if s < c]
+    assert before == [ids for s, ids in first if s < c]  # the same run up to the checkpoint
+    after = [ids for s, ids in whole if s >= c]
+    assert [ids for _, ids in resumed] == after
+    assert {s for s, _ in resumed} == set(range(c, steps))
+    assert not any(sid.startswith("s-") for ids in before for sid in ids)
+    assert {sid for sid in after[0] if sid.startswith("s-")} == {
+        sid for ids in after for sid in ids if sid.startswith("s-")
+    }  # sealed while it was down: served first after the resume, as they would have been
+    assert len(set(after[0])) == len(SEALED)
+
+
+def test_a_cursor_is_refused_when_damaged_or_of_another_store(synced, tmp_path):
+    copy = _copy(synced, tmp_path)
+    pool = LivePool(copy.store)
+    order = DrawOrder(pool, weighted=False, seed=0)
+    for _ in range(5):
+        order.next()
+    state = order.state_dict(3)
+    again = LivePool(copy.store, as_of=state["version"])
+    resumed = DrawOrder.resumed(again, False, 0, state)
+    assert [resumed.next() for _ in range(4)] == [order_next for order_next in _after(pool, 3, 4)]
+    with pytest.raises(CursorError, match="damaged"):
+        DrawOrder.resumed(again, False, 0, {**state, "cursor": state["cursor"] + 1})
+    other = shutil.copytree(copy.store, tmp_path / "other")
+    with pytest.raises(CursorError, match="of the store"):
+        DrawOrder.resumed(LivePool(other, as_of=state["version"]), False, 0, state)
+    with pytest.raises(VersionGone, match="STATEPOOL_KEEP_VERSIONS"):
+        LivePool(copy.store, as_of="0000000000000-0123456789abcdef")
+
+
+def _after(pool, drawn: int, n: int) -> list[int]:
+    fresh = DrawOrder(pool, weighted=False, seed=0)
+    out = [fresh.next() for _ in range(drawn + n)]
+    return out[drawn:]
