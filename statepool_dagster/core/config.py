@@ -80,6 +80,12 @@ class Settings(BaseModel):
         0.0, ge=0, le=1, description="Share of runs in the exports' test split (0: no test split)."
     )
     export_seed: int = Field(0, description="Seed of the exports' run-level split.")
+    keep_versions: int = Field(
+        100, ge=1, description="Live-pool versions (what trainer checkpoints name) always kept."
+    )
+    keep_version_days: float = Field(
+        30.0, ge=0, description="Live-pool versions younger than this many days are kept too."
+    )
     export_sources: str = Field(
         "runs,sessions",
         description="What the exports read: `runs`, `sessions` or `runs,sessions`.",

@@ -260,8 +260,14 @@ class LivePool:
     def version(self) -> str:
         """Keep the served order in the store as a pool version (written once per content,
         older versions pruned as :mod:`.versions` says); its id, for a trainer checkpoint."""
+        from ..core.config import Settings
+
+        settings = Settings.from_env(only=("keep_versions", "keep_version_days"))
         ids = self.state_ids()
-        return save_version(self.store, ids, [self._row_key(sid) for sid in ids])
+        keys = [self._row_key(sid) for sid in ids]
+        return save_version(
+            self.store, ids, keys, settings.keep_versions, settings.keep_version_days
+        )
 
     def _row_key(self, sid: str) -> str:
         entry = self._served.entries[sid]

@@ -7,8 +7,8 @@ same content is never written twice) and is read back by ``LivePool(..., as_of=.
 Names sort by time: versions are monotonic in the store's own order.
 
 Growth is bounded: each write removes the versions older than ``keep_days`` beyond the
-newest ``keep`` (by default 30 days and 100 versions, ``STATEPOOL_KEEP_VERSIONS`` and
-``STATEPOOL_KEEP_VERSION_DAYS``). A version is about 40 bytes a state compressed (4 MB at
+newest ``keep`` (the settings ``keep_versions`` and ``keep_version_days``: by default 100
+versions and 30 days). A version is about 40 bytes a state compressed (4 MB at
 100,000 states).
 """
 
