@@ -100,12 +100,12 @@ class LivePool:
             else SegmentIndex(self.sessions, prompt_spec, self.export_options, self.reject_log)
         )
         self._spec = prompt_spec
-        self._reader = RowReader(self.store, prompt_spec)
         self._remote = (
             not is_local(self.store),
             not (self.sessions is None or is_local(self.sessions)),
         )
         self._deadline = Deadline(read_deadline, lambda: endpoint_address(self.store))
+        self._reader = self._new_reader()
         self._unreadable = Unreadable(
             log, stand_ins, lambda: reachable(self.store), stale=read_deadline
         )
@@ -235,14 +235,22 @@ class LivePool:
         return self._remote[entry.kind == SEGMENT]
 
     def _read(self, read, *args):
-        """``read(*args)``, within the deadline where the store is an object store."""
-        if not any(self._remote):
-            return read(*args)
+        """``read(*args)``, each of its fetches within the deadline on an object store; one
+        that ran out of time marks the store down and leaves the reader to the late fetch."""
         try:
-            return self._deadline.run(read, *args)
-        except NoAnswer:
-            self._reader = RowReader(self.store, self._spec)  # the late read keeps the old one
-            raise
+            return read(*args)
+        finally:
+            why = self._deadline.tripped
+            if why is not None:
+                self._reader = self._new_reader()
+                self._deadline.tripped = None
+                self._unreadable.read_failed(NoAnswer(why))
+
+    def _new_reader(self) -> RowReader:
+        reader = RowReader(self.store, self._spec)
+        if any(self._remote):
+            reader.fetch = self._deadline.run
+        return reader
 
     def _readable_row(self) -> ExportRow | None:
         for i in range(min(64, len(self._served))):
@@ -338,6 +346,7 @@ class LivePool:
         try:
             return self._deadline.run(reachable, self.store)
         except NoAnswer:
+            self._deadline.tripped = None  # the probe shares nothing with the reader
             return False
 
     def _run_step(self, step) -> bool:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import json
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -58,6 +60,9 @@ class RowReader:
         self._groups: OrderedDict[tuple, pa.Table] = OrderedDict()
         self._held = 0
         self._paths: dict[tuple[str, str, str], AnyPath] = {}
+        # Runs one network fetch (a footer, a row group, segment lines); the live pool
+        # bounds it by its deadline on an object store.
+        self.fetch: Callable[..., Any] = _now
 
     def _file(self, path: AnyPath) -> pq.ParquetFile:
         parquet = self._open.pop(path, None)
@@ -65,7 +70,7 @@ class RowReader:
             if len(self._open) >= OPEN_FILES:
                 with contextlib.suppress(Exception):
                     self._open.popitem(last=False)[1].close(force=True)
-            parquet = open_parquet(path)
+            parquet = self.fetch(open_parquet, path)
         self._open[path] = parquet
         return parquet
 
@@ -75,7 +80,7 @@ class RowReader:
         table = self._groups.pop(key, None)
         if table is None:
             parquet = self._file(path)
-            table = parquet.read_row_group(group, columns=columns, use_threads=False)
+            table = self.fetch(parquet.read_row_group, group, columns, False)
             self._held += table.nbytes
             while self._groups and self._held > GROUPS_BYTES:
                 self._held -= self._groups.popitem(last=False)[1].nbytes
@@ -203,10 +208,7 @@ class RowReader:
         found: dict[tuple, bytes | Exception] = {}
         for path, wanted in asks.items():
             try:
-                with open_segment(path, block_size=RANGED_BLOCK) as f:
-                    for k, offset in sorted(wanted, key=lambda w: w[1]):
-                        f.seek(offset)
-                        found[(k, 0)] = f.readline(self.max_line + 1).rstrip(b"\r\n")
+                found.update(self.fetch(_segment_lines, path, wanted, self.max_line))
             except Exception as exc:  # gone, unreadable: each line read alone (and told so)
                 found.update(((k, 0), exc) for k, _ in wanted if (k, 0) not in found)
         return found
@@ -254,7 +256,7 @@ class RowReader:
     def _segment(self, entry: Entry, index: int) -> ExportRow:
         path, offset = entry.where
         try:
-            raw = read_segment_line(path, offset, self.max_line)
+            raw = self.fetch(read_segment_line, path, offset, self.max_line)
         except FileNotFoundError:
             raise Stale(f"{display_name(*entry.copy[:2])} is gone") from None
         return self._segment_row(entry, index, raw)
@@ -296,3 +298,19 @@ def _rows_at(table: pa.Table, rows: list[int]) -> list[dict]:
         near = table.slice(low, high - low + 1).to_pylist()
         return [near[at - low] for at in rows]
     return table.take(rows).to_pylist()
+
+
+def _now(read: Callable[..., Any], *args: Any) -> Any:
+    return read(*args)
+
+
+def _segment_lines(
+    path: AnyPath, wanted: list[tuple[int, int]], max_line: int
+) -> dict[tuple, bytes]:
+    """Lines of one segment by (item, 0), read in offset order from one open file."""
+    found = {}
+    with open_segment(path, block_size=RANGED_BLOCK) as f:
+        for k, offset in sorted(wanted, key=lambda w: w[1]):
+            f.seek(offset)
+            found[(k, 0)] = f.readline(max_line + 1).rstrip(b"\r\n")
+    return found

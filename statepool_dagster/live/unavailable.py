@@ -44,11 +44,12 @@ class NoAnswer(TimeoutError):
 
 
 class Deadline:
-    """Runs a read on a worker thread and waits for it at most ``seconds``.
+    """Runs one network fetch on a worker thread and waits for it at most ``seconds``.
 
     A read still waiting on the network when the time is up is left to end on its own (its
     client's timeout ends it); the next read gets a new thread, and the caller a new reader,
-    so nothing is shared with the one left behind. A read not done after
+    so nothing is shared with the one left behind; until the caller has done so
+    (``tripped`` cleared), every fetch fails at once. A fetch not done after
     :data:`QUICK_SECONDS` while the endpoint refuses connections (``address``: its host and
     port, when known) ends then: a client's retries against a refusing endpoint take seconds.
     """
@@ -58,9 +59,12 @@ class Deadline:
             raise ValueError(f"read_deadline {seconds!r}: a number of seconds above 0")
         self.seconds = seconds
         self.address = address
+        self.tripped: str | None = None  # why a fetch ran out of time (then none waits)
         self._workers: concurrent.futures.ThreadPoolExecutor | None = None
 
     def run(self, read: Callable[..., T], *args: object) -> T:
+        if self.tripped is not None:  # one call waits the deadline once, not once a fetch
+            raise NoAnswer(self.tripped)
         if self._workers is None:
             self._workers = concurrent.futures.ThreadPoolExecutor(
                 1, thread_name_prefix="statepool-live-read"
@@ -79,6 +83,7 @@ class Deadline:
                 why = f"no answer within the pool's read_deadline ({self.seconds:g} s)"
         self._workers.shutdown(wait=False, cancel_futures=True)
         self._workers = None
+        self.tripped = why
         raise NoAnswer(why)
 
 
