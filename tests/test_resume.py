@@ -29,6 +29,7 @@ from helpers import generated_state, local_sync
 pytestmark = pytest.mark.trainer
 
 RUNNER = Path(__file__).with_name("trl_resume_run.py")
+VERL_RUNNER = Path(__file__).with_name("verl_resume_run.py")
 SEALED = [501, 502]
 
 
@@ -47,13 +48,13 @@ def _copy(synced, where: Path) -> SimpleNamespace:
     return SimpleNamespace(store=where / "store", sessions=where / "sessions")
 
 
-def _run(where: Path, copy, **config) -> tuple[int, list[list]]:
+def _run(where: Path, copy, runner: Path = RUNNER, **config) -> tuple[int, list[list], str]:
     draws = where / "draws.jsonl"
     config = {"store": str(copy.store), "sessions": str(copy.sessions),
               "tokenizer": str(config.pop("tokenizer")), "out": str(where / "out"),
               "draws": str(draws), **config}  # fmt: skip
     (where / "config.json").write_text(json.dumps(config))
-    done = subprocess.run([sys.executable, str(RUNNER), str(where / "config.json")],
+    done = subprocess.run([sys.executable, str(runner), str(where / "config.json")],
                           capture_output=True, text=True, timeout=900)  # fmt: skip
     lines = draws.read_text().splitlines() if draws.exists() else []
     return done.returncode, [json.loads(line) for line in lines], done.stderr
@@ -93,6 +94,39 @@ def test_a_grpo_run_killed_and_resumed_draws_what_the_uninterrupted_run_draws(sy
         sid for ids in after for sid in ids if sid.startswith("s-")
     }  # sealed while it was down: served first after the resume, as they would have been
     assert len(set(after[0])) == len(SEALED)
+
+
+def test_verls_live_dataset_killed_and_resumed_draws_what_the_uninterrupted_run_draws(
+    synced, tmp_path
+):
+    _need("verl", "torchdata")
+    steps, c, k = 9, 4, 6  # 6 states in batches of 2: the run crosses epochs
+
+    def run(where: Path, copy, **config):
+        return _run(where, copy, VERL_RUNNER, tokenizer=synced.tokenizer, steps=steps, **config)
+
+    a = tmp_path / "a"
+    copy_a = _copy(synced, a)
+    code, whole, err = run(a, copy_a, seal_at=c, seal=SEALED)  # before step c's on_batch_end
+    assert code == 0, err[-3000:]
+
+    b = tmp_path / "b"
+    copy_b = _copy(synced, b)
+    code, first, err = run(b, copy_b, kill_at=k)
+    assert code == -9, err[-3000:]
+    with StateWriter(copy_b.sessions, "rollouts", writer="w") as writer:  # while it is down
+        for n in SEALED:
+            writer.append(generated_state(n), policy_step=c)
+    (b / "out" / "latest_checkpointed_iteration.txt").write_text(str(c))  # resume from step c
+    (b / "draws.jsonl").unlink()
+    code, resumed, err = run(b, copy_b)
+    assert code == 0, err[-3000:]
+
+    assert [ids for s, ids in whole if s <= c] == [ids for s, ids in first if s <= c]
+    after = [ids for s, ids in whole if s > c]
+    assert [ids for _, ids in resumed] == after
+    assert [s for s, _ in resumed] == list(range(c + 1, steps + 1))
+    assert set(after[0]) == {sid for ids in after for sid in ids if sid.startswith("s-")}
 
 
 def test_a_cursor_is_refused_when_damaged_or_of_another_store(synced, tmp_path):

@@ -142,7 +142,7 @@ class DrawOrder:
             "served": base64.b64encode(np.packbits(bits).tobytes()).decode(),
             "queued": base64.b64encode(queued.tobytes()).decode(),
         }
-        return {**body, "digest": _digest(body)}
+        return {**body, "digest": cursor_digest(body)}
 
     @classmethod
     def resumed(cls, pool: LivePool, weighted: bool, seed: int, state: dict[str, Any]) -> DrawOrder:
@@ -175,7 +175,8 @@ class DrawOrder:
         return order
 
 
-def _digest(body: dict[str, Any]) -> str:
+def cursor_digest(body: dict[str, Any]) -> str:
+    """The digest a cursor carries of the rest of itself."""
     return hashlib.blake2b(json.dumps(body, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
@@ -183,12 +184,27 @@ def check_cursor(state: Any, pool: LivePool | None = None) -> None:
     """Refuse, in one line, a cursor that is damaged or belongs to another store."""
     if not isinstance(state, dict) or state.get("format") != CURSOR_FORMAT:
         raise CursorError("not a statepool cursor (or one of another format)")
+    if "version" not in state or "store" not in state:
+        raise CursorError("not a statepool cursor (or one of another format)")
     body = {k: v for k, v in state.items() if k != "digest"}
     try:
-        whole = state.get("digest") == _digest(body)
+        whole = state.get("digest") == cursor_digest(body)
     except (TypeError, ValueError):
         whole = False
     if not whole:
         raise CursorError("the cursor is damaged (its digest does not match)")
     if pool is not None and state["store"] != str(pool.store):
         raise CursorError(f"the cursor is of the store {state['store']}, not {pool.store}")
+
+
+def pack_positions(positions: list[int]) -> str:
+    """Positions in a version's order, as a cursor keeps them (4 bytes each, base64)."""
+    return base64.b64encode(np.asarray(positions, dtype="<i4").tobytes()).decode()
+
+
+def unpack_positions(text: str, size: int) -> list[int]:
+    """:func:`pack_positions` read back; :class:`CursorError` for one past ``size``."""
+    positions = np.frombuffer(base64.b64decode(text), dtype="<i4")
+    if len(positions) and positions.max() >= size:
+        raise CursorError("the cursor does not fit its pool version")
+    return positions.tolist()

@@ -29,7 +29,9 @@ trainer never calls ``on_batch_end``: its replay buffer (:mod:`.verl_v1`) does.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
+import os
 import shutil
 import tempfile
 import weakref
@@ -50,11 +52,20 @@ from ..core.export.records import verl_record, verl_schema
 from ..core.export.rows import ExportRow
 from ..core.feedback.importers import feedback_folder
 from ..core.feedback.select import SelectionOptions
+from .cursor import (
+    CURSOR_FORMAT,
+    CursorError,
+    check_cursor,
+    cursor_digest,
+    pack_positions,
+    unpack_positions,
+)
 from .pool import LivePool
 from .row_files import BATCH_ROWS, RowFiles
 
 log = logging.getLogger(__name__)
 _live: weakref.WeakSet[LiveRLDataset] = weakref.WeakSet()
+_shown = itertools.count()  # a new fingerprint for each layout shown
 COUNT_ROWS = 64  # prompts tokenized at once (their token ids are Python ints for a while)
 
 
@@ -83,14 +94,17 @@ class LiveRLDataset(RLHFDataset):
         settings = Settings.from_env(store_dir=own.get("store"))
         options = _options(own.get("select"))
         passed = ("split", "val_fraction", "seed", "storage_options")
-        self.pool = LivePool(
-            settings.store_dir,
+        self._pool_args = dict(
+            store=settings.store_dir,
             sessions=own.get("sessions") or settings.sessions_dir,
             options=options,
             feedback=own.get("feedback") or feedback_folder(settings),
             refresh_seconds=0.0,
             **{key: own[key] for key in passed if own.get(key) is not None},
         )
+        self.pool = LivePool(**self._pool_args)
+        self._restored: str | None = None  # the digest of the layout taken up
+        self._pending = False  # a resumed layout's update not taken yet
         self.new_first = bool(own.get("new_first", True))
         self._limit = self.max_prompt_length if self.filter_overlong_prompts else float("inf")
         folder = tempfile.mkdtemp(prefix="statepool-live-", dir=own.get("cache_dir"))
@@ -107,6 +121,11 @@ class LiveRLDataset(RLHFDataset):
         self._loads, self._unread, self._mark = 0, False, 0
         self._moved: dict[int, int] = {}  # an old row -> the row its state has now
         self._update()
+        resume = own.get("resume_from")
+        if resume:
+            state = dataset_state(resume)
+            if state is not None:
+                self.load_state_dict(state)
         _live.add(self)
 
     @property
@@ -114,12 +133,73 @@ class LiveRLDataset(RLHFDataset):
         """The state at each index."""
         return [self._ids[row] for row in self._slots.tolist()]
 
+    def state_dict(self) -> dict[str, Any]:
+        """torchdata's ``Stateful``: which state each index serves, the new states queued
+        to be served first, and the pool version they refer to (kept in the store). verl's
+        ``StatefulDataLoader`` saves it in each checkpoint's ``data.pt``."""
+        ids = self.pool.state_ids()
+        at = {sid: i for i, sid in enumerate(ids)}
+        body = {
+            "format": CURSOR_FORMAT,
+            "store": str(self.pool.store),
+            "version": self.pool.version(),
+            "slots": pack_positions([at.get(self._ids[row], -1) for row in self._slots.tolist()]),
+            "fresh": pack_positions([at[sid] for sid in self._fresh if sid in at]),
+            "loads": self._loads,
+        }
+        return {**body, "digest": cursor_digest(body)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Serve at each index the state it served when ``state`` was saved, on the pool
+        as of that version; states that came in since are taken in at the next step."""
+        check_cursor(state, self.pool)
+        if state["digest"] == self._restored:
+            return
+        self.pool = LivePool(**self._pool_args, as_of=state["version"])
+        version = self.pool.as_of.state_ids
+        kept = set(version)
+        for sid in [s for s in self.prompt_tokens if s not in kept]:  # new since: new then
+            del self.prompt_tokens[sid]
+        ids = self.pool.state_ids()
+        self._write([i for i, sid in enumerate(ids) if sid in kept and sid not in self._row_of])
+        slots = [
+            version[p] if p >= 0 else None for p in unpack_positions(state["slots"], len(version))
+        ]
+        served = next((sid for sid in slots if sid in self._row_of), None)
+        if served is None:
+            raise CursorError("no state of the cursor's pool version can be read now")
+        self._slot_of, self._spare = {}, []
+        rows = []
+        for slot, sid in enumerate(slots):
+            if sid not in self._row_of:  # gone since: a served state's row, as a shrink does
+                sid = served
+            rows.append(self._row_of[sid])
+            if sid in self._slot_of:
+                self._spare.append(slot)
+            else:
+                self._slot_of[sid] = slot
+        self._slots = np.array(rows, dtype=np.int64)
+        fresh = unpack_positions(state["fresh"], len(version))
+        self._fresh = deque(version[p] for p in fresh)
+        self._pooled = kept
+        self._loads = state["loads"]
+        self._mark = self.pool.rekeyed(0)[1]
+        self._show()
+        self._restored = state["digest"]
+        # verl saved this before the step's on_batch_end: that update comes before the next
+        # row is read (after the sampler took the length it had), as it came then.
+        self._pending = True
+
     def on_batch_end(self, batch: Any = None) -> None:
         """Take in what changed in the pool (verl's legacy trainer calls it after each step)."""
         if self.pool.refresh() or self._unread:
             self._update()
 
     def __getitem__(self, item: int) -> dict:
+        if self._pending:
+            self._pending = False
+            self._unread = True  # every state is looked at, not only those after the last
+            self.on_batch_end()
         while self._fresh:
             slot = self._slot_of.get(self._fresh.popleft())
             if slot is not None:
@@ -261,9 +341,33 @@ class LiveRLDataset(RLHFDataset):
         if self.new_first and self._loads:
             self._fresh.extend(added)
         self._loads += 1
-        fingerprint = f"statepool-live-{id(self):x}-{self._loads}"
+        self._show()
+
+    def _show(self) -> None:
+        """The dataset verl indexes: the row files behind the slots."""
+        slots = self._slots
+        fingerprint = f"statepool-live-{id(self):x}-{next(_shown)}"
         self.dataframe = self.files.dataset(fingerprint)
         if not np.array_equal(slots, np.arange(len(self.dataframe))):
             self.dataframe = self.dataframe.select(
                 slots, keep_in_memory=True, new_fingerprint=fingerprint + "-slots"
             )
+
+
+def dataset_state(resume_from: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The live dataset's saved state in a verl checkpoint: ``resume_from`` is a
+    ``global_step_<n>`` folder, or the trainer's ``default_local_dir`` (its latest one);
+    ``None`` when there is no checkpoint yet. Read as tensors and plain values only
+    (``torch.load(weights_only=True)``: nothing unpickled)."""
+    import torch
+
+    folder = Path(resume_from)
+    latest = folder / "latest_checkpointed_iteration.txt"
+    if latest.is_file():
+        folder = folder / f"global_step_{latest.read_text().strip()}"
+    elif not (folder / "data.pt").is_file():
+        return None
+    state = torch.load(folder / "data.pt", weights_only=True).get("dataset_state")
+    if state is None:
+        raise CursorError(f"{folder / 'data.pt'}: no live dataset state in it")
+    return state
