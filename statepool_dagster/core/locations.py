@@ -10,6 +10,7 @@ fsspec path on purpose (object-store semantics on a local folder).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import posixpath
 from pathlib import Path
@@ -113,6 +114,7 @@ def read_fresh(path: AnyPath) -> bytes:
     return path.fs.cat_file(path.path)
 
 
+@functools.cache
 def storage_errors() -> tuple[type[BaseException], ...]:
     """What a storage client raises when a store cannot be read: ``OSError`` (fsspec's own,
     a local disk's), and botocore's and aiohttp's errors, which s3fs lets through as they

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from dataclasses import dataclass
 
@@ -28,6 +29,7 @@ from ..core.store.atomic import read_parquet, write_parquet_atomic
 SCHEMA = pa.schema([("state_id", pa.string()), ("row_key", pa.string())])
 KEEP_VERSIONS = 100
 KEEP_DAYS = 30.0
+_NAME = re.compile(r"\d{13}-[0-9a-f]{16}\.parquet")  # <ms since the epoch>-<digest>
 
 
 class VersionGone(LookupError):
@@ -55,7 +57,7 @@ def versions_folder(store: str | os.PathLike[str] | AnyPath) -> AnyPath:
 def _listed(folder: AnyPath) -> list[str]:
     forget_listing(folder)
     try:
-        return sorted(p.name for p in folder.iterdir() if p.name.endswith(".parquet"))
+        return sorted(p.name for p in folder.iterdir() if _NAME.fullmatch(p.name))
     except (FileNotFoundError, NotADirectoryError):
         return []
 
@@ -77,7 +79,8 @@ def save_version(
     same = [n for n in names if n.endswith(tail)]
     if same:
         return same[-1].removesuffix(".parquet")
-    name = f"{time.time_ns() // 1_000_000:013d}{tail}"
+    newest = int(names[-1].split("-", 1)[0]) if names else 0
+    name = f"{max(time.time_ns() // 1_000_000, newest + 1):013d}{tail}"  # names sort by age
     table = pa.table({"state_id": state_ids, "row_key": row_keys}, schema=SCHEMA)
     write_parquet_atomic(folder / name, table)
     _prune(folder, [*names, name], keep, keep_days)
