@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import time
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from ..locations import as_path
 from ..segments import SegmentWriter
 from ..segments.writer import highest_seq
 from .folders import feedback_folder as feedback_folder
-from .records import FeedbackRecord, encode, from_breakdown, group_id
+from .records import FeedbackRecord, encode, finite_number, from_breakdown, group_id
 
 
 @dataclass
@@ -52,9 +51,7 @@ def _writer_name(kind: str, path: Path) -> str:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
+    return float(value) if finite_number(value) else None
 
 
 def _lines(path: Path) -> Iterator[tuple[int, Any, str]]:
@@ -85,7 +82,10 @@ def _verl_record(row: Any, file_step: int, now: float) -> FeedbackRecord | str:
     parts = {k: v for k, v in row.items() if _number(v) is not None}
     parts["score"] = score
     group = group_id("verl-dump", step, prompt)
-    return from_breakdown(state_id, parts, group=group, time=now, source="verl-dump", step=step)
+    try:
+        return from_breakdown(state_id, parts, group=group, time=now, source="verl-dump", step=step)
+    except ValueError as exc:
+        return str(exc)
 
 
 def _write(
