@@ -101,8 +101,12 @@ def test_score_grades_groups_and_names_bad_lines(synced, tmp_path):
     assert group["std"] == pytest.approx(1.0)
     assert [round(r["advantage"], 3) for r in report["rows"]] == [1.0, 0.0, -1.0, 0.0]
     assert report["unknown_states"] == {"run999_v1": [6]}
-    assert [b.split(": ", 1)[0] for b in report["bad_lines"]] == [f"{path}:5", f"{path}:7"]
-    assert "run999_v1" in done.stderr and f"{path}:5" in done.stderr
+    assert [b.split(": ", 1)[0] for b in report["bad_lines"]] == [
+        f"{path} line 5",
+        f"{path} line 7",
+    ]
+    assert f"statepool score: {path} line 6: unknown state id" in done.stderr
+    assert f"statepool score: {path} line 5: not valid JSON" in done.stderr
     assert report["summary"]["lines_scored"] == 4 and report["summary"]["unparsed"] == 1
 
 

@@ -13,7 +13,8 @@ from .values import STEP
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("ingest", help="seal a JSONL file of states into a session")
+    help_text = "seal a JSONL file of states into a session"
+    p = sub.add_parser("ingest", help=help_text, description=help_text)
     p.add_argument(
         "file", help="JSONL file: one state a line, as CheckpointState.to_json writes it"
     )
@@ -42,6 +43,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     settings = Settings.from_env(sessions_dir=args.sessions)
     source = Path(args.file).absolute()  # rejects name the file wherever they are read
+    if source.is_dir():
+        raise StatepoolError(f"{source}: a folder, not a JSONL file")
     if not source.is_file():
         raise StatepoolError(f"{source}: no such file")
     try:

@@ -54,11 +54,21 @@ class Range:
                 return f"must be {self.describe()}, not {_shown(value)}"
         if isinstance(value, float) and not math.isfinite(value):
             return f"must be {self.describe()}, not {_shown(value)}"
-        if (self.low is not None and value < self.low) or (
-            self.high is not None and value > self.high
-        ):
-            return f"must be {self.scale()}, not {_shown(value)}"
+        if self.low is not None and value < self.low:
+            return f"must be {self._below()}, not {_shown(value)}"
+        if self.high is not None and value > self.high:
+            return f"must be {self._above()}, not {_shown(value)}"
         return None
+
+    def _below(self) -> str:
+        if self.high is None or self.high == INT64_MAX:  # no top but the column's
+            return f"at least {_text(self.low)}"
+        return self.scale()
+
+    def _above(self) -> str:
+        if self.high == INT64_MAX:
+            return f"at most {_text(self.high)} (what an int64 column holds)"
+        return self.scale()
 
 
 def _text(bound: float | None) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import StatepoolError
 from ..locations import as_path
+from ..rejects import bad_line, not_json
 from ..segments import SegmentWriter
 from ..segments.writer import highest_seq
 from .folders import feedback_folder as feedback_folder
@@ -63,7 +64,7 @@ def _lines(path: Path) -> Iterator[tuple[int, Any, str]]:
             try:
                 yield number, json.loads(raw), ""
             except (ValueError, RecursionError) as exc:
-                yield number, None, f"not JSON ({exc})"
+                yield number, None, not_json(exc)
 
 
 def _verl_record(row: Any, file_step: int, now: float) -> FeedbackRecord | str:
@@ -99,7 +100,7 @@ def _write(
     with SegmentWriter(folder, name, max_age=float("inf")) as writer:
         for number, record in rows:
             if isinstance(record, str):
-                report.rejects.append(f"{path} line {number}: {record}")
+                report.rejects.append(bad_line(str(path), number, record))
                 continue
             writer.append(encode(record))
             report.records += 1
