@@ -52,6 +52,11 @@ def cmd_feedback(args: argparse.Namespace) -> int:
             "nothing to do: give --from-verl-dump DIR, --from-scores FILE or --fold"
         )
     settings = Settings.from_env(store_dir=args.store)
+    if not (args.to or settings.feedback_dir) or args.fold:
+        from . import preflight
+
+        name = "--store" if args.store else preflight.STORE_SETTING
+        preflight.store_folder(settings.store_dir, name, must_exist=True)
     folder = args.to or feedback_folder(settings)
     if args.from_verl_dump:
         report = import_verl_dump(folder, args.from_verl_dump)

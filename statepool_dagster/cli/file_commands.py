@@ -183,7 +183,11 @@ def cmd_score(args: argparse.Namespace) -> int:
     from ..core.rewards.grader import Grader
     from ..core.rewards.report import score_table
 
+    from . import preflight
+
     settings = Settings.from_env(store_dir=args.store)
+    name = "--store" if args.store else preflight.STORE_SETTING
+    preflight.store_folder(settings.store_dir, name, must_exist=True)
     grader = Grader.from_settings(settings)
     states, problems = store_states(settings.store_dir)
     for problem in problems:
