@@ -182,7 +182,6 @@ def cmd_score(args: argparse.Namespace) -> int:
     from ..core.rewards.completions import score_completions, store_states
     from ..core.rewards.grader import Grader
     from ..core.rewards.report import score_table
-
     from . import preflight
 
     settings = Settings.from_env(store_dir=args.store)
