@@ -129,13 +129,15 @@ def ui_command() -> str:
     """How to open the UI from here: ``make dev`` in the repository, else ``dg dev`` in a dg
     project, else Dagster's own command on the package's definitions and this instance."""
     import os
+    import re
 
     from .console import DEFAULT_HOME
     from .dg_home import is_dg_project
 
     here = Path.cwd()
     makefile = here / "Makefile"
-    if makefile.is_file() and "\ndev:" in makefile.read_text(encoding="utf-8", errors="replace"):
+    text = makefile.read_text(encoding="utf-8", errors="replace") if makefile.is_file() else ""
+    if re.search(r"^dev:", text, re.M):
         return "make dev   (dg dev on http://127.0.0.1:3000)"
     if is_dg_project(here):
         return "dg dev   (on http://127.0.0.1:3000)"
