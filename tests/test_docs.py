@@ -236,6 +236,14 @@ def test_the_built_performance_page_holds_the_bench_tables(site: Path):
     assert all(cell in built for cell in cells[:3]), cells
 
 
+def test_the_blocks_write_exports_to_a_temporary_folder_or_the_store():
+    """A reader following the pages leaves no new folder in the repository: an ``--out`` is
+    a temporary folder (``mktemp``, ``$scratch``) or inside the git-ignored ``store/``."""
+    for block in RUNNABLE:
+        for out in re.findall(r"--out\s+(\S+)", block.code):
+            assert out.startswith(('"$(mktemp', '"$scratch', "store/")), (block.name, out)
+
+
 def _hooks():
     spec = importlib.util.spec_from_file_location("mkdocs_hooks", REPO / "tools/mkdocs_hooks.py")
     module = importlib.util.module_from_spec(spec)
