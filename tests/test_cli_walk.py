@@ -70,13 +70,12 @@ def _refused(done, *names: str) -> str:
 
 
 # A store that does not exist: refused by every command that reads one (2); sync and demo
-# make it (0), as ingest does for its rejects (it reads none).
+# make it (0), as feedback does for what it records and ingest for its rejects.
 MISSING_STORE = {
     "status": [],
     "export": ["--format", "verl", "--out", "o"],
     "report": [],
     "score": ["--completions", "answers.jsonl"],
-    "feedback": ["--from-scores", "scores.jsonl"],
 }
 
 
@@ -87,10 +86,13 @@ def test_a_command_reading_the_store_refuses_a_missing_one(root, command):
     assert not (root / "nostore").exists() and not (root / "o").exists()
 
 
-def test_sync_makes_a_missing_store(root):
+def test_sync_and_feedback_make_a_missing_store(root):
     done = _run(root, "sync", "-q", "--store", str(root / "new_store"))
     assert done.returncode == 0, done.stderr
     assert (root / "new_store" / "state_pool").is_dir()
+    done = _run(root, "feedback", "--from-scores", "scores.jsonl", "--store", str(root / "fb"))
+    assert done.returncode == 0, done.stderr
+    assert (root / "fb" / "feedback").is_dir()
 
 
 def test_every_command_reading_the_store_takes_store():

@@ -126,7 +126,7 @@ def test_score_exits_0_when_every_line_is_scored_and_prints_a_table(synced, tmp_
     ("args", "message"),
     [
         (("--completions", "missing.jsonl"), "does not exist"),
-        (("--completions", "x.jsonl", "--store", "no_store_here"), "no states in the store"),
+        (("--completions", "x.jsonl", "--store", "no_store_here"), "--store: store no_store_here"),
     ],
 )
 def test_score_refuses_what_it_cannot_read_with_exit_2(synced, args, message):

@@ -52,18 +52,17 @@ def cmd_feedback(args: argparse.Namespace) -> int:
             "nothing to do: give --from-verl-dump DIR, --from-scores FILE or --fold"
         )
     settings = Settings.from_env(store_dir=args.store)
-    if not (args.to or settings.feedback_dir) or args.fold:
-        from . import preflight
-
-        name = "--store" if args.store else preflight.STORE_SETTING
-        preflight.store_folder(settings.store_dir, name, must_exist=True)
     folder = args.to or feedback_folder(settings)
-    if args.from_verl_dump:
-        report = import_verl_dump(folder, args.from_verl_dump)
-    elif args.from_scores:
-        report = import_scores(folder, args.from_scores)
-    else:
-        report = ImportReport()
+    try:
+        if args.from_verl_dump:
+            report = import_verl_dump(folder, args.from_verl_dump)
+        elif args.from_scores:
+            report = import_scores(folder, args.from_scores)
+        else:
+            report = ImportReport()
+    except StatepoolError as exc:
+        flag = "--from-verl-dump" if args.from_verl_dump else "--from-scores"
+        raise StatepoolError(f"{flag}: {exc}") from None
     for reject in report.rejects:
         print(f"statepool feedback: {reject}", file=sys.stderr)
     summary = {"feedback": folder, **report.to_dict()}

@@ -179,6 +179,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_score(args: argparse.Namespace) -> int:
     """Grade a completions file against the store's states; reads files only, never Dagster."""
+    from ..core.errors import StatepoolError
     from ..core.rewards.completions import score_completions, store_states
     from ..core.rewards.grader import Grader
     from ..core.rewards.report import score_table
@@ -192,9 +193,16 @@ def cmd_score(args: argparse.Namespace) -> int:
     for problem in problems:
         print(problem, file=sys.stderr)
     if not states:
-        print(f"statepool score: no states in the store {settings.store_dir}", file=sys.stderr)
+        print(
+            f"statepool score: {name}: store {settings.store_dir} holds no states "
+            "(`statepool sync` first)",
+            file=sys.stderr,
+        )
         return 2
-    report = score_completions(args.completions, states, grader)
+    try:
+        report = score_completions(args.completions, states, grader)
+    except StatepoolError as exc:
+        raise StatepoolError(f"--completions: {exc}") from None
     report.store_problems = problems
     for bad in report.bad_lines:
         print(f"statepool score: {bad}", file=sys.stderr)

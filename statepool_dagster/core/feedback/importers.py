@@ -112,7 +112,8 @@ def import_verl_dump(folder: str, dump_dir: str | os.PathLike[str]) -> ImportRep
     """Every ``{step}.jsonl`` of a verl ``trainer.rollout_data_dir`` into ``folder``."""
     source = Path(dump_dir)
     if not source.is_dir():
-        raise StatepoolError(f"verl dump folder {source} does not exist or is not a folder")
+        what = "not a folder" if source.exists() else "does not exist"
+        raise StatepoolError(f"{source}: {what} (a verl dump is a folder)")
     files = sorted(
         (int(p.stem), p) for p in source.glob("*.jsonl") if p.stem.isdigit() and p.is_file()
     )
@@ -149,7 +150,8 @@ def import_scores(folder: str, scores_file: str | os.PathLike[str]) -> ImportRep
     """The rows of ``statepool score --json`` output into ``folder``; a group per state."""
     path = Path(scores_file)
     if not path.is_file():
-        raise StatepoolError(f"scores file {path} does not exist or is not a file")
+        what = "a folder, not a file" if path.is_dir() else "does not exist"
+        raise StatepoolError(f"{path}: {what}")
     now = time.time()
     token = _writer_name("scores", path)
     rejects: list[str] = []

@@ -146,7 +146,8 @@ def score_completions(
     """Grade every line of the completions file at ``path`` against ``states``."""
     source = Path(path)
     if not source.is_file():
-        raise StatepoolError(f"completions file {source} does not exist or is not a file")
+        what = "a folder, not a file" if source.is_dir() else "does not exist"
+        raise StatepoolError(f"{source}: {what}")
     report = ScoreReport(str(source))
     for number, row, problem in read_completions(source):
         if row is None:
