@@ -39,6 +39,23 @@ NUMBERS = st.one_of(
 )
 
 
+# Ids and meta: text (a lone surrogate among it, which UTF-8 cannot hold), numbers, nothing.
+TEXTS = st.one_of(
+    st.text(max_size=4),
+    st.sampled_from(["\ud800", "a\udfff", "ok"]),
+    st.integers(),
+    st.none(),
+)
+
+
+def storable(value) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, ValueError):
+        return False
+    return True
+
+
 def fits_step(value) -> bool:
     return type(value) is int and 0 <= value <= INT64[1]
 
@@ -67,8 +84,9 @@ def _main(*argv: str) -> int:
     steps=st.lists(NUMBERS, min_size=4, max_size=8),
     times=st.lists(NUMBERS, min_size=4, max_size=8),
     scores=st.lists(NUMBERS, min_size=4, max_size=8),
+    texts=st.lists(TEXTS, min_size=4, max_size=8),
 )
-def test_random_values_through_every_door_then_sync_and_live_pool(steps, times, scores):
+def test_random_values_through_every_door_then_sync_and_live_pool(steps, times, scores, texts):
     import tempfile
 
     steps = [*EDGES, *steps]
@@ -84,24 +102,32 @@ def test_random_values_through_every_door_then_sync_and_live_pool(steps, times, 
 
         # StateWriter: a refused value raises, writes nothing.
         with StateWriter(sessions, "writer", writer="w") as writer:
-            for step in steps:
+            for step, text in zip(steps, [*texts, *texts, *texts], strict=False):
                 k += 1
+                ok = fits_step(step) and storable(str(text)) and storable(text)
                 try:
-                    writer.append(generated_state(k), policy_step=step, meta={"v": str(step)})
+                    writer.append(
+                        generated_state(k), policy_step=step, parent_state_id=text, meta={"v": text}
+                    )
                 except (TypeError, ValueError) as exc:
-                    assert not fits_step(step)
-                    assert "policy_step" in str(exc)
+                    assert not ok
+                    assert any(f in str(exc) for f in ("policy_step", "parent_state_id", "meta"))
                 else:
-                    assert fits_step(step)
+                    assert ok, (step, text)
                     good.add(("writer", k))
 
         # A segment another tool wrote: any provenance; the readers turn the bad into rejects.
         bad_lines = 0
         with SegmentWriter(sessions / "raw" / "segments", "tool", max_age=float("inf")) as raw:
-            for step, when in zip(steps, [*times, *times, *times], strict=False):
+            for step, when, text in zip(steps, [*times] * 4, [*texts] * 4, strict=False):
                 k += 1
-                raw.append(session_line(generated_state(k), {"policy_step": step, "time": when}))
+                provenance = {"policy_step": step, "time": when, "parent_state_id": text}
+                provenance["meta"] = {"v": text}
+                # As another tool writes it: any lone surrogate escaped, as json.dumps does.
+                line = json.dumps({"_statepool": provenance, **generated_state(k)})
+                raw.append(line.encode("utf-8"))
                 ok = (step is None or fits_step(step)) and (when is None or fits_time(when))
+                ok = ok and (text is None or (isinstance(text, str) and storable(text)))
                 if ok:
                     good.add(("raw", k))
                 else:
