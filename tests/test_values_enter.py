@@ -85,8 +85,9 @@ def _main(*argv: str) -> int:
     times=st.lists(NUMBERS, min_size=4, max_size=8),
     scores=st.lists(NUMBERS, min_size=4, max_size=8),
     texts=st.lists(TEXTS, min_size=4, max_size=8),
+    ids=st.lists(TEXTS, min_size=4, max_size=8),
 )
-def test_random_values_through_every_door_then_sync_and_live_pool(steps, times, scores, texts):
+def test_random_values_through_every_door_then_sync_and_live_pool(steps, times, scores, texts, ids):
     import tempfile
 
     steps = [*EDGES, *steps]
@@ -119,15 +120,20 @@ def test_random_values_through_every_door_then_sync_and_live_pool(steps, times, 
         # A segment another tool wrote: any provenance; the readers turn the bad into rejects.
         bad_lines = 0
         with SegmentWriter(sessions / "raw" / "segments", "tool", max_age=float("inf")) as raw:
-            for step, when, text in zip(steps, [*times] * 4, [*texts] * 4, strict=False):
+            rows = zip(steps, [*times] * 4, [*texts] * 4, [*ids] * 4, strict=False)
+            for step, when, text, state_id in rows:
                 k += 1
                 provenance = {"policy_step": step, "time": when, "parent_state_id": text}
                 provenance["meta"] = {"v": text}
+                state = generated_state(k)
+                if isinstance(state_id, str):
+                    state["state_id"] = f"{state_id}-{k}"
                 # As another tool writes it: any lone surrogate escaped, as json.dumps does.
-                line = json.dumps({"_statepool": provenance, **generated_state(k)})
+                line = json.dumps({"_statepool": provenance, **state})
                 raw.append(line.encode("utf-8"))
                 ok = (step is None or fits_step(step)) and (when is None or fits_time(when))
                 ok = ok and (text is None or (isinstance(text, str) and storable(text)))
+                ok = ok and storable(state["state_id"])
                 if ok:
                     good.add(("raw", k))
                 else:

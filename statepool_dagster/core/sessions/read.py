@@ -89,6 +89,8 @@ def parse_state_line(raw: bytes, line: int) -> SessionState:
     except ValidationError as exc:
         raise ValueError(f"not a state: {_validation_message(exc)}") from None
     written = state.state_id
+    if not storable(written):  # kept as written_state_id when the pool id is a digest
+        raise ValueError(UNSTORABLE)
     try:
         state.state_id = pool_state_id(state)
     except UnicodeEncodeError:
