@@ -158,16 +158,19 @@ def test_random_values_through_every_door_then_sync_and_live_pool(steps, times, 
         # The feedback recorder: what fits is queued, the rest named in a ValueError.
         recorder = FeedbackRecorder(str(store / "feedback"), seal_seconds=3600)
         recorded = 0
-        for score, when, step in zip(scores, [*times, *times], [*steps, *steps], strict=False):
-            item = (("g",), "gen-1", {"score": score}, when, "trl", step)
+        answers = zip(scores, [*times] * 2, [*steps] * 2, [*ids] * 2, strict=False)
+        for score, when, step, state_id in answers:
+            state_id = f"gen-{state_id}" if isinstance(state_id, str) else "gen-1"
+            item = (("g",), state_id, {"score": score}, when, "trl", step)
+            ok = fits_time(score) and fits_time(when) and (step is None or fits_step(step))
+            ok = ok and storable(state_id)
             try:
                 recorder.queue([item])
             except ValueError as exc:
-                assert not (
-                    fits_time(score) and fits_time(when) and (step is None or fits_step(step))
-                )
-                assert str(exc).split(": ")[1] in ("score", "time", "step")
+                assert not ok
+                assert str(exc).split(": ")[1] in ("state_id", "score", "time", "step")
             else:
+                assert ok
                 recorded += 1
         recorder.close()
 
@@ -242,6 +245,8 @@ def test_the_feedback_recorder_refuses_what_its_columns_cannot_hold(tmp_path):
         recorder.queue([good, (("g",), "gen-1", {"score": 0.5}, 1.0, "trl", 10**30)])
     with pytest.raises(ValueError, match="score: must be"):
         recorder.queue([(("g",), "gen-1", {"score": float("nan")}, 1.0, "trl", 3)])
+    with pytest.raises(ValueError, match="state_id: not storable"):
+        recorder.queue([(("g",), "gen-\ud800", {"score": 0.5}, 1.0, "trl", 3)])
     sealed = recorder.flush()
     recorder.close()
     lines = [line for name in sealed for line in (tmp_path / "fb" / name).read_text().splitlines()]

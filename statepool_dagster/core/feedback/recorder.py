@@ -22,7 +22,15 @@ from typing import Any
 
 from ..config import Settings, settings_now
 from ..segments import SegmentWriter
-from .records import FeedbackRecord, check_values, checked, encode, from_breakdown, group_id
+from .records import (
+    FeedbackRecord,
+    check_state_id,
+    check_values,
+    checked,
+    encode,
+    from_breakdown,
+    group_id,
+)
 
 FEEDBACK_ENV = Settings.env_name("feedback_dir")
 SEAL_ENV = Settings.env_name("feedback_seal_seconds")
@@ -69,6 +77,7 @@ class FeedbackRecorder:
         good, problems = [], []
         for item in items:
             try:
+                check_state_id(item[1])
                 check_values(item[2].get("score"), item[3], item[5])
             except ValueError as exc:
                 problems.append(str(exc))

@@ -90,14 +90,23 @@ def checked(record: FeedbackRecord) -> FeedbackRecord:
 
     The one check of a record, wherever it enters: the recorder, an import, a segment read.
     """
-    if not record.state_id:
-        raise ValueError("state_id: empty")
+    check_state_id(record.state_id)
     check_values(record.score, record.time, record.step)
     if record.ops_match is not None:
         check("ops_match", record.ops_match)
     for name, value in record.parts.items():
         check(f"parts.{name}", value, FINITE)
     return record
+
+
+def check_state_id(state_id: Any) -> None:
+    """A record's state id: text UTF-8 can hold (no lone surrogate), not empty."""
+    if not isinstance(state_id, str) or not state_id:
+        raise ValueError(f"state_id: must be a non-empty string, not {state_id!r}")
+    try:
+        state_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("state_id: not storable as UTF-8 (a lone surrogate)") from None
 
 
 def check_values(score: Any, time: Any, step: Any) -> None:
