@@ -262,10 +262,12 @@ def test_a_verl_dump_with_a_huge_step_is_a_reject_not_a_crash(tmp_path):
         {"state_id": "a", "score": 1.0, "step": 10**30},
         {"state_id": "a", "score": 10**400},
         {"state_id": "a", "score": 0.5, "ops": 10**400},
+        {"state_id": "a\ud800", "score": 0.5},
     ]
     (dump / "1.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     report = import_verl_dump(str(tmp_path / "fb"), dump)
     assert report.records == 1
-    assert len(report.rejects) == 2
+    assert len(report.rejects) == 3
     assert "line 1: step: must be at most 9223372036854775807" in report.rejects[0]
     assert "line 2:" in report.rejects[1] and "score" in report.rejects[1]
+    assert "line 4: state_id: not storable as UTF-8" in report.rejects[2]

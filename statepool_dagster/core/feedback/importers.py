@@ -182,7 +182,10 @@ def _score_record(row: Any, token: str, now: float) -> FeedbackRecord | str:
         return f'"score" {row.get("score")!r} is not a finite number'
     parts = {k: v for k, v in row.items() if _number(v) is not None}
     group = group_id("scores", token, state_id)
-    return from_breakdown(state_id, parts, group=group, time=now, source="scores")
+    try:
+        return from_breakdown(state_id, parts, group=group, time=now, source="scores")
+    except ValueError as exc:
+        return str(exc)
 
 
 def _merge(total: ImportReport, part: ImportReport) -> None:

@@ -128,6 +128,7 @@ def from_breakdown(
 ) -> FeedbackRecord:
     """A record from a grade's breakdown (``Grade.breakdown()`` or a scores row)."""
     score = breakdown["score"]
+    check_state_id(state_id)
     check_values(score, time, step)
     parts = {k: float(v) for k in PART_KEYS if finite_number(v := breakdown.get(k))}
     return FeedbackRecord(
