@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 INT64_MAX = 2**63 - 1
-INT64_MIN = -(2**63)
 
 
 @dataclass(frozen=True)
@@ -84,20 +83,16 @@ def _shown(value: Any) -> str:
 
 # What an int64 column holds where a negative number means nothing (a step, a count).
 COUNT = Range(int, 0, INT64_MAX)
-POSITIVE = Range(int, 1, INT64_MAX)
-INT64 = Range(int, INT64_MIN, INT64_MAX)
-FRACTION = Range(float, 0, 1)
-SECONDS = Range(float, 0)
-FINITE = Range(float)
+FINITE = Range(float)  # a float64 column: NaN and infinities mean nothing in any of ours
 
 # The stored fields, by the name a user knows them by (a keyword, a JSON key, a column).
+# The command line's numeric flags build their ranges with cli/values.number.
 FIELDS: dict[str, Range] = {
     "policy_step": COUNT,
     "step": COUNT,  # a feedback record's policy step
     "time": FINITE,
     "score": FINITE,
     "ops_match": Range(int, 0, 1),
-    "seed": INT64,
 }
 
 
