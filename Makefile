@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOME_DIR := $(CURDIR)/.dagster_home
 export DAGSTER_HOME := $(HOME_DIR)
 
-.PHONY: install dg-env demo test test-fast contract-suite lint fmt dev validate screenshots docs docs-serve clean
+.PHONY: install dg-env demo test test-fast contract-suite lint fmt dev validate screenshots docs docs-generated docs-serve clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -93,6 +93,11 @@ screenshots: install  ## retake the docs' screenshots from a fresh demo and the 
 # generated from the code at build time by tools/mkdocs_hooks.py). --strict: a broken link fails.
 docs: install  ## build the documentation site into ./site
 	$(BIN)/mkdocs build --strict
+
+# The generated parts of docs/ (settings, command line, layout, the bench's tables), committed so
+# that the pages read whole on the repository too; the docs tests fail when they are not current.
+docs-generated: install  ## write the generated parts of the docs pages again
+	$(BIN)/python -m tools.mkdocs_hooks
 
 docs-serve: install  ## the documentation site on http://127.0.0.1:8000, rebuilt on change
 	$(BIN)/mkdocs serve -a 127.0.0.1:8000

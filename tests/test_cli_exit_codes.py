@@ -111,7 +111,7 @@ def test_export_of_an_empty_store_exits_1_and_writes_nothing(tmp_path):
 def test_export_names_the_flag_of_an_out_of_range_fraction(tmp_path, store, flags, named):
     done = run(tmp_path, "export", "--format", "trl", "--out", "o", "--store", str(store), *flags)
     line = one_line(done, named)
-    assert line.startswith(f"statepool: {named}: ")
+    assert line.startswith(f"statepool export: {named}: ")
     assert not (tmp_path / "o").exists()
 
 

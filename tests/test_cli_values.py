@@ -90,7 +90,7 @@ def test_a_numeric_flag_accepts_its_range_and_rejects_the_rest(data):
         assert code == 0, err
     else:
         assert code == 2
-        assert err.startswith(f"statepool: {flag}: must be ") and f"{low:g}" in err, err
+        assert err.startswith(f"statepool {command}: {flag}: must be ") and f"{low:g}" in err, err
         assert len(err.splitlines()) == 1, "one line, as every refusal"
 
 

@@ -201,6 +201,49 @@ def test_the_command_line_page_lists_every_command_and_flag(site: Path):
                     assert f"<code>{flag}</code>" in page, (name, flag)
 
 
+def test_the_generated_parts_of_the_pages_are_current():
+    """Committed, so a page reads whole on the repository: ``make docs-generated`` rewrites."""
+    stale = _hooks().stale_pages()
+    assert not stale, f"not current (make docs-generated): {[str(p) for p in stale]}"
+
+
+def test_a_generated_table_cell_escapes_what_html_would_swallow():
+    cell = _hooks()._cell("default <store>/feedback, `<host>-<pid>` & a|b")
+    assert cell == "default &lt;store&gt;/feedback, `<host>-<pid>` &amp; a\\|b"
+
+
+@pytest.mark.parametrize(
+    ("page", "text"),
+    [
+        ("reference/settings", "default to <store>/feedback"),
+        ("reference/command-line", "writer name (default ingest-<host>-<pid>)"),
+        ("reference/command-line", "else <store>/feedback)"),
+    ],
+)
+def test_the_built_site_shows_the_generated_text_whole(site: Path, page: str, text: str):
+    built = (site / page / "index.html").read_text(encoding="utf-8")
+    assert text in html.unescape(re.sub(r"<[^>]+>", "", built)), text
+
+
+def test_the_built_performance_page_holds_the_bench_tables(site: Path):
+    built = html.unescape((site / "performance" / "index.html").read_text(encoding="utf-8"))
+    first = next(
+        line
+        for line in (DOCS / "performance" / "reference.md").read_text("utf-8").splitlines()
+        if line.startswith("|") and "---" not in line
+    )
+    cells = [c.strip().strip("`") for c in first.strip("|").split("|") if c.strip()]
+    assert all(cell in built for cell in cells[:3]), cells
+
+
+def test_the_blocks_write_exports_to_a_temporary_folder_or_the_store():
+    """A reader following the pages leaves no new folder in the repository: an ``--out`` is
+    a temporary folder (``mktemp``, ``$scratch``) or inside the git-ignored ``store/``."""
+    for block in RUNNABLE:
+        for out in re.findall(r"--out\s+(\S+)", block.code):
+            assert out.startswith(('"$(mktemp', '"$scratch', "store/")), (block.name, out)
+
+
 def _hooks():
     spec = importlib.util.spec_from_file_location("mkdocs_hooks", REPO / "tools/mkdocs_hooks.py")
     module = importlib.util.module_from_spec(spec)

@@ -64,7 +64,7 @@ def test_statepool_sync_names_a_bad_executor_setting_in_one_line(
     done = subprocess.run(
         [str(BIN / "statepool"), "sync"], env=env, cwd=tmp_path, capture_output=True, text=True
     )
-    assert (done.returncode, done.stderr) == (2, f"statepool: {message}\n")
+    assert (done.returncode, done.stderr) == (2, f"statepool sync: {message}\n")
 
 
 def test_a_bad_executor_setting_loads_and_fails_each_run_at_its_start(workspace, tmp_path):

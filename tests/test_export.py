@@ -317,7 +317,7 @@ def test_cli_export_writes_the_requested_format(store, tmp_path):
 def test_cli_export_refuses_bad_fractions_and_foreign_folders(store, tmp_path):
     bad = run_cli(store, tmp_path, "--format", "trl", "--out", "o", "--val-fraction", "1.5")
     assert bad.returncode == 2
-    assert bad.stderr.startswith("statepool: --val-fraction: ")
+    assert bad.stderr.startswith("statepool export: --val-fraction: ")
     assert len(bad.stderr.splitlines()) == 1
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "x.txt").write_text("x", "utf-8")

@@ -235,7 +235,7 @@ def test_cli_export_with_sources_staleness_and_selection(pool, tmp_path):
         [str(STATEPOOL), "export", "--format", "trl", "--out", "o2", "--sources", "files"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert bad.returncode == 2 and bad.stderr.startswith("statepool: --sources: ")
+    assert bad.returncode == 2 and bad.stderr.startswith("statepool export: --sources: ")
 
 
 def test_live_pool_serves_session_states_and_sees_a_new_segment(pool, tmp_path):

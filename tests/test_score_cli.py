@@ -101,8 +101,12 @@ def test_score_grades_groups_and_names_bad_lines(synced, tmp_path):
     assert group["std"] == pytest.approx(1.0)
     assert [round(r["advantage"], 3) for r in report["rows"]] == [1.0, 0.0, -1.0, 0.0]
     assert report["unknown_states"] == {"run999_v1": [6]}
-    assert [b.split(": ", 1)[0] for b in report["bad_lines"]] == [f"{path}:5", f"{path}:7"]
-    assert "run999_v1" in done.stderr and f"{path}:5" in done.stderr
+    assert [b.split(": ", 1)[0] for b in report["bad_lines"]] == [
+        f"{path} line 5",
+        f"{path} line 7",
+    ]
+    assert f"statepool score: {path} line 6: unknown state id" in done.stderr
+    assert f"statepool score: {path} line 5: not valid JSON" in done.stderr
     assert report["summary"]["lines_scored"] == 4 and report["summary"]["unparsed"] == 1
 
 
@@ -122,7 +126,7 @@ def test_score_exits_0_when_every_line_is_scored_and_prints_a_table(synced, tmp_
     ("args", "message"),
     [
         (("--completions", "missing.jsonl"), "does not exist"),
-        (("--completions", "x.jsonl", "--store", "no_store_here"), "no states in the store"),
+        (("--completions", "x.jsonl", "--store", "no_store_here"), "--store: store no_store_here"),
     ],
 )
 def test_score_refuses_what_it_cannot_read_with_exit_2(synced, args, message):

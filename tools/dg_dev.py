@@ -7,8 +7,12 @@ process group of its own with SIGINT restored; SIGINT, SIGTERM or SIGHUP to this
 (or to its group: a terminal's Ctrl-C, ``kill %1``, ``make``'s own forwarding) becomes one
 SIGINT to ``dg dev``'s group, as a terminal's Ctrl-C sends it, which stops both servers.
 Whatever of the group is still there after ``GRACE`` seconds (or a second signal), or once
-``dg dev`` exited, is ended. Exit code: 130 on SIGINT, 143 on SIGTERM, 129 on SIGHUP, else
-``dg dev``'s own.
+``dg dev`` exited, is ended. Exit code: 0 when a signal stopped it (the stop asked for, so
+``make`` reports no error), else ``dg dev``'s own.
+
+``dg dev`` runs as from the activated venv this wrapper runs in (``VIRTUAL_ENV`` and ``PATH``
+set as ``activate`` sets them): ``dg`` compares the active venv with the project's
+``.venv`` and warns, once per process it starts, when none is active.
 
 Usage (from the repository's root): ``python -m tools.dg_dev [dg dev options]``.
 """
@@ -68,7 +72,12 @@ def main(argv: list[str]) -> int:
         # A handler of our own, not SIG_IGN: the child starts with the default disposition.
         signal.signal(signum, lambda sig, _frame: received.append(sig))
     dg = Path(sys.executable).with_name("dg")
-    proc = subprocess.Popen([str(dg), "dev", *argv], start_new_session=True)
+    env = {
+        **os.environ,
+        "VIRTUAL_ENV": sys.prefix,
+        "PATH": os.pathsep.join([str(dg.parent), os.environ.get("PATH", "")]),
+    }
+    proc = subprocess.Popen([str(dg), "dev", *argv], start_new_session=True, env=env)
     while not received:
         try:
             proc.wait(timeout=0.2)
@@ -80,7 +89,7 @@ def main(argv: list[str]) -> int:
         with contextlib.suppress(ProcessLookupError):  # as a terminal's Ctrl-C reaches it
             os.killpg(proc.pid, signal.SIGINT)
     _end_group(proc, GRACE if received else 0.0, received)
-    return 128 + received[0] if received else proc.returncode
+    return 0 if received else proc.returncode
 
 
 if __name__ == "__main__":

@@ -1,41 +1,82 @@
-"""MkDocs hooks (mkdocs.yml ``hooks:``): pages filled from the code and the bench at build time.
+"""MkDocs hooks (mkdocs.yml ``hooks:``) and ``make docs-generated``: the pages' generated parts.
 
-Two markers, each alone on a line of a page under docs/:
+Two markers, each alone on a line of a page under docs/, each closed by ``<!-- end: NAME -->``:
 
 - ``<!-- generated: settings -->`` and ``<!-- generated: command-line -->``: the settings
   table, from ``core/config.Settings`` and the ``StatepoolSettings`` resource, and the
   ``statepool`` command's reference, from its own argparse parser. Nothing to keep in step.
 - ``<!-- generated: layout -->``: the package tree, each module with the first line of its
   docstring, folders in the data's order (:data:`LAYOUT_ORDER`), read from the source files.
-- ``<!-- include: performance/reference.md -->``: that file of docs/, read afresh at every
-  build, so the bench may rewrite it at any time. A missing file fails the build; a glob
-  (``performance/*-baseline-*.md``) includes every match in name order, or nothing.
+- ``<!-- include: performance/reference.md -->``: that file of docs/. A missing file fails;
+  a glob (``performance/*-baseline-*.md``) includes every match in name order, or nothing.
+
+What stands between a marker and its end is generated and committed, so the page reads
+whole on the repository too; ``python -m tools.mkdocs_hooks`` writes it again (``--check``:
+exit 1 naming the pages that are not current; the docs tests run it), and the site build
+fills it afresh. Text a table cell prints is escaped (``<store>`` is no HTML tag).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import html
 import re
+import sys
 import textwrap
 from pathlib import Path
 
-MARKER = re.compile(r"^<!--\s*(generated|include):\s*(\S+)\s*-->[ \t]*$", re.M)
+MARKER = re.compile(r"^<!--\s*(generated|include):\s*(\S+)\s*-->[ \t]*$")
+END = re.compile(r"^<!--\s*end:\s*(\S+)\s*-->[ \t]*$")
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
-    """Replace each marker of ``page`` with what it names."""
-    docs = Path(config["docs_dir"])
+    """Each marked part of ``page`` generated afresh; the markers themselves left out."""
+    text = filled(markdown, Path(config["docs_dir"]), page.file.src_path)
+    return "\n".join(
+        line for line in text.split("\n") if not (MARKER.match(line) or END.match(line))
+    )
 
-    def fill(match: re.Match) -> str:
+
+def filled(markdown: str, docs: Path = DOCS, where: str = "") -> str:
+    """``markdown`` with what stands between each marker and its end generated again."""
+    lines, out, i = markdown.split("\n"), [], 0
+    while i < len(lines):
+        match = MARKER.match(lines[i])
+        out.append(lines[i])
+        i += 1
+        if not match:
+            continue
         kind, name = match.groups()
-        if kind == "include":
-            return _include(docs, name, page.file.src_path)
-        if name not in GENERATORS:
-            raise KeyError(f"{page.file.src_path}: no generator {name!r} ({sorted(GENERATORS)})")
-        return GENERATORS[name]()
+        end = next((j for j in range(i, len(lines)) if END.match(lines[j])), None)
+        if end is not None and END.match(lines[end]).group(1) == name:
+            i = end + 1  # the part generated last time, replaced
+        out += ["", _generate(kind, name, docs, where), "", f"<!-- end: {name} -->"]
+    return "\n".join(out)
 
-    return MARKER.sub(lambda match: f"\n{fill(match)}\n", markdown)
+
+def _generate(kind: str, name: str, docs: Path, where: str) -> str:
+    if kind == "include":
+        return _include(docs, name, where)
+    if name not in GENERATORS:
+        raise KeyError(f"{where}: no generator {name!r} ({sorted(GENERATORS)})")
+    return GENERATORS[name]()
+
+
+def stale_pages(docs: Path = DOCS, write: bool = False) -> list[Path]:
+    """The pages under ``docs`` whose generated parts are not current (written, if ``write``)."""
+    stale = []
+    for page in sorted(docs.rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        if not any(MARKER.match(line) for line in text.split("\n")):
+            continue
+        fresh = filled(text, docs, page.relative_to(docs).as_posix())
+        if fresh != text:
+            stale.append(page)
+            if write:
+                page.write_text(fresh, encoding="utf-8")
+    return stale
 
 
 def _include(docs: Path, name: str, where: str) -> str:
@@ -59,7 +100,10 @@ def _demoted(text: str) -> str:
 
 
 def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """A table cell: one line, ``|`` escaped, and outside code spans ``&``, ``<`` and ``>``
+    too (``<store>/feedback`` would otherwise be an HTML tag, and vanish)."""
+    parts = str(text).replace("|", "\\|").replace("\n", " ").split("`")
+    return "`".join(html.escape(p, quote=False) if i % 2 == 0 else p for i, p in enumerate(parts))
 
 
 def _default(value: object) -> str:
@@ -199,3 +243,17 @@ GENERATORS = {
     "command-line": command_line_reference,
     "layout": package_layout,
 }
+
+
+def main(argv: list[str]) -> int:
+    """Write the generated parts of docs/ again; ``--check``: only name the stale pages."""
+    check = "--check" in argv
+    stale = stale_pages(write=not check)
+    for page in stale:
+        state = "not current" if check else "written"
+        print(f"{page.relative_to(DOCS.parent)}: generated parts {state}", file=sys.stderr)
+    return 1 if check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

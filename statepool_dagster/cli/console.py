@@ -14,16 +14,43 @@ from ..core.names import Change
 DEFAULT_HOME = ".dagster_home"
 
 
+# The instance settings a home this command creates gets when no ./dagster.yaml is there to
+# link to (a pip install): the repository's dagster.yaml (tests keep the two the same).
+# Telemetry is off as Dagster documents it, an instance setting; it also keeps Dagster's
+# banner about it out of every command's output.
+INSTANCE_CONFIG = """\
+# Written by statepool for a new instance home (the repository's dagster.yaml, the same).
+telemetry:
+  enabled: false
+
+event_log_storage:
+  module: statepool_dagster.defs.storage
+  class: StatepoolSqliteEventLogStorage
+
+concurrency:
+  runs:
+    max_concurrent_runs: 4
+    tag_concurrency_limits:
+      - key: "dagster/partition"
+        value:
+          applyLimitPerUniqueValue: true
+        limit: 1
+"""
+
+
 def ensure_dagster_home() -> Path:
     """``DAGSTER_HOME``, by default ``./.dagster_home`` (using ``./dagster.yaml`` if present).
 
     Creating a new home is said once on stderr: run from the wrong folder, a command would
-    otherwise quietly show an empty instance.
+    otherwise quietly show an empty instance. A new home gets its ``dagster.yaml``; the
+    default home, in a ``dg`` project, a ``.env`` line that sends ``dg dev`` and ``dg
+    launch`` to it, as ``make install`` writes.
     """
     home = os.environ.get("DAGSTER_HOME")
     path = Path(home) if home else Path.cwd() / DEFAULT_HOME
     path = path.resolve()
-    if not path.exists():
+    new = not path.exists()
+    if new:
         print(
             f"statepool: no Dagster instance in {path}: creating a new one there "
             "(set DAGSTER_HOME to use another)",
@@ -34,8 +61,25 @@ def ensure_dagster_home() -> Path:
     repo_config = Path.cwd() / "dagster.yaml"
     if not home and not config.exists() and repo_config.is_file():
         config.symlink_to(repo_config)
+    elif (new or not home) and not config.exists():
+        config.write_text(INSTANCE_CONFIG, encoding="utf-8")
+    if not home:
+        _point_dg_at(path)
     os.environ["DAGSTER_HOME"] = str(path)
     return path
+
+
+def _point_dg_at(home: Path) -> None:
+    """In a ``dg`` project, the ``.env`` line of ``make install`` (said once on stderr)."""
+    from .dg_home import ENV_FILE, is_dg_project, write_dg_env
+
+    project = Path.cwd()
+    if is_dg_project(project) and write_dg_env(project, home):
+        print(
+            f"statepool: {project / ENV_FILE}: DAGSTER_HOME defaults to {home} "
+            "(dg dev and dg launch open this instance)",
+            file=sys.stderr,
+        )
 
 
 SETUP_LOCK = ".statepool-setup.lock"

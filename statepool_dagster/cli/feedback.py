@@ -18,10 +18,8 @@ from ..core.words import plural
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``statepool feedback`` on the main parser's sub-commands."""
-    p = sub.add_parser(
-        "feedback",
-        help="record verl rollout dumps or the output of 'statepool score --json' as feedback",
-    )
+    help_text = "record verl rollout dumps or the output of 'statepool score --json' as feedback"
+    p = sub.add_parser("feedback", help=help_text, description=help_text)
     source = p.add_mutually_exclusive_group()
     source.add_argument("--from-verl-dump", metavar="DIR", help="trainer.rollout_data_dir")
     source.add_argument("--from-scores", metavar="FILE", help="what 'statepool score --json' wrote")
@@ -50,17 +48,23 @@ def cmd_feedback(args: argparse.Namespace) -> int:
     )
 
     if not (args.from_verl_dump or args.from_scores or args.fold):
-        raise StatepoolError("feedback: give --from-verl-dump DIR, --from-scores FILE or --fold")
+        raise StatepoolError(
+            "nothing to do: give --from-verl-dump DIR, --from-scores FILE or --fold"
+        )
     settings = Settings.from_env(store_dir=args.store)
     folder = args.to or feedback_folder(settings)
-    if args.from_verl_dump:
-        report = import_verl_dump(folder, args.from_verl_dump)
-    elif args.from_scores:
-        report = import_scores(folder, args.from_scores)
-    else:
-        report = ImportReport()
+    try:
+        if args.from_verl_dump:
+            report = import_verl_dump(folder, args.from_verl_dump)
+        elif args.from_scores:
+            report = import_scores(folder, args.from_scores)
+        else:
+            report = ImportReport()
+    except StatepoolError as exc:
+        flag = "--from-verl-dump" if args.from_verl_dump else "--from-scores"
+        raise StatepoolError(f"{flag}: {exc}") from None
     for reject in report.rejects:
-        print(f"reject: {reject}", file=sys.stderr)
+        print(f"statepool feedback: {reject}", file=sys.stderr)
     summary = {"feedback": folder, **report.to_dict()}
     if args.fold:
         summary["stats"] = _fold(settings, folder)

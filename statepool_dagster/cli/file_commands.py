@@ -85,7 +85,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..core.export.rows import ExportOptions, ExportSet, SourceOptions
     from ..core.export.write import ExportRefused, check_target, stream_export
     from ..core.feedback.select import SelectionOptions
-    from ..core.locations import absolute, as_path
+    from ..core.locations import absolute, as_path, is_local
     from . import preflight
 
     settings = _export_settings(args)
@@ -101,9 +101,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
         lengths = LengthFilter(load_counter(args.tokenizer), args.max_prompt_tokens)
     try:
-        check_target(args.format, args.out, args.force)
+        target = check_target(args.format, args.out, args.force)
     except StatepoolError as exc:
         raise StatepoolError(f"--out: {exc}") from None
+    if is_local(target) and not args.parents and not target.parent.is_dir():
+        # A typo in a path would otherwise become a new tree of folders.
+        raise StatepoolError(
+            f"--out: the folder {target.parent} does not exist (--parents creates it)"
+        )
     empty = "empty"
     finished: list[ExportSet] = []
 
@@ -174,25 +179,39 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_score(args: argparse.Namespace) -> int:
     """Grade a completions file against the store's states; reads files only, never Dagster."""
+    from ..core.errors import StatepoolError
     from ..core.rewards.completions import score_completions, store_states
     from ..core.rewards.grader import Grader
     from ..core.rewards.report import score_table
+    from . import preflight
 
     settings = Settings.from_env(store_dir=args.store)
+    name = "--store" if args.store else preflight.STORE_SETTING
+    preflight.store_folder(settings.store_dir, name, must_exist=True)
     grader = Grader.from_settings(settings)
     states, problems = store_states(settings.store_dir)
     for problem in problems:
         print(problem, file=sys.stderr)
     if not states:
-        print(f"statepool score: no states in the store {settings.store_dir}", file=sys.stderr)
+        print(
+            f"statepool score: {name}: store {settings.store_dir} holds no states "
+            "(`statepool sync` first)",
+            file=sys.stderr,
+        )
         return 2
-    report = score_completions(args.completions, states, grader)
+    try:
+        report = score_completions(args.completions, states, grader)
+    except StatepoolError as exc:
+        raise StatepoolError(f"--completions: {exc}") from None
     report.store_problems = problems
     for bad in report.bad_lines:
-        print(f"bad line: {bad}", file=sys.stderr)
+        print(f"statepool score: {bad}", file=sys.stderr)
     for sid, lines in report.unknown_states.items():
         where = ", ".join(str(n) for n in lines)
-        print(f"unknown state id {sid!r} ({args.completions} line {where})", file=sys.stderr)
+        print(
+            f"statepool score: {args.completions} line {where}: unknown state id {sid!r}",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(report.to_dict(), indent=1, ensure_ascii=False))
     else:

@@ -13,7 +13,8 @@ from .values import STEP
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("ingest", help="seal a JSONL file of states into a session")
+    help_text = "seal a JSONL file of states into a session"
+    p = sub.add_parser("ingest", help=help_text, description=help_text)
     p.add_argument(
         "file", help="JSONL file: one state a line, as CheckpointState.to_json writes it"
     )
@@ -24,6 +25,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--writer", default=None, help="writer name (default ingest-<host>-<pid>)")
     p.add_argument(
         "--sessions", default=None, help="sessions root (default STATEPOOL_SESSIONS_DIR)"
+    )
+    p.add_argument(
+        "--store", default=None, help="store root, for the rejects (default STATEPOOL_STORE_DIR)"
     )
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing but rejects")
     p.set_defaults(func=cmd_ingest)
@@ -40,8 +44,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from ..core.sessions.spec import ensure_spec
     from ..core.sessions.writer import default_writer_name, session_line
 
-    settings = Settings.from_env(sessions_dir=args.sessions)
+    settings = Settings.from_env(sessions_dir=args.sessions, store_dir=args.store)
     source = Path(args.file).absolute()  # rejects name the file wherever they are read
+    if source.is_dir():
+        raise StatepoolError(f"{source}: a folder, not a JSONL file")
     if not source.is_file():
         raise StatepoolError(f"{source}: no such file")
     try:

@@ -22,9 +22,10 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
     with start_up():
         from . import preflight
 
+        store_name = preflight.use_store_flag(args)
         settings = Settings.from_env()
         preflight.runs_folder(settings)
-        preflight.store_folder(settings.store_dir)
+        preflight.store_folder(settings.store_dir, store_name)
         preflight.prompt_spec(settings)
         # Dagster only once the settings pass: a refusal is one line, at once.
         from .interrupts import Interrupted, watch_signals
@@ -92,9 +93,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ..demo.sample_runs import SampleSpec, generate_runs
     from . import preflight
 
+    store_name = preflight.use_store_flag(args)
     settings = Settings.from_env()
     runs = preflight.runs_folder(settings, create=True)
-    preflight.store_folder(settings.store_dir)
+    preflight.store_folder(settings.store_dir, store_name)
     if not runs.is_dir() or not any(p for p in runs.iterdir() if not p.name.startswith(".")):
         spec = SampleSpec(**DEMO_SPEC_FIELDS)
         if is_local(runs):
@@ -118,9 +120,29 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"{settings.store_dir}/{PROMPTS}/<run>/\n"
         f"exports: {settings.store_dir}/exports/{{verl,trl,pool}}/ (training_dataset)\n"
         f"report: {pool_report_path(settings)}\n"
-        "open the UI:  make dev   (dg dev on http://127.0.0.1:3000)"
+        f"open the UI:  {ui_command()}"
     )
     return code
+
+
+def ui_command() -> str:
+    """How to open the UI from here: ``make dev`` in the repository, else ``dg dev`` in a dg
+    project, else Dagster's own command on the package's definitions and this instance."""
+    import os
+    import re
+
+    from .console import DEFAULT_HOME
+    from .dg_home import is_dg_project
+
+    here = Path.cwd()
+    makefile = here / "Makefile"
+    text = makefile.read_text(encoding="utf-8", errors="replace") if makefile.is_file() else ""
+    if re.search(r"^dev:", text, re.M):
+        return "make dev   (dg dev on http://127.0.0.1:3000)"
+    if is_dg_project(here):
+        return "dg dev   (on http://127.0.0.1:3000)"
+    home = os.environ.get("DAGSTER_HOME", DEFAULT_HOME)  # set by now: the one just used
+    return f"DAGSTER_HOME={home} dagster dev -m statepool_dagster.definitions"
 
 
 def _demo_sessions(settings: Settings, args: argparse.Namespace) -> int:
@@ -158,6 +180,14 @@ def _materialize_training_dataset(verbose: bool = False) -> str | None:
     return None if result.success else first_error(result)
 
 
+STORE_HELP = "store root (default STATEPOOL_STORE_DIR)"
+
+
+def _command(sub, name: str, help_text: str) -> argparse.ArgumentParser:
+    """A sub-command whose one line of help is also its ``--help`` description."""
+    return sub.add_parser(name, help=help_text, description=help_text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = values.Parser(prog="statepool", description=values.DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -176,23 +206,26 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
         p.add_argument("--json", action="store_true", help="print the summary as JSON")
         p.add_argument("-v", "--verbose", action="store_true", help="show Dagster's own logs")
+        p.add_argument("--store", default=None, help=STORE_HELP)
     sub.choices["demo"].add_argument(
         "--sessions",
         action="store_true",
         help="also run a small simulated rollout writing a session (STATEPOOL_SESSIONS_DIR)",
     )
-    p = sub.add_parser(
-        "status", help="each run's and session's partition state, and the feedback fold"
-    )
-    p.add_argument("--json", action="store_true")
+    p = _command(sub, "status", "each run's and session's partition state, and the feedback fold")
+    p.add_argument("--json", action="store_true", help="print the status as JSON")
+    p.add_argument("--store", default=None, help=STORE_HELP)
     p.set_defaults(func=cmd_status)
-    p = sub.add_parser("export", help="write a trainer-ready export of the store (no Dagster)")
-    p.add_argument("--format", required=True, choices=EXPORT_FORMATS)
+    p = _command(sub, "export", "write a trainer-ready export of the store (no Dagster)")
+    p.add_argument(
+        "--format", required=True, choices=EXPORT_FORMATS, help="the trainer the export is for"
+    )
     p.add_argument("--out", required=True, help="folder to write (new, empty or an earlier export)")
+    p.add_argument("--parents", action="store_true", help="create --out's missing parent folders")
     p.add_argument("--val-fraction", type=values.FRACTION, help="share of runs in val (0 to 1)")
     p.add_argument("--test-fraction", type=values.FRACTION, help="share of runs in test (0 to 1)")
     p.add_argument("--seed", type=int, default=None, help="seed of the run-level split")
-    p.add_argument("--store", default=None, help="store root (default STATEPOOL_STORE_DIR)")
+    p.add_argument("--store", default=None, help=STORE_HELP)
     p.add_argument(
         "--tokenizer",
         default=None,
@@ -226,19 +259,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="replace an earlier export of another format"
     )
     p.set_defaults(func=cmd_export)
-    p = sub.add_parser("report", help="write the pool report, store/report/index.html")
-    p.add_argument("--store", default=None, help="store root (default STATEPOOL_STORE_DIR)")
+    p = _command(sub, "report", "write the pool report, store/report/index.html")
+    p.add_argument("--store", default=None, help=STORE_HELP)
     p.set_defaults(func=cmd_report)
-    p = sub.add_parser(
-        "score", help="grade curator answers (JSONL: state_id, completion) against the store"
+    p = _command(
+        sub, "score", "grade curator answers (JSONL: state_id, completion) against the store"
     )
     p.add_argument("--completions", required=True, help="JSONL file, one answer a line")
-    p.add_argument("--store", default=None, help="store root (default STATEPOOL_STORE_DIR)")
+    p.add_argument("--store", default=None, help=STORE_HELP)
     p.add_argument("--json", action="store_true", help="print rows, groups and summary as JSON")
     p.set_defaults(func=cmd_score)
     feedback.add_parser(sub)
     add_ingest_parser(sub)
     return parser
+
+
+# A closed standard output (`statepool status --json | head`): what a shell reports for a
+# command SIGPIPE stopped, 128 + 13, after no traceback.
+CLOSED_STDOUT = 141
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -247,18 +285,32 @@ def main(argv: list[str] | None = None) -> int:
     from ..core.errors import StatepoolError
 
     args = build_parser().parse_args(argv)
+    command = f"statepool {args.command}"
     started = time.perf_counter()
     try:
         code = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _stdout_closed()
     except ValidationError as exc:
-        print(f"statepool: {Settings.describe_error(exc)}", file=sys.stderr)
+        print(f"{command}: {Settings.describe_error(exc)}", file=sys.stderr)
         return 2
     except StatepoolError as exc:
-        print(f"statepool: {exc}", file=sys.stderr)
+        print(f"{command}: {exc}", file=sys.stderr)
         return 2
     if getattr(args, "verbose", False):
         print(f"({time.perf_counter() - started:.2f}s)", file=sys.stderr)
     return code
+
+
+def _stdout_closed() -> int:
+    """The reader of standard output went away: nothing more to say, and no flush at exit
+    may fail again (Python's documented way: point the descriptor at devnull)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return CLOSED_STDOUT
 
 
 if __name__ == "__main__":

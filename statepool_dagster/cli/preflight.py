@@ -6,12 +6,23 @@ exits 2 (``cli.main`` turns a :class:`StatepoolError` into that line).
 
 from __future__ import annotations
 
+import os
+
 from ..core.config import Settings
 from ..core.errors import StatepoolError
 from ..core.locations import AnyPath, as_path
 
 RUNS_SETTING = Settings.env_name("runs_dir")
 STORE_SETTING = Settings.env_name("store_dir")
+
+
+def use_store_flag(args) -> str:
+    """A command's ``--store``, for the Dagster runs it starts too (they read the settings from
+    the environment); the name a refusal of the store names."""
+    if getattr(args, "store", None):
+        os.environ[STORE_SETTING] = args.store
+        return "--store"
+    return STORE_SETTING
 
 
 def _kind_problem(path: AnyPath, name: str, what: str) -> str | None:

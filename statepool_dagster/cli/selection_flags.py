@@ -23,7 +23,10 @@ def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep states whose mean ops-match rate (0 to 1) or, with --band-on score, mean "
         "score (-1 to 1) is in [LO, HI]",
     )  # fmt: skip
-    parser.add_argument("--band-on", choices=("match", "score"), default=None)
+    parser.add_argument(
+        "--band-on", choices=("match", "score"), default=None,
+        help="what --difficulty-band bounds: the mean ops-match rate (default) or mean score",
+    )  # fmt: skip
     parser.add_argument(
         "--weight", choices=("std", "pass-rate"), default=None,
         help="a weight column: the recent groups' reward std, or p(1-p) of the match rate",

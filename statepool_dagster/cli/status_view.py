@@ -9,15 +9,16 @@ from typing import Any
 from .console import dagster_instance, start_up
 
 
-def collect() -> dict[str, Any]:
+def collect(args: argparse.Namespace | None = None) -> dict[str, Any]:
     """``{"runs": [...], "sessions": [...], "feedback": {...}}`` from the instance and indexes."""
     with start_up():
         from ..core.config import Settings
         from . import preflight
 
+        store_name = preflight.use_store_flag(args)
         settings = Settings.from_env()
         preflight.runs_folder(settings)
-        preflight.store_folder(settings.store_dir, must_exist=True)
+        preflight.store_folder(settings.store_dir, store_name, must_exist=True)
         # Dagster only once the settings pass: a refusal is one line, at once.
         from .status import run_statuses
         from .status_sessions import feedback_status, session_statuses
@@ -71,7 +72,7 @@ def _feedback(fb: dict[str, Any]) -> list[str]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    status = collect()
+    status = collect(args)
     if args.json:
         print(json.dumps(status, indent=1))
         return 0

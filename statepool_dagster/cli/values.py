@@ -11,6 +11,8 @@ import math
 from collections.abc import Callable
 from typing import NoReturn
 
+from ..core.ranges import INT64_MAX, Range
+
 # What ``statepool --help`` says: plain text (the main module's docstring is reST).
 DESCRIPTION = (
     "The state pool's command line: sync runs and sessions into the store, export it for "
@@ -24,31 +26,27 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         flag, sep, why = message.removeprefix("argument ").partition(": ")
         if message.startswith("argument ") and sep:
-            self.exit(2, f"statepool: {flag.split('/')[-1]}: {why}\n")
+            self.exit(2, f"{self.prog}: {flag.split('/')[-1]}: {why}\n")
         super().error(message)
 
 
 def number(
     kind: type[int] | type[float], low: float | None = None, high: float | None = None
 ) -> Callable[[str], int | float]:
-    """A type for argparse: ``kind`` (int or float), finite, within [low, high]."""
-    if low is not None and high is not None:
-        scale = f"{low:g} to {high:g}"
-    elif low is not None:
-        scale = f"at least {low:g}"
-    else:
-        scale = f"at most {high:g}"
-    what = "a whole number" if kind is int else "a number"
+    """A type for argparse: ``kind`` (int or float) within [low, high], checked by the core's
+    one range check (a whole number with no top: at most what an int64 column holds)."""
+    if kind is int and high is None:
+        high = INT64_MAX
+    rule = Range(kind, low, high)
 
     def parse(text: str) -> int | float:
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {what}, {scale}, not {text!r}") from None
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"must be {what}, {scale}, not {text!r}")
-        if (low is not None and value < low) or (high is not None and value > high):
-            raise argparse.ArgumentTypeError(f"must be {scale}, not {text}")
+            raise argparse.ArgumentTypeError(f"must be {rule.describe()}, not {text!r}") from None
+        problem = rule.problem(value)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
         return value
 
     parse.__name__ = kind.__name__

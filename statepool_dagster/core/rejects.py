@@ -18,8 +18,18 @@ class Reject(BaseModel):
     raw: str | None
 
     def describe(self) -> str:
-        where = self.file if self.line is None else f"{self.file} line {self.line}"
-        return f"{where}: {self.error}"
+        return bad_line(self.file, self.line, self.error)
+
+
+def bad_line(file: str, line: int | None, reason: str) -> str:
+    """The one way a bad line (or a whole bad file) is named: ``<file> line <n>: <why>``."""
+    where = file if line is None else f"{file} line {line}"
+    return f"{where}: {reason}"
+
+
+def not_json(exc: Exception) -> str:
+    """Why a line is not JSON, as every reader says it."""
+    return f"not valid JSON: {exc}"
 
 
 def escape_bytes(raw: bytes) -> str:

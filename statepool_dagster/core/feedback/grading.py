@@ -75,5 +75,7 @@ def _queue(folder: str, items: list) -> None:
     """Queue; a full disk or a lost mount costs the feedback, never the training step."""
     try:
         recorder_for(folder).queue(items)
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:  # the answers that fit their columns are queued
+        log.warning("feedback: in %s: %s", folder, exc)
+    except OSError as exc:
         log.warning("feedback: %d records not recorded in %s: %s", len(items), folder, exc)

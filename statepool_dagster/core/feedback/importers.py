@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import time
 from collections.abc import Iterator
@@ -19,10 +18,11 @@ from typing import Any
 
 from ..errors import StatepoolError
 from ..locations import as_path
+from ..rejects import bad_line, not_json
 from ..segments import SegmentWriter
 from ..segments.writer import highest_seq
 from .folders import feedback_folder as feedback_folder
-from .records import FeedbackRecord, encode, from_breakdown, group_id
+from .records import FeedbackRecord, encode, finite_number, from_breakdown, group_id
 
 
 @dataclass
@@ -52,9 +52,7 @@ def _writer_name(kind: str, path: Path) -> str:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
+    return float(value) if finite_number(value) else None
 
 
 def _lines(path: Path) -> Iterator[tuple[int, Any, str]]:
@@ -66,7 +64,7 @@ def _lines(path: Path) -> Iterator[tuple[int, Any, str]]:
             try:
                 yield number, json.loads(raw), ""
             except (ValueError, RecursionError) as exc:
-                yield number, None, f"not JSON ({exc})"
+                yield number, None, not_json(exc)
 
 
 def _verl_record(row: Any, file_step: int, now: float) -> FeedbackRecord | str:
@@ -85,7 +83,10 @@ def _verl_record(row: Any, file_step: int, now: float) -> FeedbackRecord | str:
     parts = {k: v for k, v in row.items() if _number(v) is not None}
     parts["score"] = score
     group = group_id("verl-dump", step, prompt)
-    return from_breakdown(state_id, parts, group=group, time=now, source="verl-dump", step=step)
+    try:
+        return from_breakdown(state_id, parts, group=group, time=now, source="verl-dump", step=step)
+    except ValueError as exc:
+        return str(exc)
 
 
 def _write(
@@ -99,7 +100,7 @@ def _write(
     with SegmentWriter(folder, name, max_age=float("inf")) as writer:
         for number, record in rows:
             if isinstance(record, str):
-                report.rejects.append(f"{path} line {number}: {record}")
+                report.rejects.append(bad_line(str(path), number, record))
                 continue
             writer.append(encode(record))
             report.records += 1
@@ -111,7 +112,8 @@ def import_verl_dump(folder: str, dump_dir: str | os.PathLike[str]) -> ImportRep
     """Every ``{step}.jsonl`` of a verl ``trainer.rollout_data_dir`` into ``folder``."""
     source = Path(dump_dir)
     if not source.is_dir():
-        raise StatepoolError(f"verl dump folder {source} does not exist or is not a folder")
+        what = "not a folder" if source.exists() else "does not exist"
+        raise StatepoolError(f"{source}: {what} (a verl dump is a folder)")
     files = sorted(
         (int(p.stem), p) for p in source.glob("*.jsonl") if p.stem.isdigit() and p.is_file()
     )
@@ -148,7 +150,8 @@ def import_scores(folder: str, scores_file: str | os.PathLike[str]) -> ImportRep
     """The rows of ``statepool score --json`` output into ``folder``; a group per state."""
     path = Path(scores_file)
     if not path.is_file():
-        raise StatepoolError(f"scores file {path} does not exist or is not a file")
+        what = "a folder, not a file" if path.is_dir() else "does not exist"
+        raise StatepoolError(f"{path}: {what}")
     now = time.time()
     token = _writer_name("scores", path)
     rejects: list[str] = []
@@ -179,7 +182,10 @@ def _score_record(row: Any, token: str, now: float) -> FeedbackRecord | str:
         return f'"score" {row.get("score")!r} is not a finite number'
     parts = {k: v for k, v in row.items() if _number(v) is not None}
     group = group_id("scores", token, state_id)
-    return from_breakdown(state_id, parts, group=group, time=now, source="scores")
+    try:
+        return from_breakdown(state_id, parts, group=group, time=now, source="scores")
+    except ValueError as exc:
+        return str(exc)
 
 
 def _merge(total: ImportReport, part: ImportReport) -> None:

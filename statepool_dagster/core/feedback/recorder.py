@@ -22,7 +22,15 @@ from typing import Any
 
 from ..config import Settings, settings_now
 from ..segments import SegmentWriter
-from .records import FeedbackRecord, encode, from_breakdown, group_id
+from .records import (
+    FeedbackRecord,
+    check_state_id,
+    check_values,
+    checked,
+    encode,
+    from_breakdown,
+    group_id,
+)
 
 FEEDBACK_ENV = Settings.env_name("feedback_dir")
 SEAL_ENV = Settings.env_name("feedback_seal_seconds")
@@ -61,15 +69,32 @@ class FeedbackRecorder:
         thread.start()
 
     def queue(self, items: Iterable[Pending]) -> None:
-        """Queue ``(group parts, state_id, breakdown, time, source, step)`` tuples."""
+        """Queue ``(group parts, state_id, breakdown, time, source, step)`` tuples.
+
+        An answer whose numbers its columns cannot hold is left out, the rest queued, and
+        a ``ValueError`` names the field.
+        """
+        good, problems = [], []
+        for item in items:
+            try:
+                check_state_id(item[1])
+                check_values(item[2].get("score"), item[3], item[5])
+            except ValueError as exc:
+                problems.append(str(exc))
+            else:
+                good.append(item)
         with self._lock:
-            self._pending.extend(items)
+            self._pending.extend(good)
             full = len(self._pending) >= BATCH
         if full:
             self.drain()
+        if problems:
+            raise ValueError(f"{len(problems)} answers not recorded: {problems[0]}")
 
     def record(self, records: Iterable[FeedbackRecord]) -> None:
-        """Write finished records now."""
+        """Write finished records now; a ``ValueError`` naming the field of the first record
+        its columns cannot hold, before any is written."""
+        records = [checked(record) for record in records]
         self.drain()
         with self._lock:
             for record in records:

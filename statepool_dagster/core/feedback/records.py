@@ -14,12 +14,13 @@ the state has no reference ops.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+
+from ..ranges import FINITE, check
 
 PART_KEYS = ("format", "validity", "agreement", "has_reference", "outcome", "ops", "invalid_ops")
 SOURCES = ("verl", "trl", "verl-dump", "scores")
@@ -78,13 +79,42 @@ def decode(line: bytes) -> FeedbackRecord | BadRecord:
         record = _decoder.decode(line)
     except (msgspec.DecodeError, RecursionError) as exc:
         return BadRecord(f"not a feedback record: {exc}")
-    if not record.state_id:
-        return BadRecord("empty state_id")
-    if not math.isfinite(record.score):
-        return BadRecord(f"score {record.score} is not a finite number")
-    if record.ops_match not in (None, 0, 1):
-        return BadRecord(f"ops_match {record.ops_match!r} is not 0, 1 or null")
+    try:
+        return checked(record)
+    except ValueError as exc:
+        return BadRecord(str(exc))
+
+
+def checked(record: FeedbackRecord) -> FeedbackRecord:
+    """``record`` if every field fits its column; else a ``ValueError`` naming the field.
+
+    The one check of a record, wherever it enters: the recorder, an import, a segment read.
+    """
+    check_state_id(record.state_id)
+    check_values(record.score, record.time, record.step)
+    if record.ops_match is not None:
+        check("ops_match", record.ops_match)
+    for name, value in record.parts.items():
+        check(f"parts.{name}", value, FINITE)
     return record
+
+
+def check_state_id(state_id: Any) -> None:
+    """A record's state id: text UTF-8 can hold (no lone surrogate), not empty."""
+    if not isinstance(state_id, str) or not state_id:
+        raise ValueError(f"state_id: must be a non-empty string, not {state_id!r}")
+    try:
+        state_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("state_id: not storable as UTF-8 (a lone surrogate)") from None
+
+
+def check_values(score: Any, time: Any, step: Any) -> None:
+    """A graded answer's numbers (score, time, policy step) checked against their columns."""
+    check("score", score)
+    check("time", time)
+    if step is not None:
+        check("step", step)
 
 
 def from_breakdown(
@@ -97,14 +127,22 @@ def from_breakdown(
     step: int | None = None,
 ) -> FeedbackRecord:
     """A record from a grade's breakdown (``Grade.breakdown()`` or a scores row)."""
-    parts = {k: float(v) for k in PART_KEYS if isinstance(v := breakdown.get(k), int | float)}
+    score = breakdown["score"]
+    check_state_id(state_id)
+    check_values(score, time, step)
+    parts = {k: float(v) for k in PART_KEYS if finite_number(v := breakdown.get(k))}
     return FeedbackRecord(
         state_id=state_id,
-        score=float(breakdown["score"]),
+        score=float(score),
         group=group,
-        time=time,
+        time=float(time),
         source=source,
         step=step,
         ops_match=ops_match(breakdown),
         parts=parts,
     )
+
+
+def finite_number(value: Any) -> bool:
+    """Whether ``value`` is an int or float a float column holds (not a bool, NaN, 10**400)."""
+    return FINITE.problem(value) is None

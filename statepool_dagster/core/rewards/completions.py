@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import StatepoolError
 from ..export.collect import collect_export
 from ..export.rows import ExportOptions
+from ..rejects import bad_line, not_json
 from .grader import Grader, reference_from_json, state_from_json
 from .score import Grade
 
@@ -127,7 +128,7 @@ def read_completions(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, s
             try:
                 row = json.loads(text)
             except (json.JSONDecodeError, RecursionError) as exc:
-                yield number, None, f"not JSON ({exc})"
+                yield number, None, not_json(exc)
                 continue
             if not isinstance(row, dict):
                 yield number, None, f"a JSON {type(row).__name__}, not an object"
@@ -145,11 +146,12 @@ def score_completions(
     """Grade every line of the completions file at ``path`` against ``states``."""
     source = Path(path)
     if not source.is_file():
-        raise StatepoolError(f"completions file {source} does not exist or is not a file")
+        what = "a folder, not a file" if source.is_dir() else "does not exist"
+        raise StatepoolError(f"{source}: {what}")
     report = ScoreReport(str(source))
     for number, row, problem in read_completions(source):
         if row is None:
-            report.bad_lines.append(f"{source}:{number}: {problem}")
+            report.bad_lines.append(bad_line(str(source), number, problem))
             continue
         record = states.get(row["state_id"])
         if record is None:

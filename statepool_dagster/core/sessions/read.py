@@ -15,7 +15,7 @@ from ..rejects import RAW_LIMIT, UNSTORABLE, Reject, escape_bytes
 from ..runs.json_read import is_utf8, loads, storable
 from ..segments.reader import DEFAULT_MAX_LINE, OversizeLine, iter_segment_lines
 from ..states.models import STATE_FIELDS, CheckpointState
-from .writer import PROVENANCE_KEY
+from .provenance import PROVENANCE_KEY, provenance_fields
 
 _REQUIRED = ("state_id", "dataset", "lib_snapshot", "episodes", "analysis", "last_receipt")
 _SLICE = 1 << 20  # characters encoded at a time into the digest
@@ -62,24 +62,6 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
-def _provenance(value: Any) -> tuple[int | None, str | None, float | None, str | None]:
-    if value is None:
-        return None, None, None, None
-    if not isinstance(value, dict):
-        raise ValueError(f"{PROVENANCE_KEY} is not an object")
-    step, parent, when, meta = (
-        value.get(k) for k in ("policy_step", "parent_state_id", "time", "meta")
-    )
-    if step is not None and type(step) is not int:
-        raise ValueError(f"{PROVENANCE_KEY}.policy_step is not an integer")
-    if parent is not None and not isinstance(parent, str):
-        raise ValueError(f"{PROVENANCE_KEY}.parent_state_id is not a string")
-    if when is not None and (isinstance(when, bool) or not isinstance(when, int | float)):
-        raise ValueError(f"{PROVENANCE_KEY}.time is not a number")
-    meta_text = None if meta is None else json.dumps(meta, ensure_ascii=False, sort_keys=True)
-    return step, parent, None if when is None else float(when), meta_text
-
-
 def _validation_message(error: ValidationError) -> str:
     first = error.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "the state"
@@ -93,7 +75,7 @@ def parse_state_line(raw: bytes, line: int) -> SessionState:
     record = loads(raw)
     if not isinstance(record, dict):
         raise ValueError(f"not a state: a JSON {type(record).__name__}, not an object")
-    step, parent, when, meta = _provenance(record.pop(PROVENANCE_KEY, None))
+    step, parent, when, meta = provenance_fields(record.pop(PROVENANCE_KEY, None))
     unknown = [k for k in record if k not in STATE_FIELDS]
     if unknown:
         fields = "field" if len(unknown) == 1 else "fields"
@@ -107,6 +89,8 @@ def parse_state_line(raw: bytes, line: int) -> SessionState:
     except ValidationError as exc:
         raise ValueError(f"not a state: {_validation_message(exc)}") from None
     written = state.state_id
+    if not storable(written):  # kept as written_state_id when the pool id is a digest
+        raise ValueError(UNSTORABLE)
     try:
         state.state_id = pool_state_id(state)
     except UnicodeEncodeError:

@@ -11,12 +11,11 @@ from types import TracebackType
 from typing import Any
 
 from ..locations import AnyPath, as_path
+from ..ranges import check
 from ..segments.writer import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, SegmentWriter
 from .layout import check_session_name, segments_dir, session_dir
+from .provenance import PROVENANCE_KEY, provenance_fields
 from .spec import ensure_spec
-
-# The one key a session line adds to the state's own: who wrote it, when, at which step.
-PROVENANCE_KEY = "_statepool"
 
 
 def default_writer_name() -> str:
@@ -103,11 +102,13 @@ class StateWriter:
         """Add one state (a ``CheckpointState``, its dict, or its ``to_json`` text)."""
         if type(policy_step) is not int:
             raise TypeError(f"policy_step must be an int, not {type(policy_step).__name__}")
+        check("policy_step", policy_step)
         provenance: dict[str, Any] = {"policy_step": policy_step, "time": time.time()}
         if parent_state_id is not None:
             provenance["parent_state_id"] = str(parent_state_id)
         if meta:
             provenance["meta"] = meta
+        provenance_fields(provenance)  # what a reader of the line would refuse is not written
         self.segments.append(session_line(state, provenance))
 
     def seal(self) -> str | None:
