@@ -19,11 +19,15 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from typing import Any
+
+import msgspec
 
 from ..feedback.select import Selection, describe
 from ..names import PROMPTS, STATES, run_name_problem
 from ..runs.files import natural_key
 from ..sessions.layout import stored_sessions
+from ..states.digest import state_text_digest
 from ..store.atomic import READ_RETRY_DELAYS
 from ..store.batches import CheckpointBatches
 from ..store.layout import StoreLayout
@@ -41,16 +45,33 @@ from .rows import (
     SourceOptions,
     run_row,
     split_of,
-    state_digest,
 )
 from .sessions import SessionRows
 
 STATE_COLUMNS = ["state_id", "version", "state", "reference_ops"]
+DIGEST = "digest"  # a state row's recorded digest (None: its part's facts have none)
 PROMPT_COLUMNS = ["state_id", "prompt", "reference_ops"]
 
 
 class _Disagree(Exception):
     """A run's prompts were not rendered from its current states."""
+
+
+class _Dataset(msgspec.Struct):
+    dataset: Any = ""
+
+
+_dataset = msgspec.json.Decoder(_Dataset).decode
+
+
+def state_dataset(text: str) -> str:
+    """``str(state.get("dataset", ""))`` of a state's text, its other members skipped unbuilt;
+    by ``json`` where msgspec would refuse the text (a NaN, a huge integer, ...)."""
+    try:
+        return str(_dataset(text).dataset)
+    except (msgspec.MsgspecError, ValueError):
+        state = json.loads(text)
+        return str(state.get("dataset", "") if isinstance(state, dict) else "")
 
 
 BATCH = 16  # checkpoints read at a time: a state is a checkpoint's library and batch
@@ -100,8 +121,11 @@ def _run_pairs(layout: StoreLayout, run: str) -> Iterator[tuple[dict, dict | Non
         prompts, states = _agreeing_tables(layout, run)
         try:
             for names, prompt_rows in prompts.batches(PROMPT_COLUMNS, BATCH, skip=done):
-                have = [n for n in names if n in states.table.parts]
+                parts = states.table.parts
+                have = [n for n in names if n in parts]
                 state_rows = states.read(have, STATE_COLUMNS).to_pylist()
+                for name, row in zip(have, state_rows, strict=True):
+                    row[DIGEST] = parts[name].info.get("digest")
                 by_id = {row["state_id"]: row for row in state_rows}
                 done.update(names)
                 for row in prompt_rows.to_pylist():
@@ -163,15 +187,16 @@ def export_rows(
                     continue
                 if run_ids is not None:
                     run_ids.add(sid)
-                state = json.loads(state_row["state"])
-                key = state_digest(state)
+                text = state_row["state"]
+                recorded = state_row.pop(DIGEST)
+                key = bytes.fromhex(recorded) if recorded else state_text_digest(text)
                 if key in seen:
                     export.duplicates[sid] = seen[key]
                     continue
                 seen[key] = sid
                 kept += 1
                 export.collected += 1
-                dataset = str(state.get("dataset", ""))
+                dataset = state_dataset(text)
                 row = run_row(
                     prompt_row,
                     state_row,
@@ -181,7 +206,7 @@ def export_rows(
                     state_id=sid,
                     run=run,
                 )
-                del state
+                del text
                 row = gate.admit(row)
                 if row is not None:
                     yield row
