@@ -82,7 +82,18 @@ def _open(layout: StoreLayout, asset: str, run: str) -> CheckpointBatches:
 
 
 def _agree(prompts: CheckpointBatches, states: CheckpointBatches) -> bool:
-    """Each prompt records the key of the state it was rendered from: do they all match?"""
+    """Each prompt records the key of the state it was rendered from: do they all match?
+
+    Read from the facts the prompts stage keeps per checkpoint (no row read); from the key
+    columns where a store predates them.
+    """
+    made = [part.info.get("from") for part in prompts.table.parts.values()]
+    if all(isinstance(m, list) and len(m) >= 2 for m in made):
+        stored = states.table.parts
+        return all(
+            name in stored and stored[name].key == part.info["from"][1]
+            for name, part in prompts.table.parts.items()
+        )
     rendered = prompts.read(prompts.names(), ["state_id", "state_key"])
     current = states.read(states.names(), ["state_id", "input_key"])
     keys = dict(zip(current["state_id"].to_pylist(), current["input_key"].to_pylist(), strict=True))
