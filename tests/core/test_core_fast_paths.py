@@ -175,3 +175,15 @@ def test_the_digest_a_state_part_records_is_its_texts(tmp_path):
         bare = {k: v for k, v in info.items() if k != "digest"}
         assert state_digest_hex(bare, text) == info["digest"]
         assert state_digest_hex(bare) is None
+
+
+@given(text, st.booleans())
+def test_a_states_dataset_read_alone_is_the_parsed_states(dataset, assembled):
+    from statepool_dagster.core.export.collect import state_dataset
+
+    data = state_bytes("run_ckpt1", dataset, "{}", ["{}"], None, "r", [], {}, "surrogatepass")
+    try:
+        state_text = data.decode("utf-8")
+    except UnicodeDecodeError:  # a lone surrogate: never a stored state
+        return
+    assert state_dataset(state_text, assembled) == str(json.loads(state_text)["dataset"])

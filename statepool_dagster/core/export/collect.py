@@ -64,9 +64,23 @@ class _Dataset(msgspec.Struct):
 _dataset = msgspec.json.Decoder(_Dataset).decode
 
 
-def state_dataset(text: str) -> str:
+_HEAD, _DATASET = '{"state_id": "', ', "dataset": "'
+
+
+def state_dataset(text: str, assembled: bool = False) -> str:
     """``str(state.get("dataset", ""))`` of a state's text, its other members skipped unbuilt;
-    by ``json`` where msgspec would refuse the text (a NaN, a huge integer, ...)."""
+    by ``json`` where msgspec would refuse the text (a NaN, a huge integer, ...).
+
+    ``assembled``: the text is one the states stage assembled (its members in their fixed
+    order, each once), so the dataset is the second member's string, read alone.
+    """
+    if assembled and text.startswith(_HEAD):
+        try:
+            end = json.decoder.scanstring(text, len(_HEAD))[1]
+            if text.startswith(_DATASET, end):
+                return json.decoder.scanstring(text, end + len(_DATASET))[0]
+        except ValueError:
+            pass
     try:
         return str(_dataset(text).dataset)
     except (msgspec.MsgspecError, ValueError):
@@ -207,7 +221,7 @@ def export_rows(
                 seen[key] = sid
                 kept += 1
                 export.collected += 1
-                dataset = state_dataset(text)
+                dataset = state_dataset(text, assembled=recorded is not None)
                 row = run_row(
                     prompt_row,
                     state_row,
