@@ -33,13 +33,16 @@ class Measure:
     seconds: float
     peak_rss_mb: float
     stdout: str = field(default="", repr=False, compare=False)
+    cpu_seconds: float = 0.0  # user + system, the child's and its waited-for children's
 
 
 def median_of(repeat: int, measure: Callable[[], Measure]) -> Measure:
     """The median wall time of ``repeat`` runs of ``measure``; peak RSS: the largest seen."""
     runs = sorted((measure() for _ in range(max(1, repeat))), key=lambda m: m.seconds)
     middle = runs[len(runs) // 2]
-    return Measure(middle.name, middle.seconds, max(m.peak_rss_mb for m in runs), middle.stdout)
+    cpu = sorted(m.cpu_seconds for m in runs)[len(runs) // 2]
+    peak = max(m.peak_rss_mb for m in runs)
+    return Measure(middle.name, middle.seconds, peak, middle.stdout, cpu)
 
 
 def warm_page_cache(folder: Path) -> None:
@@ -160,7 +163,8 @@ class Bench:
                 raise SystemExit(f"{name} failed: {errors.read().decode(errors='replace')[-3000:]}")
             output.seek(0)
             stdout = output.read().decode(errors="replace")
-        return Measure(name, seconds, usage.ru_maxrss / 1024, stdout)
+        cpu = usage.ru_utime + usage.ru_stime
+        return Measure(name, seconds, usage.ru_maxrss / 1024, stdout, cpu)
 
     def program(self, name: str, script: str, *args: object, env: dict[str, str] | None = None):
         """Run one of the bench's own programs (``bench/<script>.py``) as a measure."""

@@ -321,3 +321,22 @@ def test_training_dataset_fails_when_its_fractions_leave_train_without_a_run(syn
     failure = next(e for e in result.all_events if e.is_step_failure)
     assert "no run fell in train" in str(failure.step_failure_data.error.message)
     assert {p: p.stat().st_mtime_ns for p in exports.rglob("*") if p.is_file()} == before
+
+
+def test_report_figures_from_the_index_facts_equal_those_from_the_rows(synced):
+    from statepool_dagster.core.names import PROMPTS
+    from statepool_dagster.core.report.numbers import (
+        RunNumbers,
+        _counted_by_facts,
+        _counted_by_rows,
+        prompt_chars,
+    )
+
+    layout = StoreLayout(synced.store)
+    for run in ("run000", "run001", "run002", "run000-copy"):
+        by_facts, by_rows = RunNumbers(run), RunNumbers(run)
+        assert _counted_by_facts(layout, run, by_facts)
+        _counted_by_rows(layout, run, by_rows)
+        assert by_facts == by_rows and by_facts.states == 4
+        chars = read_run_table(layout, PROMPTS, run, ["prompt_chars"])["prompt_chars"]
+        assert prompt_chars(layout, run) == chars.to_pylist()

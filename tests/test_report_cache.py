@@ -1,5 +1,6 @@
-"""The report's kept figures (``core/report/cache.py``): a sync counts each run it builds, a
-report draws from them, and the pages are the same bytes as when every run is read again."""
+"""The report's kept figures (``core/report/cache.py``): a report counts each run it has
+not counted, the next draws from them, and the pages are the same bytes as when every run is
+read again."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def test_kept_figures_draw_the_same_report_and_follow_changes(workspace, instanc
     shutil.copy(snapshots / "skills_v1.json", snapshots / "skills_v1.bak")  # an ignored file
     figures = workspace.store / "report" / FIGURES_FOLDER
     assert not sync(instance).failed
-    # Counted by the sync, while it built: one file per run.
+    assert not figures.exists()  # a sync counts nothing: the report does, where it is built
+    write_report(workspace.store, runs_dir=workspace.runs, collect=False)
     assert sorted(p.name for p in figures.iterdir()) == [f"run00{i}.json" for i in range(3)]
     kept = {p.name: p.stat().st_mtime_ns for p in figures.iterdir()}
     write_report(workspace.store, runs_dir=workspace.runs, collect=False)

@@ -15,10 +15,11 @@ import logging
 import os
 
 from ..core.export.collect import _agree
-from ..core.export.rows import ExportOptions, split_of, state_text_digest
+from ..core.export.rows import ExportOptions, split_of
 from ..core.locations import AnyPath, is_local
 from ..core.names import PROMPTS, STATES, TABLE_INDEX, run_name_problem
 from ..core.runs.files import natural_key
+from ..core.states.digest import state_digest_hex, state_text_digest
 from ..core.store.batches import CheckpointBatches
 from ..core.store.layout import StoreLayout
 from ..core.store.part_files import read_spans
@@ -196,8 +197,11 @@ class RunIndex:
         unknown = []
         for name in names:
             before = old.get(name)
+            recorded = state_digest_hex(states.parts[name].info)
             if before is not None and before.where[S_KEY] == states.parts[name].key:
                 digests[name] = before.digest
+            elif recorded is not None:  # recorded as the state was built
+                digests[name] = bytes.fromhex(recorded)
             else:
                 unknown.append(name)
         digests.update(_digests(states, unknown))

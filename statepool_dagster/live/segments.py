@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..core.errors import PromptInputError
-from ..core.export.rows import ExportOptions, split_of, state_text_digest
+from ..core.export.rows import ExportOptions, split_of
 from ..core.locations import AnyPath
 from ..core.prompts.spec import PromptSpec
 from ..core.rejects import Reject
@@ -26,6 +26,7 @@ from ..core.segments.reader import DEFAULT_MAX_LINE, Segment, iter_segment_recor
 from ..core.sessions.layout import SEGMENTS_DIR, session_name_problem
 from ..core.sessions.read import SessionState, parse_line
 from ..core.sessions.store import session_prompt
+from ..core.states.digest import state_text_digest
 from .entries import SEGMENT, Entry
 from .stamps import subfolders
 

@@ -14,13 +14,14 @@ from collections.abc import Callable
 
 import pyarrow.parquet as pq
 
-from ..core.export.rows import ExportOptions, split_of, state_text_digest
+from ..core.export.rows import ExportOptions, split_of
 from ..core.locations import AnyPath, is_local, open_ranged
 from ..core.names import SESSION_STATES
 from ..core.runs.files import natural_key
 from ..core.segments.names import parse_segment_name
 from ..core.sessions.layout import session_name_problem
 from ..core.sessions.store import INDEX, SessionFolders
+from ..core.states.digest import state_text_digest
 from ..core.store.rows import utf8_views
 from .entries import STORED, Entry
 from .stamps import Stamp, index_stamps

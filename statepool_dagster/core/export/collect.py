@@ -19,11 +19,15 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from typing import Any
+
+import msgspec
 
 from ..feedback.select import Selection, describe
 from ..names import PROMPTS, STATES, run_name_problem
 from ..runs.files import natural_key
 from ..sessions.layout import stored_sessions
+from ..states.digest import state_text_digest
 from ..store.atomic import READ_RETRY_DELAYS
 from ..store.batches import CheckpointBatches
 from ..store.layout import StoreLayout
@@ -41,16 +45,47 @@ from .rows import (
     SourceOptions,
     run_row,
     split_of,
-    state_digest,
 )
 from .sessions import SessionRows
 
 STATE_COLUMNS = ["state_id", "version", "state", "reference_ops"]
+DIGEST = "digest"  # a state row's recorded digest (None: its part's facts have none)
 PROMPT_COLUMNS = ["state_id", "prompt", "reference_ops"]
 
 
 class _Disagree(Exception):
     """A run's prompts were not rendered from its current states."""
+
+
+class _Dataset(msgspec.Struct):
+    dataset: Any = ""
+
+
+_dataset = msgspec.json.Decoder(_Dataset).decode
+
+
+_HEAD, _DATASET = '{"state_id": "', ', "dataset": "'
+
+
+def state_dataset(text: str, assembled: bool = False) -> str:
+    """``str(state.get("dataset", ""))`` of a state's text, its other members skipped unbuilt;
+    by ``json`` where msgspec would refuse the text (a NaN, a huge integer, ...).
+
+    ``assembled``: the text is one the states stage assembled (its members in their fixed
+    order, each once), so the dataset is the second member's string, read alone.
+    """
+    if assembled and text.startswith(_HEAD):
+        try:
+            end = json.decoder.scanstring(text, len(_HEAD))[1]
+            if text.startswith(_DATASET, end):
+                return json.decoder.scanstring(text, end + len(_DATASET))[0]
+        except ValueError:
+            pass
+    try:
+        return str(_dataset(text).dataset)
+    except (msgspec.MsgspecError, ValueError):
+        state = json.loads(text)
+        return str(state.get("dataset", "") if isinstance(state, dict) else "")
 
 
 BATCH = 16  # checkpoints read at a time: a state is a checkpoint's library and batch
@@ -61,7 +96,18 @@ def _open(layout: StoreLayout, asset: str, run: str) -> CheckpointBatches:
 
 
 def _agree(prompts: CheckpointBatches, states: CheckpointBatches) -> bool:
-    """Each prompt records the key of the state it was rendered from: do they all match?"""
+    """Each prompt records the key of the state it was rendered from: do they all match?
+
+    Read from the facts the prompts stage keeps per checkpoint (no row read); from the key
+    columns where a store predates them.
+    """
+    made = [part.info.get("from") for part in prompts.table.parts.values()]
+    if all(isinstance(m, list) and len(m) >= 2 for m in made):
+        stored = states.table.parts
+        return all(
+            name in stored and stored[name].key == part.info["from"][1]
+            for name, part in prompts.table.parts.items()
+        )
     rendered = prompts.read(prompts.names(), ["state_id", "state_key"])
     current = states.read(states.names(), ["state_id", "input_key"])
     keys = dict(zip(current["state_id"].to_pylist(), current["input_key"].to_pylist(), strict=True))
@@ -100,8 +146,11 @@ def _run_pairs(layout: StoreLayout, run: str) -> Iterator[tuple[dict, dict | Non
         prompts, states = _agreeing_tables(layout, run)
         try:
             for names, prompt_rows in prompts.batches(PROMPT_COLUMNS, BATCH, skip=done):
-                have = [n for n in names if n in states.table.parts]
+                parts = states.table.parts
+                have = [n for n in names if n in parts]
                 state_rows = states.read(have, STATE_COLUMNS).to_pylist()
+                for name, row in zip(have, state_rows, strict=True):
+                    row[DIGEST] = parts[name].info.get("digest")
                 by_id = {row["state_id"]: row for row in state_rows}
                 done.update(names)
                 for row in prompt_rows.to_pylist():
@@ -163,15 +212,16 @@ def export_rows(
                     continue
                 if run_ids is not None:
                     run_ids.add(sid)
-                state = json.loads(state_row["state"])
-                key = state_digest(state)
+                text = state_row["state"]
+                recorded = state_row.pop(DIGEST)
+                key = bytes.fromhex(recorded) if recorded else state_text_digest(text)
                 if key in seen:
                     export.duplicates[sid] = seen[key]
                     continue
                 seen[key] = sid
                 kept += 1
                 export.collected += 1
-                dataset = str(state.get("dataset", ""))
+                dataset = state_dataset(text, assembled=recorded is not None)
                 row = run_row(
                     prompt_row,
                     state_row,
@@ -181,7 +231,7 @@ def export_rows(
                     state_id=sid,
                     run=run,
                 )
-                del state
+                del text
                 row = gate.admit(row)
                 if row is not None:
                     yield row

@@ -22,9 +22,10 @@ from ..names import parse_run_state_id
 from ..segments.names import parse_segment_name
 from ..sessions.build import session_totals
 from ..sessions.store import SessionFolders
+from ..states.digest import state_digest
 from ..words import plural
 from .gate import Gate
-from .rows import NO_REFERENCE, SESSIONS, ExportRow, ExportSet, split_of, state_digest
+from .rows import NO_REFERENCE, SESSIONS, ExportRow, ExportSet, split_of
 
 NO_REFERENCE_JSON = json.dumps(NO_REFERENCE)
 

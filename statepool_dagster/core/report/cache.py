@@ -4,20 +4,17 @@ Counting a run's figures reads its four tables; drawing them is cheap. So a run'
 (``RunNumbers`` without its split and ignored files, and its prompt lengths) are kept in
 ``store/report/.figures/<run>.json`` with a stamp of the files they were read from: each
 table part's and the rejects file's inode, size and modification time. A report takes the
-kept figures of a run whose stamp still matches and reads the others again; a sync counts
-the runs it has built while it builds the next ones (``warm_figures``). A store that is not
-a local folder keeps nothing: every report reads it all.
+kept figures of a run whose stamp still matches and reads the others again (a sync counts
+nothing: the first report after it does). A store that is not a local folder keeps nothing:
+every report reads it all.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import hashlib
 import json
-import multiprocessing as mp
 import os
-from concurrent.futures import Future, ProcessPoolExecutor
 
 from ..locations import AnyPath
 from ..names import EPISODES, PROMPTS, SNAPSHOTS, STATES
@@ -124,44 +121,3 @@ def prune_figures(layout: StoreLayout, runs: list[str]) -> None:
         if path.suffix == ".json" and path.name not in keep:
             with contextlib.suppress(OSError):
                 path.unlink()
-
-
-def warm_figures(store: str | os.PathLike[str], runs: list[str]) -> None:
-    """Count and keep the figures of ``runs`` now, so the next report only draws them."""
-    layout = StoreLayout(store)
-    for run in runs:
-        counted_run(layout, run)
-
-
-class FiguresWarmer:
-    """Counts the figures of runs just built in one background process, while more are built.
-
-    Nothing is kept from a store that is not a local folder, or without ``fork``. A failure
-    here only leaves the report to count the run itself.
-    """
-
-    def __init__(self, store: str | os.PathLike[str]):
-        self._store = store
-        self._enabled = StoreLayout(store).local and "fork" in mp.get_all_start_methods()
-        self._pool: ProcessPoolExecutor | None = None
-        self._futures: list[Future] = []
-
-    def add(self, runs: list[str]) -> None:
-        if not runs or not self._enabled:
-            return
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                1, mp_context=mp.get_context("fork"), initializer=gc.freeze
-            )
-        self._futures.append(self._pool.submit(warm_figures, self._store, runs))
-
-    def close(self, finish: bool = True) -> None:
-        """Wait for the runs handed over (``finish``), or drop those not started."""
-        if self._pool is None:
-            return
-        if finish:
-            for future in self._futures:
-                with contextlib.suppress(Exception):
-                    future.result()
-        self._pool.shutdown(wait=finish, cancel_futures=not finish)
-        self._pool, self._futures = None, []

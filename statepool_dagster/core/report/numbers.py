@@ -24,13 +24,13 @@ from ..names import (
 )
 from ..runs.files import natural_key
 from ..runs.snapshots import list_snapshots
+from ..states.reference_ops import OP_KINDS, op_counts
 from ..store.batches import CheckpointBatches
 from ..store.layout import StoreLayout, read_rejects
+from ..store.part_files import part_version
 from ..store.parts import RunTable
-from ..store.reading import read_run_table
+from ..store.reading import read_run_infos, read_run_table
 from ..store.schemas import SCHEMAS
-
-OP_KINDS = {"add_card": "add", "update_card": "update", "delete_card": "delete"}
 
 
 @dataclass
@@ -155,8 +155,38 @@ def store_runs(layout: StoreLayout) -> list[str]:
     return sorted((n for n in names if run_name_problem(n) is None), key=natural_key)
 
 
-def run_numbers(layout: StoreLayout, run: str, runs_root: AnyPath | None) -> RunNumbers:
-    numbers = RunNumbers(run)
+def _counted_by_facts(layout: StoreLayout, run: str, numbers: RunNumbers) -> bool:
+    """The run's curves and counts from the facts each stage keeps per checkpoint in its
+    table's index (no part read); False, nothing counted, where a fact is missing (a store
+    written before the stages kept them)."""
+    episodes = read_run_infos(layout, EPISODES, run)
+    snapshots = read_run_infos(layout, SNAPSHOTS, run)
+    states = read_run_infos(layout, STATES, run)
+    if not (
+        all({"version", "rows", "correct"} <= info.keys() for _, info in episodes)
+        and all({"version", "n_cards"} <= info.keys() for _, info in snapshots)
+        and all("ops" in info for _, info in states)
+    ):
+        return False
+    counts: dict[int, list[int]] = {}
+    for _, info in episodes:
+        if info["rows"]:
+            both = counts.setdefault(info["version"], [0, 0])
+            both[0] += info["rows"]
+            both[1] += info["correct"]
+    for version, (rows, correct) in sorted(counts.items()):
+        numbers.episodes[version] = rows
+        numbers.accuracy[version] = correct / rows
+    for _, info in snapshots:
+        numbers.cards[info["version"]] = info["n_cards"]
+    for name, info in states:
+        numbers.states += 1
+        numbers.ops[part_version(name)] = dict(zip(OP_KINDS.values(), info["ops"], strict=True))
+    return True
+
+
+def _counted_by_rows(layout: StoreLayout, run: str, numbers: RunNumbers) -> None:
+    """The run's curves and counts from its tables' rows."""
     for version, (episodes, correct) in sorted(_episode_counts(layout, run).items()):
         numbers.episodes[version] = episodes
         numbers.accuracy[version] = correct / episodes
@@ -164,13 +194,15 @@ def run_numbers(layout: StoreLayout, run: str, runs_root: AnyPath | None) -> Run
         numbers.cards[row["version"]] = row["n_cards"]
     for row in _state_rows(layout, run):
         numbers.states += 1
-        kinds = dict.fromkeys(OP_KINDS.values(), 0)
-        ops = json.loads(row["reference_ops"] or "{}").get("ops") or []
-        for op in ops:
-            kind = OP_KINDS.get(op.get("op") if isinstance(op, dict) else None)
-            if kind:
-                kinds[kind] += 1
-        numbers.ops[row["version"]] = kinds
+        counts = op_counts(json.loads(row["reference_ops"] or "{}"))
+        numbers.ops[row["version"]] = dict(zip(OP_KINDS.values(), counts, strict=True))
+
+
+def run_numbers(layout: StoreLayout, run: str, runs_root: AnyPath | None) -> RunNumbers:
+    numbers = RunNumbers(run)
+    if not _counted_by_facts(layout, run, numbers):
+        numbers = RunNumbers(run)
+        _counted_by_rows(layout, run, numbers)
     for source in RUN_REJECT_SOURCES:
         numbers.rejects += [
             f"{source.value}: {r.describe()}" for r in read_rejects(layout, run, source)
@@ -234,6 +266,11 @@ def run_problems(problems: list[str], runs: list[str]) -> dict[str, list[str]]:
 
 
 def prompt_chars(layout: StoreLayout, run: str) -> list[int]:
+    """Each prompt's length, in checkpoint order: the facts of the prompts' index, else the
+    column."""
+    infos = read_run_infos(layout, PROMPTS, run)
+    if all("chars" in info for _, info in infos):
+        return [info["chars"] for _, info in infos]
     return read_run_table(layout, PROMPTS, run, ["prompt_chars"])["prompt_chars"].to_pylist()
 
 

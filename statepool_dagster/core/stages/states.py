@@ -19,9 +19,10 @@ import msgspec
 from ..config import Settings
 from ..names import EPISODES, IGNORED_SIDECARS, SNAPSHOTS, STATES, RejectSource
 from ..runs.opening import read_sidecars
+from ..states.digest import state_text_digest
 from ..states.join import PlannedState, join_checkpoint, plan_states
 from ..states.models import decode_stored
-from ..states.reference_ops import ops_json
+from ..states.reference_ops import op_counts, ops_json
 from ..store.layout import (
     file_digest,
     state_pool_names,
@@ -169,7 +170,13 @@ def build_states(
             continue
         joined = join_checkpoint(run, settings.dataset, plan, inputs, *sidecar_maps)
         sid, data, ops = joined.state_id, joined.data, ops_json(joined.reference_ops)
-        info = {"state_id": sid, "rows": 1, "text": digest_pieces([(data,)])}
+        info = {
+            "state_id": sid,
+            "rows": 1,
+            "text": digest_pieces([(data,)]),
+            "digest": state_text_digest(data).hex(),  # what the export de-duplicates by
+            "ops": op_counts(joined.reference_ops),  # what the report plots
+        }
         handing.offer(name, key, info["text"], joined.decoded, plan, ops)
         n_episodes = joined.n_episodes
         del joined  # and the batch it was joined from

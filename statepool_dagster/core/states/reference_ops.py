@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 TEXT_FIELDS = ("trigger", "program")
+OP_KINDS = {"add_card": "add", "update_card": "update", "delete_card": "delete"}
 LAST_SNAPSHOT_NOTE = "last snapshot of the run: no later library"
 
 
@@ -59,3 +60,13 @@ def reference_ops(
 def ops_json(ops: dict[str, Any]) -> str:
     """The text stored in the ``reference_ops`` columns."""
     return json.dumps(ops, ensure_ascii=False)
+
+
+def op_counts(ops: dict[str, Any]) -> list[int]:
+    """How many ops of each kind of :data:`OP_KINDS` (in its order) ``ops`` holds."""
+    kinds = dict.fromkeys(OP_KINDS.values(), 0)
+    for op in ops.get("ops") or []:
+        kind = OP_KINDS.get(op.get("op") if isinstance(op, dict) else None)
+        if kind:
+            kinds[kind] += 1
+    return list(kinds.values())

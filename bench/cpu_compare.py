@@ -1,0 +1,144 @@
+"""CPU side by side: the original's collect, the core alone and the commands, for several
+checkouts, alternated in one sitting.
+
+    python bench/cpu_compare.py --size wide --code /tmp/base --code . --repeat 3
+
+CPU is user + system time of the command and the children it waited for (its build
+workers): on a shared machine it barely moves with load, where wall time does. Each round
+runs every measure once for every checkout in turn, so load drifts across all of them alike;
+a figure is the median of the rounds. The table goes to stdout (and ``--doc-file``), every
+figure to ``bench/out/cpu-<size>/results.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+from measure import REPO, Bench, last_json, statepool
+from pool_suite import SEED
+from run_bench import git
+from shapes import SIZES, generate_corpus, spec_of
+
+ORIGINAL = "the original's collect_from_run, every run"
+CORE = "core alone (bench/core_only.py, 2 workers)"
+SYNC = "statepool sync from scratch"
+IDLE = "statepool sync, nothing changed"
+EXPORT = "statepool export --format verl"
+LIVE = "LivePool open, every state of the synced store (imports left out)"
+MEASURES = (CORE, SYNC, IDLE, EXPORT, LIVE)
+
+
+def one_round(bench: Bench, runs: Path, label: str) -> dict[str, tuple[float, float]]:
+    """Every measure once for ``bench.code``: ``{measure: (cpu, wall)}``."""
+    out: dict[str, tuple[float, float]] = {}
+    store = bench.out / f"{label}_core"
+    shutil.rmtree(store, ignore_errors=True)
+    core = bench.program(CORE, "core_only", runs, store, "--workers", 2)
+    out[CORE] = (core.cpu_seconds, core.seconds)
+    env = bench.fresh_env(label, runs)
+    for name, argv in ((SYNC, statepool("sync", "-q")), (IDLE, statepool("sync", "-q"))):
+        m = bench.run(name, argv, env)
+        out[name] = (m.cpu_seconds, m.seconds)
+    folder = bench.out / f"{label}_verl"
+    shutil.rmtree(folder, ignore_errors=True)
+    argv = statepool(
+        "export", "--format", "verl", "--out", str(folder), "--store", env["STATEPOOL_STORE_DIR"]
+    )
+    m = bench.run(EXPORT, argv, env)
+    out[EXPORT] = (m.cpu_seconds, m.seconds)
+    m = bench.program(LIVE, "live_open", env["STATEPOOL_STORE_DIR"], env=env)
+    opened = last_json(m.stdout)
+    out[LIVE] = (opened["open_cpu_s"], float(opened["states"]))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--size", choices=SIZES, default="wide")
+    parser.add_argument("--code", type=Path, action="append", required=True)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--doc-file", type=Path, default=None)
+    args = parser.parse_args(argv)
+    out = (REPO / "bench" / "out" / f"cpu-{args.size}").resolve()
+    runs = out / "runs"
+    spec = spec_of(args.size)
+    if not (runs / ".complete").is_file():  # the corpus is reused while it is whole
+        shutil.rmtree(out, ignore_errors=True)
+        runs.mkdir(parents=True)
+        generate_corpus(runs, spec)
+        (runs / ".complete").write_text("")
+    codes = [c.resolve() for c in args.code]
+    labels = [
+        f"{i}-{git(c, 'rev-parse', '--short', 'HEAD') or c.name}" for i, c in enumerate(codes)
+    ]
+    figures: dict[str, dict[str, list[tuple[float, float]]]] = {
+        label: {name: [] for name in (ORIGINAL, *MEASURES)} for label in labels
+    }
+    for round_ in range(args.repeat):
+        for code, label in zip(codes, labels, strict=True):
+            bench = Bench(out=out, code=code)
+            if SEED.is_file():
+                pool = out / "seed_pool"
+                shutil.rmtree(pool, ignore_errors=True)
+                m = bench.run(
+                    ORIGINAL, [sys.executable, str(SEED), str(runs), str(pool)], inputs=runs
+                )
+                figures[label][ORIGINAL].append((m.cpu_seconds, m.seconds))
+            for name, value in one_round(bench, runs, label).items():
+                figures[label][name].append(value)
+            print(f"round {round_ + 1}, {label}: done", file=sys.stderr)
+    named = dict(zip(labels, map(str, codes), strict=True))
+    results = {"size": args.size, "codes": named, "figures": figures}
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    page = render(results)
+    if args.doc_file:
+        args.doc_file.write_text(page)
+    print(page, end="")
+    return 0
+
+
+def render(results: dict) -> str:
+    figures = results["figures"]
+    labels = list(figures)
+
+    def med(label: str, name: str, i: int) -> float:
+        values = [v[i] for v in figures[label][name]]
+        return statistics.median(values) if values else float("nan")
+
+    head = "| measure, CPU s (wall s) | " + " | ".join(f"`{label}`" for label in labels) + " |"
+    lines = [head, "|---|" + "---:|" * len(labels)]
+    for name in (ORIGINAL, *MEASURES):
+        cells = []
+        for label in labels:
+            cpu, wall = med(label, name, 0), med(label, name, 1)
+            if name == LIVE:  # its second figure is the states it opened
+                cells.append(f"{cpu:.2f} ({wall:,.0f} states)")
+                continue
+            ratio = ""
+            if name not in (ORIGINAL, IDLE) and figures[labels[0]][ORIGINAL]:
+                ratio = f", {cpu / med(labels[0], ORIGINAL, 0):.2f}× the original"
+            cells.append(f"{cpu:.2f} ({wall:.2f}){ratio}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        if name == EXPORT:  # what a user runs to get a training set from nothing
+            cells = []
+            for label in labels:
+                both = med(label, SYNC, 0) + med(label, EXPORT, 0)
+                cells.append(f"{both:.2f}, {both / med(labels[0], ORIGINAL, 0):.2f}× the original")
+            lines.append("| sync from scratch + export, CPU | " + " | ".join(cells) + " |")
+    rounds = len(next(iter(figures[labels[0]].values())))
+    lines.append("")
+    lines.append(
+        f"Medians of {rounds} alternated rounds, {results['size']} corpus: CPU seconds (user +"
+        " system, with the children waited for), wall seconds in brackets; each ratio is to"
+        f" the original's CPU in the first column (`{labels[0]}`)."
+    )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
