@@ -159,6 +159,10 @@ class SessionFolders:
                 path.unlink()
 
 
+# What Arrow raises for a value its column cannot hold (ArrowInvalid is a ValueError).
+_UNSTORABLE = (pa.ArrowException, OverflowError, TypeError, ValueError, UnicodeError)
+
+
 class _PartFile:
     """A Parquet part written in row groups to a hidden temp file, then put in place whole."""
 
@@ -177,6 +181,7 @@ class _PartFile:
         self.writer = pq.ParquetWriter(self.tmp, schema, **writer_options(schema))
         self.rows: list[dict[str, Any]] = []
         self.chars = 0
+        self.unstorable: list[tuple[dict[str, Any], Exception]] = []  # rows left out, and why
 
     def add(self, row: dict[str, Any], chars: int = 0) -> None:
         self.rows.append(row)
@@ -186,8 +191,23 @@ class _PartFile:
 
     def flush(self) -> None:
         if self.rows:
-            self.writer.write_table(pa.Table.from_pylist(self.rows, schema=self.schema))
+            try:
+                table = pa.Table.from_pylist(self.rows, schema=self.schema)
+            except _UNSTORABLE:  # one row spoilt the batch: each alone, the bad ones left out
+                table = self._storable()
+            self.writer.write_table(table)
         self.rows, self.chars = [], 0
+
+    def _storable(self) -> pa.Table:
+        good = []
+        for row in self.rows:
+            try:
+                pa.Table.from_pylist([row], schema=self.schema)
+            except _UNSTORABLE as exc:
+                self.unstorable.append((row, exc))
+                continue
+            good.append(row)
+        return pa.Table.from_pylist(good, schema=self.schema)
 
     def finish(self) -> None:
         self.flush()
@@ -253,6 +273,15 @@ def build_segment(
                 )
     states.finish()
     prompts.finish()
+    for part in (states, prompts):  # a line that cannot be stored is a reject, never a stop
+        for row, exc in part.unstorable:
+            if part is states:
+                report.states -= 1
+                report.unique -= bool(row["first_copy"])
+            else:
+                report.prompts -= 1
+            error = f"{row['state_id']}: cannot be stored: {exc}"
+            report.rejects.append(Reject(file=display, line=row["line"], error=error, raw=None))
     lines = [reject_line(r, RejectSource.SESSION_STATES) for r in report.rejects]
     if lines:
         write_bytes_atomic(folders.rejects / f"{stem}.jsonl", ("\n".join(lines) + "\n").encode())
