@@ -131,3 +131,17 @@ def test_a_rebuilt_runs_changed_rows_have_new_row_keys_and_the_others_keep_their
     assert _rows(live) == _export(pool.store)
     assert live.rekeyed(mark) == ([], mark)
     assert not live.refresh()
+
+
+def test_the_trl_stream_writes_the_trl_exports_rows(pool):
+    from statepool_dagster.core.export.collect import collect_export
+    from statepool_dagster.core.export.records import trl_record
+    from statepool_dagster.live.trl import live_rows
+
+    export = collect_export(pool.store, test_live_pool.OPTIONS)
+    expected = {r.state_id: trl_record(r, True, False) for r in export.rows}
+    stream = live_rows(str(pool.store), str(pool.sessions), refresh_seconds=60.0)
+    rows = {row["state_id"]: row for row in (next(stream) for _ in range(len(expected)))}
+    assert rows.keys() == expected.keys()
+    for sid, row in rows.items():  # the export's index is its place in its split, as served
+        assert row == expected[sid], sid

@@ -1,7 +1,8 @@
 """A ``datasets.IterableDataset`` over the live pool for TRL's ``GRPOTrainer``.
 
-Rows have the columns of ``statepool export --format trl`` (and ``weight`` when a
-weight is asked for), each read from the pool's index when it is served. The stream never
+Rows are ``statepool export --format trl``'s rows with its source columns (and ``weight``
+when a weight is asked for), made by the export's own ``trl_record``, each read from the
+pool's index when it is served. The stream never
 ends (set ``max_steps``) and refreshes the pool as it goes: a state sealed or synced after
 training started is served next, before any state is served again; then round robin in
 the pool's order (or a draw by weight); a state the selection leaves out is no longer
@@ -22,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core.export.rows import ExportRow
+from ..core.export.records import trl_record, trl_schema
 from ..core.feedback.select import SelectionOptions
 from .cursor import CursorError, DrawOrder, check_cursor
 from .pool import LivePool
@@ -35,28 +36,6 @@ CURSOR_FILE = "statepool_cursor.json"  # beside a checkpoint's own files
 
 _STREAMS: dict[str, DrawOrder] = {}  # the stream read now, by name
 _RESUME: dict[str, dict[str, Any]] = {}  # the cursor a resumed trainer took up, by stream
-
-
-def trl_row(row: ExportRow, weight: float | None, with_weight: bool) -> dict[str, Any]:
-    """One row as ``statepool export --format trl`` writes it."""
-    state = json.loads(row.state)
-    out = {
-        "prompt": row.messages(),
-        "state_id": row.state_id,
-        "run": row.run,
-        "version": row.version,
-        "ground_truth": row.ground_truth(),
-        "reference_ops": row.reference_ops,
-        "followup_qids": [str(q) for q in state.get("followup_qids", [])],
-        "gt_map": json.dumps(state.get("gt_map", {}), ensure_ascii=False),
-        "state": row.state,
-        "source": row.source,  # runs or sessions
-        "session": row.session or "",  # a string on every row: one inferred type
-        "policy_step": row.policy_step,  # None for a run state
-    }
-    if with_weight:
-        out["weight"] = 1.0 if weight is None else float(weight)
-    return out
 
 
 def live_rows(
@@ -106,7 +85,7 @@ def live_rows(
                 misses = 0
             continue
         misses = 0
-        yield trl_row(row, pool.weight(i), weighted)
+        yield trl_record(row, sources=True, weighted=weighted)
 
 
 def live_trl_dataset(
@@ -133,7 +112,7 @@ def live_trl_dataset(
     ``stream``: the name :class:`LivePoolCheckpoint` knows this dataset by (one per dataset
     a trainer process reads).
     """
-    from datasets import IterableDataset
+    from datasets import Features, IterableDataset
 
     from ..core.config import Settings
 
@@ -157,7 +136,8 @@ def live_trl_dataset(
         "storage_options": storage_options,  # fsspec's, for a store or sessions URL
         "stream": stream,
     }
-    return IterableDataset.from_generator(live_rows, gen_kwargs=kwargs)
+    features = Features.from_arrow_schema(trl_schema(True, options.weight is not None))
+    return IterableDataset.from_generator(live_rows, features=features, gen_kwargs=kwargs)
 
 
 def load_cursor(checkpoint: str | os.PathLike[str]) -> dict[str, Any]:
