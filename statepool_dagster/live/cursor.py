@@ -124,9 +124,11 @@ class DrawOrder:
             raise ValueError(f"draw {drawn}: not among the last {len(self.marks)} draws")
         served = self.served - {m[1] for m in later if m[2]}
         version = self.pool.version()
-        ids = self.pool.state_ids()
-        at = {sid: i for i, sid in enumerate(ids)}
-        bits = np.zeros(len(ids), dtype=bool)
+        size = len(self.pool)
+        at = self.position  # the pool's order as last taken in (update())
+        if len(at) != size:
+            at = {sid: i for i, sid in enumerate(self.pool.state_ids())}
+        bits = np.zeros(size, dtype=bool)
         bits[[at[s] for s in served if s in at]] = True
         queued = np.array([at[s] for s in self.queued[head:] if s in at], dtype="<i4")
         body = {

@@ -116,6 +116,7 @@ class LivePool:
         self._checked = float("-inf")
         self._pace = StorePace(is_local(self.store), refresh_seconds)
         self._row_keys: dict[str, tuple[Entry, str]] = {}  # a served state's row key digest
+        self._saved: tuple[tuple[int, int], str] | None = None  # the last version written
         self.refresh(force=True)
         self.as_of: PoolVersion | None = None
         self.changed_since: list[str] = []  # with ``as_of``: states whose row changed since
@@ -270,12 +271,17 @@ class LivePool:
         older versions pruned as :mod:`.versions` says); its id, for a trainer checkpoint."""
         from ..core.config import Settings
 
+        served = (self._served.changes, len(self._served))
+        if self._saved is not None and self._saved[0] == served:
+            return self._saved[1]  # nothing served changed since: the same version
         settings = Settings.from_env(only=("keep_versions", "keep_version_days"))
         ids = self.state_ids()
         keys = [self._row_key(sid) for sid in ids]
-        return save_version(
+        version = save_version(
             self.store, ids, keys, settings.keep_versions, settings.keep_version_days
         )
+        self._saved = (served, version)
+        return version
 
     def _row_key(self, sid: str) -> str:
         entry = self._served.entries[sid]
