@@ -316,14 +316,15 @@ class LivePool:
 
     def refresh(self, force: bool = False) -> bool:
         """Read what changed since the last refresh (at most every ``refresh_seconds`` unless
-        ``force``); whether the served states changed. Never raises for an unreadable store."""
+        ``force``); whether the served states changed. Never raises for an unreadable store.
+        While the store is down only ``force`` asks it (within the deadline) on this thread."""
         now = time.monotonic()
         if not force and now - self._checked < self.refresh_seconds:
             return False
         self._checked = now
         before = (len(self._served), self._served.changes)
         steps = [self._fold, self._refresh_selection, self._refresh_runs, self._refresh_stored]
-        outage = self._remote[0] and self._unreadable.store_down is not None
+        outage = self._remote[0] and self._unreadable.store_down is not None and not force
         if outage:  # asked in the background; the store's tables once it answers
             steps = steps if self._unreadable.back() else []
         elif not (force or self._pace.due(now)):
@@ -359,10 +360,10 @@ class LivePool:
         """Run one step of a refresh; whether the store could not be read."""
         try:
             step()
-        except OSError as exc:  # a trainer keeps training on what it has
+        except storage_errors() as exc:  # a trainer keeps training on what it has
             self._unreadable.store_problem(exc)
             return True
-        except Exception:
+        except Exception:  # a bug or a file no reader expects: logged once, never raised
             self._unreadable.failed(log)
         return False
 

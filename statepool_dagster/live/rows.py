@@ -20,9 +20,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..core.errors import StatepoolError
 from ..core.export.rows import SESSIONS, ExportRow, run_row
 from ..core.export.sessions import NO_REFERENCE_JSON, _version
-from ..core.locations import RANGED_BLOCK, AnyPath
+from ..core.locations import RANGED_BLOCK, AnyPath, storage_errors
 from ..core.names import PROMPTS, STATES
 from ..core.prompts.spec import PromptSpec
 from ..core.rejects import Reject
@@ -42,8 +43,9 @@ PROMPT_COLUMNS = ("prompt", "reference_ops", "state_key")
 STATE_COLUMNS = ("version", "state", "reference_ops", "input_key")
 
 
-# What reading a part or a line no reader expects raises (Arrow's errors derive from these).
-ROW_ERRORS = (ValueError, KeyError, TypeError, NotImplementedError)
+# What reading a part or a line no reader expects raises (Arrow's errors derive from these),
+# and a segment state's prompt that no longer renders.
+ROW_ERRORS = (ValueError, KeyError, TypeError, NotImplementedError, StatepoolError)
 
 
 class Stale(Exception):
@@ -144,7 +146,7 @@ class RowReader:
                     raise problem
                 build = (self._run_row, self._stored_row, self._segment_row)[entry.kind]
                 out.append(build(entry, index, *got))
-            except Exception as exc:  # Stale, a bad row: the caller reads it alone
+            except (Stale, *ROW_ERRORS, *storage_errors()) as exc:  # the caller reads it alone
                 out.append(exc)
         return out
 
@@ -192,7 +194,7 @@ class RowReader:
             except FileNotFoundError:
                 found.update((key, Stale(str(path))) for key, _ in wanted)
                 continue
-            except Exception as exc:  # an open file may be a replaced one: opened again later
+            except (*ROW_ERRORS, *storage_errors()) as exc:  # maybe a replaced file: reopened
                 self.drop(path)
                 found.update((key, exc) for key, _ in wanted)
                 continue
@@ -209,7 +211,7 @@ class RowReader:
         for path, wanted in asks.items():
             try:
                 found.update(self.fetch(_segment_lines, path, wanted, self.max_line))
-            except Exception as exc:  # gone, unreadable: each line read alone (and told so)
+            except storage_errors() as exc:  # gone, unreadable: each line read alone
                 found.update(((k, 0), exc) for k, _ in wanted if (k, 0) not in found)
         return found
 

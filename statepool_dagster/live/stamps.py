@@ -18,6 +18,7 @@ from ..core.locations import (
     forget_tree,
     info_stamp,
     is_local,
+    storage_errors,
 )
 from ..core.names import TABLE_INDEX
 
@@ -41,7 +42,7 @@ def reachable(root: AnyPath) -> bool:
             return os.path.isdir(root) and os.access(root, os.R_OK | os.X_OK)
         forget_listing(root)
         return root.fs.isdir(root.path)
-    except Exception:
+    except storage_errors():
         return False
 
 
@@ -74,7 +75,7 @@ def index_stamps(folder: AnyPath, index: str = TABLE_INDEX) -> dict[str, Stamp] 
         infos = folder.fs.find(folder.path, detail=True)  # one listing (no delimiter) on S3
     except FileNotFoundError:
         return found
-    except Exception:
+    except storage_errors():
         return None
     base = folder.path.rstrip("/")
     for path, info in infos.items():
@@ -91,7 +92,7 @@ def file_stamp(path: AnyPath) -> Stamp | None:
             return local_stamp(os.fspath(path))
         forget_listing(path.parent)
         return info_stamp(path.fs.info(path.path))
-    except Exception:
+    except storage_errors():
         return None
 
 
@@ -116,5 +117,5 @@ def subfolders(folder: AnyPath) -> list[str] | None:
         return [n for n in names if not n.startswith(".")]
     except FileNotFoundError:
         return []
-    except Exception:
+    except storage_errors():
         return None

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..core.export.rows import ExportRow
+from ..core.locations import storage_errors
 
 LISTING_SHARE = 10  # an object store's tables are listed for at most 1/10 of the time
 BACKOFF_SECONDS = 30.0  # the longest wait between tries while the store cannot be read
@@ -141,7 +142,7 @@ class Probe:
     def _ask(self, box: list[bool]) -> None:
         try:
             box.append(bool(self.reachable()))
-        except Exception:  # a probe only answers yes or no
+        except storage_errors():  # a probe only answers yes or no
             box.append(False)
 
 
