@@ -117,9 +117,11 @@ def read_fresh(path: AnyPath) -> bytes:
 @functools.cache
 def storage_errors() -> tuple[type[BaseException], ...]:
     """What a storage client raises when a store cannot be read: ``OSError`` (fsspec's own,
-    a local disk's), and botocore's and aiohttp's errors, which s3fs lets through as they
-    are (a refused or reset connection, a read timeout)."""
-    errors: list[type[BaseException]] = [OSError]
+    a local disk's), a cut HTTP response, and botocore's and aiohttp's errors, which s3fs
+    lets through as they are (a refused or reset connection, a read timeout)."""
+    import http.client
+
+    errors: list[type[BaseException]] = [OSError, http.client.HTTPException]
     for module, name in (("botocore.exceptions", "BotoCoreError"), ("aiohttp", "ClientError")):
         try:
             errors.append(getattr(__import__(module, fromlist=[name]), name))

@@ -106,6 +106,9 @@ class LivePool:
         )
         self._deadline = Deadline(read_deadline, lambda: endpoint_address(self.store))
         self._reader = self._new_reader()
+        for index, remote in ((self._runs, 0), (self._stored, 0), (self._segments, 1)):
+            if index is not None and self._remote[remote]:
+                index.fetch = self._deadline.run  # a listing that hangs fails the step
         self._unreadable = Unreadable(
             log, stand_ins, lambda: reachable(self.store), stale=read_deadline
         )
@@ -244,6 +247,9 @@ class LivePool:
             why = self._deadline.tripped
             if why is not None:
                 self._reader = self._new_reader()
+        for index, remote in ((self._runs, 0), (self._stored, 0), (self._segments, 1)):
+            if index is not None and self._remote[remote]:
+                index.fetch = self._deadline.run  # a listing that hangs fails the step
                 self._deadline.tripped = None
                 self._unreadable.read_failed(NoAnswer(why))
 
@@ -343,6 +349,7 @@ class LivePool:
         sessions_down = self._remote[1] and self._unreadable.store_down is not None
         if not sessions_down and self._run_step(self._refresh_segments) and self._remote[1]:
             self._unreadable.read_failed(OSError("the sessions folder cannot be listed"))
+        self._deadline.tripped = None  # a listing ran out of time: its step failed, logged
         self.refreshes += 1
         return (len(self._served), self._served.changes) != before
 

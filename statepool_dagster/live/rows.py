@@ -35,6 +35,7 @@ from .entries import RUN, SEGMENT, STORED, Entry
 from .runs import P_FILE, P_SPAN, S_FILE, S_KEY, S_SPAN
 from .segments import display_name
 from .stored import open_parquet
+from .unavailable import at_once
 
 OPEN_FILES = 16  # Parquet files kept open (each holds its footer)
 GROUPS_BYTES = 32 << 20  # row groups last read, kept for the next rows of the same group
@@ -64,7 +65,7 @@ class RowReader:
         self._paths: dict[tuple[str, str, str], AnyPath] = {}
         # Runs one network fetch (a footer, a row group, segment lines); the live pool
         # bounds it by its deadline on an object store.
-        self.fetch: Callable[..., Any] = _now
+        self.fetch: Callable[..., Any] = at_once
 
     def _file(self, path: AnyPath) -> pq.ParquetFile:
         parquet = self._open.pop(path, None)
@@ -300,10 +301,6 @@ def _rows_at(table: pa.Table, rows: list[int]) -> list[dict]:
         near = table.slice(low, high - low + 1).to_pylist()
         return [near[at - low] for at in rows]
     return table.take(rows).to_pylist()
-
-
-def _now(read: Callable[..., Any], *args: Any) -> Any:
-    return read(*args)
 
 
 def _segment_lines(

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
+from typing import Any
 
 from ..core.export.collect import _agree
 from ..core.export.rows import ExportOptions, split_of
@@ -29,6 +31,7 @@ from ..core.store.schemas import SCHEMAS
 from .entries import RUN, Entry
 from .stamps import Stamp, file_stamp, index_stamps, local_stamp, subfolders
 from .stored import open_parquet
+from .unavailable import at_once
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,7 @@ class RunIndex:
         self._cycle: list[str] | None = None  # known runs, looked at SLICE a refresh
         self._at = 0
         self._folders: tuple = ()  # the two asset folders' stamps when last listed
+        self.fetch: Callable[..., Any] = at_once  # an object store's listings: the deadline
         self._both: set[str] | None = None
         self._relisted = True  # the listing was taken again: look for runs gone
 
@@ -85,7 +89,8 @@ class RunIndex:
         once every ``runs / SLICE`` refreshes); through fsspec all, from one listing each."""
         root = self.layout.root
         if not is_local(root):
-            prompts, states = index_stamps(root / PROMPTS), index_stamps(root / STATES)
+            prompts = self.fetch(index_stamps, root / PROMPTS)
+            states = self.fetch(index_stamps, root / STATES)
             if prompts is None or states is None:
                 return None
             both = {r for r in prompts.keys() & states.keys() if self._named(r)}

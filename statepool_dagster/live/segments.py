@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..core.errors import PromptInputError
 from ..core.export.rows import ExportOptions, split_of
@@ -29,6 +30,7 @@ from ..core.sessions.store import session_prompt
 from ..core.states.digest import state_text_digest
 from .entries import SEGMENT, Entry
 from .stamps import subfolders
+from .unavailable import at_once
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,7 @@ class SegmentIndex:
     ):
         self.root, self.spec, self.options = root, spec, options
         self.rejects, self.max_line = rejects, max_line
+        self.fetch: Callable[..., Any] = at_once  # an object store's listings: the deadline
         self.stamps: dict[tuple[str, str], tuple[int, float]] = {}
         self.read: dict[str, set[str]] = {}  # session -> its segments read here
         self.copies: dict[tuple[str, str], list[tuple]] = {}
@@ -79,7 +82,7 @@ class SegmentIndex:
     def refresh(self, stored: Callable[[str, str], bool]) -> tuple[list[Entry], list[tuple]] | None:
         """``(entries of newly sealed segments, copies gone)``; ``stored(session, segment)``
         says a segment is served from the store already (then it is not read here)."""
-        sessions = subfolders(self.root)
+        sessions = self.fetch(subfolders, self.root)
         if sessions is None:
             return None
         added: list[Entry] = []
@@ -88,7 +91,7 @@ class SegmentIndex:
             if session_name_problem(session) is not None:
                 continue
             folder = self.root / session / SEGMENTS_DIR
-            listed = {s.name: s for s in list_segments(folder)}
+            listed = {s.name: s for s in self.fetch(list_segments, folder)}
             if listed:
                 for name in [n for n in self.read.get(session, ()) if n not in listed]:
                     removed += self.forget(session, name)

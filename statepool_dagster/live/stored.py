@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -25,6 +26,7 @@ from ..core.states.digest import state_text_digest
 from ..core.store.rows import utf8_views
 from .entries import STORED, Entry
 from .stamps import Stamp, index_stamps
+from .unavailable import at_once
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,7 @@ class StoredIndex:
         self.segments: dict[str, dict[str, int]] = {}  # session -> segment -> size stored
         self.copies: dict[tuple[str, str], list[tuple]] = {}
         self.unreadable: dict[str, None] = {}  # sessions whose index could not be read
+        self.fetch: Callable[..., Any] = at_once  # an object store's listings: the deadline
 
     def has(self, session: str, segment: str) -> bool:
         return segment in self.segments.get(session, {})
@@ -68,7 +71,7 @@ class StoredIndex:
     def refresh(self, known: Known) -> tuple[list[Entry], list[tuple], list[tuple]] | None:
         """``(entries added, copies removed, (session, segment) newly stored)``; ``known``
         gives a segment's size and digests where it was read before being stored."""
-        now = index_stamps(self.root / SESSION_STATES, INDEX)
+        now = self.fetch(index_stamps, self.root / SESSION_STATES, INDEX)
         if now is None:
             return None
         added: list[Entry] = []
