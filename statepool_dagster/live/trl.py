@@ -236,4 +236,9 @@ class _CheckpointHooks:
         if order is None:
             return
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        _save_cursor(folder, order.state_dict(rows_consumed(args, state.global_step)))
+        try:
+            cursor = order.state_dict(rows_consumed(args, state.global_step))
+        except ValueError as exc:  # the stream started over: no cursor rather than a wrong one
+            log.warning("statepool: no cursor saved in %s: %s", folder, exc)
+            return
+        _save_cursor(folder, cursor)
