@@ -181,6 +181,24 @@ def read_history(store: str | os.PathLike[str]) -> pa.Table:
         return HISTORY_SCHEMA.empty_table()
 
 
+def iter_history(store: str | os.PathLike[str], rows: int = 65536) -> Iterator[pa.Table]:
+    """:func:`read_history`'s table a batch of ``rows`` at a time (a state's rows may span
+    two batches), read as it goes."""
+    import pyarrow.parquet as pq
+
+    folder = stats_folder(store)
+    try:
+        gen = json.loads(read_fresh(folder / MANIFEST))["generation"]
+        path = folder / f"history-{gen}.parquet"
+        with contextlib.ExitStack() as stack:
+            source = path if is_local(path) else stack.enter_context(path.open("rb"))
+            parquet = stack.enter_context(pq.ParquetFile(source))
+            for batch in parquet.iter_batches(batch_size=rows):
+                yield history_table(pa.Table.from_batches([batch]))
+    except FileNotFoundError:
+        return
+
+
 def read_stats(store: str | os.PathLike[str]) -> pa.Table:
     """The per-state table of the last fold (an empty one before any fold)."""
     from .stats import STATS_SCHEMA
