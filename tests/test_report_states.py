@@ -153,3 +153,30 @@ def test_the_state_stats_asset_links_the_state_pages(tmp_path):
     metadata = result.asset_materializations_for_node("state_stats")[0].metadata
     assert metadata["state_pages"].value == str(store / "report" / "states" / "index.html")
     assert Path(html.unescape(metadata["state_pages"].value)).name == "index.html"
+
+
+def test_the_pages_are_written_again_only_when_what_they_show_changed(tmp_path):
+    runs, store = tmp_path / "runs", tmp_path / "store"
+    generate_runs(
+        runs, SampleSpec(n_runs=1, n_checkpoints=2, n_cards=3, emb_dim=2, episodes_per_batch=1)
+    )
+    build_run(Settings(runs_dir=str(runs), store_dir=str(store)), "run000")
+    write_report(store, runs_dir=runs)
+    search = store / "report" / "states" / "index.html"
+    before = search.stat().st_ino
+    write_report(store, runs_dir=runs)
+    assert search.stat().st_ino == before  # nothing changed: the pages kept
+    recorder = FeedbackRecorder(str(store / "feedback"))
+    recorder.record(
+        [
+            from_breakdown(
+                "run000_ckpt0", {"score": 1.0}, group="g", time=time.time(), source="trl", step=3
+            )
+        ]
+    )
+    recorder.close()
+    update_stats(store, store / "feedback", close_seconds=0)
+    write_report(store, runs_dir=runs)
+    assert search.stat().st_ino != before
+    page = (store / "report" / "states" / f"{shard_of('run000_ckpt0', 1)}.html").read_text()
+    assert 'data-x="3"' in page

@@ -16,13 +16,17 @@ state while the pool versions are read.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
+import os
 import tempfile
 from collections.abc import Iterator
 from html import escape
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ..feedback.stats_store import iter_history
 from ..locations import AnyPath
@@ -42,6 +46,10 @@ from .paths import SEARCH_PAGE, STATES_FOLDER
 BUCKETS = 4096  # temporary files; the shards, a power of two, each take BUCKETS / shards
 PER_SHARD = 32
 _FLUSH_CHARS = 8 << 20
+HISTORY_COLUMNS = ("step_first", "step_last", "draws", "answers", "score_mean", "score_var",
+                   "ops_match_rate", "weight_std", "weight_pass_rate")  # fmt: skip
+_encode_line = msgspec.json.Encoder().encode
+_decode_line = msgspec.json.Decoder().decode
 _BATCH = 16  # a run's checkpoints read at a time
 
 
@@ -69,11 +77,11 @@ class _Buckets:
 
     def __init__(self, folder: Path):
         self.folder = folder
-        self.held: dict[int, list[str]] = {}
+        self.held: dict[int, list[bytes]] = {}
         self.chars = 0
 
     def add(self, kind: str, state_id: str, value: Any) -> None:
-        line = json.dumps([kind, state_id, value], ensure_ascii=False)
+        line = _encode_line([kind, state_id, value])
         self.held.setdefault(fnv1a(state_id) % BUCKETS, []).append(line)
         self.chars += len(line)
         if self.chars > _FLUSH_CHARS:
@@ -81,8 +89,8 @@ class _Buckets:
 
     def flush(self) -> None:
         for bucket, lines in self.held.items():
-            with open(self.folder / f"{bucket}.jsonl", "a", encoding="utf-8") as f:
-                f.write("\n".join(lines) + "\n")
+            with open(self.folder / f"{bucket}.jsonl", "ab") as f:
+                f.write(b"\n".join(lines) + b"\n")
         self.held, self.chars = {}, 0
 
     def states(self, buckets: range) -> dict[str, dict[str, Any]]:
@@ -90,12 +98,15 @@ class _Buckets:
         found: dict[str, dict[str, Any]] = {}
         for bucket in buckets:
             path = self.folder / f"{bucket}.jsonl"
-            with contextlib.suppress(FileNotFoundError), open(path, encoding="utf-8") as f:
+            with contextlib.suppress(FileNotFoundError), open(path, "rb") as f:
                 for line in f:
-                    kind, sid, value = json.loads(line)
+                    kind, sid, value = _decode_line(line)
                     state = found.setdefault(sid, {"history": [], "versions": []})
                     if kind == "state":
                         state.setdefault("source", value)  # the first copy, as exports
+                    elif kind == "history":  # a state's rows, in step order
+                        rows = (dict(zip(HISTORY_COLUMNS, r, strict=True)) for r in value)
+                        state[kind].extend(rows)
                     else:
                         state[kind].append(value)
         return found
@@ -148,7 +159,50 @@ def _versions(root: AnyPath) -> Iterator[tuple[str, str, str]]:
                 yield sid, version, key
 
 
-def write_state_pages(layout: StoreLayout, folder: AnyPath) -> int:
+PAGES_VERSION = "1"  # part of the stamp: a change to the pages' content bumps it
+STAMP = ".stamp"
+
+
+def pages_stamp(layout: StoreLayout) -> str | None:
+    """A digest of what the pages are read from (the prompt tables, the fold's manifest, the
+    pool versions); ``None`` for a store that is not a local folder (then always written)."""
+    if not layout.local:
+        return None
+    from ..feedback.folders import MANIFEST, stats_folder
+    from ..names import SESSION_PROMPTS
+
+    digest = hashlib.blake2b(PAGES_VERSION.encode(), digest_size=16)
+    folders = [layout.table(PROMPTS, run) for run in store_runs(layout)]
+    folders += [layout.root / SESSION_PROMPTS / s for s in stored_sessions(layout.root)]
+    folders += [layout.root / POOL_VERSIONS, stats_folder(layout.root) / MANIFEST]
+    for path in folders:
+        digest.update(f"\0{path}".encode())
+        try:
+            entries = sorted(os.scandir(path), key=lambda e: e.name)
+        except FileNotFoundError:
+            continue
+        except NotADirectoryError:
+            entries = [path]
+        for entry in entries:
+            st = os.stat(entry)
+            name = getattr(entry, "name", "")
+            digest.update(f"{name}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return digest.hexdigest()
+
+
+def kept_pages(folder: AnyPath, stamp: str | None) -> int | None:
+    """How many states the pages in ``folder`` hold, when they were written from the files
+    ``stamp`` describes; ``None``: write them again."""
+    if stamp is None:
+        return None
+    try:
+        kept = json.loads((folder / STAMP).read_bytes())
+    except (FileNotFoundError, NotADirectoryError, ValueError):
+        return None
+    return kept.get("states") if kept.get("stamp") == stamp else None
+
+
+def write_state_pages(layout: StoreLayout, folder: AnyPath, stamp: str | None = None) -> int:
     """Write the shards and the search page into ``folder``; how many states they hold."""
     with tempfile.TemporaryDirectory(prefix="statepool-states-") as tmp:
         buckets = _Buckets(Path(tmp))
@@ -156,13 +210,17 @@ def write_state_pages(layout: StoreLayout, folder: AnyPath) -> int:
         for sid, source in _prompts(layout):
             buckets.add("state", sid, source)
             count += 1
-        with_history, last = 0, None
+        with_history = 0
         for table in iter_history(layout.root):  # by state id: a state's rows together
-            for row in table.to_pylist():
-                sid = row.pop("state_id")
-                with_history += sid != last
-                last = sid
-                buckets.add("history", sid, row)
+            ids = table["state_id"].to_pylist()
+            rows = list(zip(*(table[c].to_pylist() for c in HISTORY_COLUMNS), strict=True))
+            start = 0
+            for end in range(1, len(ids) + 1):
+                if end == len(ids) or ids[end] != ids[start]:
+                    buckets.add("history", ids[start], rows[start:end])
+                    with_history += 1
+                    start = end
+            del ids, rows
         count = max(count, with_history)
         for sid, version, key in _versions(layout.root):
             buckets.add("versions", sid, [version, key])
@@ -174,6 +232,8 @@ def write_state_pages(layout: StoreLayout, folder: AnyPath) -> int:
             written += len(states)
             (folder / f"{k}.html").write_bytes(_encode(render_shard(k, shards, states)))
         (folder / SEARCH_PAGE).write_bytes(_encode(render_search(shards, written)))
+    if stamp is not None:
+        (folder / STAMP).write_bytes(json.dumps({"stamp": stamp, "states": written}).encode())
     return written
 
 
@@ -319,11 +379,6 @@ def render_shard(k: int, shards: int, states: dict[str, dict[str, Any]]) -> str:
             "</section>",
         ]
     return _page(f"statepool report: states, shard {k}", body)
-
-
-def state_page_link(state_id: str, shards: int) -> str:
-    """A state's page, relative to the report's folder."""
-    return f"{STATES_FOLDER}/{shard_of(state_id, shards)}.html#{state_id}"
 
 
 def states_section(states: int) -> str:

@@ -33,7 +33,13 @@ from .numbers import (
 from .page import render_page
 from .paths import REPORT_FOLDER, report_path
 from .run_page import RUNS_FOLDER, render_run_page
-from .state_pages import STATES_FOLDER, states_section, write_state_pages
+from .state_pages import (
+    STATES_FOLDER,
+    kept_pages,
+    pages_stamp,
+    states_section,
+    write_state_pages,
+)
 
 
 def _encode(page: str) -> bytes:
@@ -84,12 +90,16 @@ def write_report(
     finally:
         pages.discard()
     prune_figures(layout, names)
-    pages = StagedFolder(layout.root / REPORT_FOLDER / STATES_FOLDER)
-    try:
-        states = write_state_pages(layout, pages.path)
-        pages.commit()
-    finally:
-        pages.discard()
+    final = layout.root / REPORT_FOLDER / STATES_FOLDER
+    stamp = pages_stamp(layout)
+    states = kept_pages(final, stamp)
+    if states is None:  # read again only when a prompt table, the fold or a version changed
+        pages = StagedFolder(final)
+        try:
+            states = write_state_pages(layout, pages.path, stamp)
+            pages.commit()
+        finally:
+            pages.discard()
     sections = (
         sessions_section(session_rows(layout.root)),
         feedback_section(feedback_numbers(layout.root)),
