@@ -138,7 +138,10 @@ class DrawnState:
             "source": None if self.source is None else self.source.to_dict(),
             "served_now": self.source is not None,
             "changed_since": self.changed_since,
-            "rewards": asdict(self.rewards),
+            "rewards": {
+                **asdict(self.rewards),
+                "mean": self.rewards.mean if self.rewards.count else None,
+            },
         }
 
 
