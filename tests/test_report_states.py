@@ -180,3 +180,38 @@ def test_the_pages_are_written_again_only_when_what_they_show_changed(tmp_path):
     assert search.stat().st_ino != before
     page = (store / "report" / "states" / f"{shard_of('run000_ckpt0', 1)}.html").read_text()
     assert 'data-x="3"' in page
+
+
+def _node() -> str | None:
+    """A Node.js to run the page's script with: Playwright's own (a dev dependency), else the
+    system's."""
+    import shutil
+
+    import playwright
+
+    bundled = Path(playwright.__file__).parent / "driver" / "node"
+    return str(bundled) if bundled.is_file() else shutil.which("node")
+
+
+def test_the_search_pages_script_sends_an_id_to_the_shard_python_wrote_it_in(report):
+    import json
+    import subprocess
+
+    node = _node()
+    if node is None:
+        pytest.skip("no Node.js to run the page's script")
+    page = (report.folder / "index.html").read_text(encoding="utf-8")
+    script = re.search(r"(const SHARDS = \d+;\s*function shard\(id\) \{.*?\n\})", page, re.S)[1]
+    ids = [*report.ids, "ä-state", "状态_7", "emoji-😀", "a" * 300]
+    for shards in (1, 2, 4096):
+        code = script.replace(
+            re.search(r"const SHARDS = \d+;", script)[0], f"const SHARDS = {shards};"
+        )
+        done = subprocess.run(
+            [node, "-e", f"{code}\nconsole.log(JSON.stringify({json.dumps(ids)}.map(shard)))"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        assert json.loads(done.stdout) == [shard_of(sid, shards) for sid in ids]
