@@ -15,6 +15,9 @@ import pytest
 
 from statepool_dagster.cli.main import CLOSED_STDOUT, build_parser
 from statepool_dagster.demo.sample_runs import SampleSpec
+from statepool_dagster.live import LivePool
+from statepool_dagster.live.cursor import DrawOrder
+from statepool_dagster.live.trl import _save_cursor
 
 from helpers import REPO, STATEPOOL, cli_env, generated_state, synced_store
 
@@ -28,7 +31,11 @@ COMMANDS = sorted(
 def synced(tmp_path_factory) -> Path:
     """A root with runs/ and a synced store/, copied by each test that writes."""
     root = tmp_path_factory.mktemp("walk")
-    synced_store(root, SPEC)
+    store = synced_store(root, SPEC)
+    order = DrawOrder(LivePool(store), weighted=False, seed=0)
+    order.next()
+    (root / "checkpoint-1").mkdir()
+    _save_cursor(root / "checkpoint-1", order.state_dict())  # a TRL checkpoint, for lineage
     return root
 
 
@@ -76,6 +83,7 @@ MISSING_STORE = {
     "export": ["--format", "verl", "--out", "o"],
     "report": [],
     "score": ["--completions", "answers.jsonl"],
+    "lineage": ["checkpoint-1"],
 }
 
 
@@ -148,6 +156,7 @@ CLOSED = {
     "feedback": ["--from-scores", "scores.jsonl", "--json"],
     "ingest": ["states.jsonl", "--session", "s"],
     "demo": ["--json"],
+    "lineage": ["checkpoint-1", "--json"],
 }
 
 

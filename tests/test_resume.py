@@ -24,7 +24,7 @@ from statepool_dagster.live import LivePool
 from statepool_dagster.live.cursor import CursorError, DrawOrder
 from statepool_dagster.live.versions import VersionGone
 
-from helpers import generated_state, local_sync
+from helpers import cli_env, generated_state, local_sync, statepool
 
 pytestmark = pytest.mark.trainer
 
@@ -127,6 +127,36 @@ def test_verls_live_dataset_killed_and_resumed_draws_what_the_uninterrupted_run_
     assert [ids for _, ids in resumed] == after
     assert [s for s, _ in resumed] == list(range(c + 1, steps + 1))
     assert set(after[0]) == {sid for ids in after for sid in ids if sid.startswith("s-")}
+
+
+def test_a_verl_checkpoints_lineage_is_what_its_dumps_name_up_to_its_step(synced, tmp_path):
+    _need("verl", "torchdata")
+    copy = _copy(synced, tmp_path)
+    code, draws, err = _run(tmp_path, copy, VERL_RUNNER, tokenizer=synced.tokenizer, steps=6)
+    assert code == 0, err[-3000:]
+    dumps = tmp_path / "rollout_data"  # verl's trainer.rollout_data_dir: {step}.jsonl
+    dumps.mkdir()
+    for step, ids in draws:
+        lines = [{"input": sid, "output": "[]", "score": float(n), "step": step, "state_id": sid}
+                 for n, sid in enumerate(ids)]  # fmt: skip
+        (dumps / f"{step}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    env = cli_env(SimpleNamespace(runs=tmp_path / "runs", store=copy.store), tmp_path / "home")
+    statepool(env, tmp_path, "feedback", "--from-verl-dump", str(dumps))
+
+    checkpoint = tmp_path / "out" / "global_step_4"
+    report = json.loads(statepool(env, tmp_path, "lineage", str(checkpoint), "--json").stdout)
+    assert (report["trainer"], report["step"], report["draws"]) == ("verl", 4, None)
+    drawn = [sid for step, ids in draws if step <= 4 for sid in ids]
+    states = {s["state_id"]: s for s in report["states"]}
+    assert set(states) == set(drawn)
+    for sid, state in states.items():
+        assert state["rewards"]["count"] == drawn.count(sid)
+        assert state["rewards"]["first_step"] == next(st for st, ids in draws if sid in ids)
+        assert state["source"]["run"] == sid.rsplit("_", 1)[0]
+    assert report["feedback"]["left_out"] == {"after the checkpoint": 2 * (len(draws) - 4)}
+    assert "data.pt" in report["drawn_from"] and "step ≤ 4" in report["drawn_from"]
+    latest = statepool(env, tmp_path, "lineage", str(tmp_path / "out"), "--json").stdout
+    assert json.loads(latest)["step"] == 6  # the folder of latest_checkpointed_iteration.txt
 
 
 def test_a_cursor_is_refused_when_damaged_or_of_another_store(synced, tmp_path):

@@ -1,4 +1,4 @@
-"""The ``statepool`` command: sync, demo, status, export, report, score, ingest, feedback."""
+"""The ``statepool`` command: every sub-command's parser, and sync and demo themselves."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from . import feedback, values
 from .console import Reporter, dagster_instance, start_up, summary_table
 from .file_commands import cmd_export, cmd_report, cmd_score, pool_report_path, write_pool_report
 from .ingest import add_parser as add_ingest_parser
+from .lineage import add_parser as add_lineage_parser
 from .status_view import cmd_status
 
 
@@ -271,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_score)
     feedback.add_parser(sub)
     add_ingest_parser(sub)
+    add_lineage_parser(sub)
     return parser
 
 

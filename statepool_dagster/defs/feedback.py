@@ -12,6 +12,8 @@ from ..core.feedback.folders import stats_folder
 from ..core.feedback.importers import feedback_folder
 from ..core.feedback.stats_store import load_fold, update_stats
 from ..core.names import GROUP, ROW_COUNT, STATE_STATS_JOB
+from ..core.report.paths import state_pages_path
+from ..core.store.layout import StoreLayout
 from .resources import StatepoolSettings
 
 PREVIEW_ROWS = 20
@@ -24,9 +26,11 @@ def state_stats(context: AssetExecutionContext, statepool: StatepoolSettings) ->
 
     Folded from the sealed feedback segments (STATEPOOL_FEEDBACK_DIR, else
     <store>/feedback) not folded before: one new segment costs one segment's work.
-    Written to <store>/feedback_stats/state_stats.parquet.
+    Written to <store>/feedback_stats/state_stats.parquet, each state's history by policy
+    step beside it; the report's state pages (state_pages, <store>/report/states/) show it.
     """
     settings = statepool.settings()
+    store = settings.store_dir
     folder = feedback_folder(settings)
     report = update_stats(settings.store_dir, folder)
     if report.bad:
@@ -51,6 +55,7 @@ def state_stats(context: AssetExecutionContext, statepool: StatepoolSettings) ->
             "feedback": MetadataValue.path(str(folder)),
             "table": MetadataValue.path(str(stats_folder(settings.store_dir))),
             "preview": MetadataValue.md(stats_markdown(rows)),
+            "state_pages": MetadataValue.path(str(state_pages_path(StoreLayout(store)))),
         }
     )
 

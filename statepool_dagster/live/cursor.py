@@ -153,9 +153,9 @@ class DrawOrder:
         if pool.as_of is None or pool.as_of.id != state["version"]:
             raise CursorError(f"the pool must be opened as_of={state['version']!r}")
         ids = pool.as_of.state_ids
-        bits = np.unpackbits(np.frombuffer(base64.b64decode(state["served"]), dtype=np.uint8))
+        served = served_positions(state, len(ids))
         queued = np.frombuffer(base64.b64decode(state["queued"]), dtype="<i4")
-        if len(bits) < len(ids) or (len(queued) and queued.max() >= len(ids)):
+        if len(queued) and queued.max() >= len(ids):
             raise CursorError("the cursor does not fit its pool version")
         order = cls.__new__(cls)
         order.pool, order.weighted, order.seed = pool, weighted, seed
@@ -163,7 +163,7 @@ class DrawOrder:
         order.rng_calls = state["rng_calls"]
         for _ in range(order.rng_calls):
             order.rng.random()
-        order.served = {ids[i] for i in np.flatnonzero(bits[: len(ids)])}
+        order.served = {ids[i] for i in served}
         order.queued = [ids[i] for i in queued.tolist()]
         order.head = 0
         order.cursor = state["cursor"]
@@ -197,6 +197,14 @@ def check_cursor(state: Any, pool: LivePool | None = None) -> None:
         raise CursorError("the cursor is damaged (its digest does not match)")
     if pool is not None and state["store"] != str(pool.store):
         raise CursorError(f"the cursor is of the store {state['store']}, not {pool.store}")
+
+
+def served_positions(state: dict[str, Any], size: int) -> list[int]:
+    """The positions, in its pool version's order (of ``size`` states), a cursor had served."""
+    bits = np.unpackbits(np.frombuffer(base64.b64decode(state["served"]), dtype=np.uint8))
+    if len(bits) < size:
+        raise CursorError("the cursor does not fit its pool version")
+    return np.flatnonzero(bits[:size]).tolist()
 
 
 def pack_positions(positions: list[int]) -> str:

@@ -16,9 +16,42 @@ one are decided again: a refresh costs what changed, never the pool.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
+from ..core.segments.names import parse_segment_name
+from ..core.store.part_files import part_version
+
 RUN, STORED, SEGMENT = 0, 1, 2  # where a copy's row is read from
+
+
+@dataclass(frozen=True)
+class StateSource:
+    """Where a served state comes from: a run's checkpoint, or a session's line written by a
+    writer at a policy step."""
+
+    run: str | None = None
+    checkpoint: int | None = None
+    session: str | None = None
+    writer: str | None = None
+    policy_step: int | None = None
+    segment: str | None = None
+    line: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A run state's run and checkpoint, or a session state's session, writer, policy
+        step and line."""
+        if self.run is not None:
+            return {"run": self.run, "checkpoint": self.checkpoint}
+        return {"session": self.session, "writer": self.writer, "policy_step": self.policy_step,
+                "segment": self.segment, "line": self.line}  # fmt: skip
+
+    def describe(self) -> str:
+        """One short line: ``run run000, checkpoint 2`` or ``session s, writer w, step 3``."""
+        if self.run is not None:
+            return f"run {self.run}, checkpoint {self.checkpoint}"
+        step = "no step" if self.policy_step is None else f"step {self.policy_step}"
+        return f"session {self.session}, writer {self.writer}, {step}"
 
 
 class Entry:
@@ -46,6 +79,18 @@ class Entry:
     def source(self) -> str:
         """The run or the session it belongs to."""
         return self.copy[0]
+
+    @property
+    def origin(self) -> StateSource:
+        """The run's checkpoint, or the session, writer and policy step, it comes from."""
+        if self.kind == RUN:
+            return StateSource(run=self.copy[0], checkpoint=part_version(self.copy[1]))
+        session, segment, line = self.copy
+        parsed = parse_segment_name(segment)
+        writer = None if parsed is None else parsed[0]
+        return StateSource(
+            session=session, writer=writer, policy_step=self.step, segment=segment, line=line
+        )
 
     @property
     def row_key(self) -> tuple:

@@ -31,7 +31,7 @@ from ..core.feedback.stats_store import TABLE, update_stats
 from ..core.locations import is_local, storage_errors
 from ..core.prompts.spec import PromptSpec
 from ..core.segments import list_segments
-from .entries import SEGMENT, Candidates, Entry
+from .entries import SEGMENT, Candidates, Entry, StateSource
 from .rows import ROW_ERRORS, RowReader, Stale
 from .runs import RunIndex
 from .segments import Rejects, SegmentIndex
@@ -141,6 +141,11 @@ class LivePool:
 
     def weight(self, i: int) -> float | None:
         return self._served.at(i).weight
+
+    def source(self, state_id: str) -> StateSource | None:
+        """Where the served state ``state_id`` comes from (``None``: not served now)."""
+        entry = self._served.entries.get(state_id)
+        return None if entry is None else entry.origin
 
     def row_key(self, i: int) -> tuple:
         """A version of the ``i``-th state's row, from the index: it changes when the row's

@@ -31,7 +31,6 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
-import os
 import shutil
 import tempfile
 import weakref
@@ -62,6 +61,7 @@ from .cursor import (
 )
 from .pool import LivePool
 from .row_files import BATCH_ROWS, RowFiles
+from .verl_checkpoint import dataset_state
 
 log = logging.getLogger(__name__)
 _live: weakref.WeakSet[LiveRLDataset] = weakref.WeakSet()
@@ -352,22 +352,3 @@ class LiveRLDataset(RLHFDataset):
             self.dataframe = self.dataframe.select(
                 slots, keep_in_memory=True, new_fingerprint=fingerprint + "-slots"
             )
-
-
-def dataset_state(resume_from: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The live dataset's saved state in a verl checkpoint: ``resume_from`` is a
-    ``global_step_<n>`` folder, or the trainer's ``default_local_dir`` (its latest one);
-    ``None`` when there is no checkpoint yet. Read as tensors and plain values only
-    (``torch.load(weights_only=True)``: nothing unpickled)."""
-    import torch
-
-    folder = Path(resume_from)
-    latest = folder / "latest_checkpointed_iteration.txt"
-    if latest.is_file():
-        folder = folder / f"global_step_{latest.read_text().strip()}"
-    elif not (folder / "data.pt").is_file():
-        return None
-    state = torch.load(folder / "data.pt", weights_only=True).get("dataset_state")
-    if state is None:
-        raise CursorError(f"{folder / 'data.pt'}: no live dataset state in it")
-    return state

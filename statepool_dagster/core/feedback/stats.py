@@ -23,6 +23,7 @@ from ..locations import AnyPath
 from ..names import LAST_STDS
 from ..segments import iter_segment_lines
 from ..segments.reader import OversizeLine
+from .history import Histories
 from .records import BadRecord, FeedbackRecord, decode
 
 ZERO_STD = 1e-12
@@ -94,6 +95,7 @@ class Fold:
     bad_examples: list[str] = field(default_factory=list)
     generation: int = 0
     whole: set[str] = field(default_factory=set)  # groups to close after this fold
+    history: Histories = field(default_factory=Histories)  # each state's, by step
 
     def add(self, r: FeedbackRecord) -> None:
         s = self.states.get(r.state_id)
@@ -108,6 +110,7 @@ class Fold:
         if r.time > s.last_time:
             s.last_time = r.time
         g = self.groups.get(r.group)
+        self.history.add(r, new_group=g is None)  # a group is one draw of its state
         if g is None:
             g = self.groups[r.group] = GroupTally(0, 0.0, 0.0, r.time, r.time)
             self.group_state[r.group] = r.state_id

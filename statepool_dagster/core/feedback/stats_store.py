@@ -3,7 +3,8 @@
 ``<store>/feedback_stats/`` holds ``fold.json`` (generation, segments folded, counts)
 and, named by generation, the state and open-group accumulators as Parquet; the
 manifest is written last, so a fold interrupted midway is simply done again. The
-per-state table readers use is ``state_stats.parquet`` beside them.
+per-state table readers use is ``state_stats.parquet`` beside them; each state's history by
+step (:mod:`.history`) is ``history-<generation>.parquet``, read with :func:`read_history`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..locations import AnyPath, is_local, read_fresh
 from ..segments import list_segments
 from ..store.atomic import read_parquet, write_bytes_atomic, write_parquet_atomic
 from .folders import MANIFEST, stats_folder
+from .history import Histories, history_table
 from .stats import DEFAULT_CLOSE_SECONDS, Fold, GroupTally, StateTally
 
 TABLE = "state_stats.parquet"
@@ -93,6 +95,8 @@ def load_fold(store: str | os.PathLike[str]) -> tuple[Fold, dict[str, Any]]:
     for gid, sid, *acc in zip(groups["group"], groups["state_id"], *cols, strict=True):
         fold.groups[gid] = GroupTally(*acc)
         fold.group_state[gid] = sid
+    with contextlib.suppress(FileNotFoundError):  # a fold saved before histories were kept
+        fold.history = Histories(read_parquet(folder / f"history-{gen}.parquet"))
     return fold, manifest
 
 
@@ -108,6 +112,7 @@ def _save(folder: AnyPath, fold: Fold, feedback: str) -> pa.Table:
         *([getattr(t, c) for t in tallies] for c in _GROUP_ACC.names[2:]),
     ]
     write_parquet_atomic(folder / f"groups-{gen}.parquet", pa.table(columns, _GROUP_ACC))
+    write_parquet_atomic(folder / f"history-{gen}.parquet", fold.history.table())
     stats = fold.table()
     write_parquet_atomic(folder / TABLE, stats)
     manifest = {
@@ -122,7 +127,8 @@ def _save(folder: AnyPath, fold: Fold, feedback: str) -> pa.Table:
         "saved": time.time(),
     }
     write_bytes_atomic(folder / MANIFEST, json.dumps(manifest, indent=1).encode())
-    for old in (f"states-{fold.generation}.parquet", f"groups-{fold.generation}.parquet"):
+    gone = ("states", "groups", "history")
+    for old in (f"{kind}-{fold.generation}.parquet" for kind in gone):
         with contextlib.suppress(FileNotFoundError):
             (folder / old).unlink()
     fold.generation = gen
@@ -161,6 +167,36 @@ def update_stats(
         else:
             table = read_stats(store)
         return FoldReport(len(new), fold.records - records, fold.bad - bad, closed, table)
+
+
+def read_history(store: str | os.PathLike[str]) -> pa.Table:
+    """Each state's history by step (:mod:`.history`) as of the last fold (empty before any)."""
+    from .history import HISTORY_SCHEMA
+
+    folder = stats_folder(store)
+    try:
+        gen = json.loads(read_fresh(folder / MANIFEST))["generation"]
+        return history_table(read_parquet(folder / f"history-{gen}.parquet"))
+    except FileNotFoundError:
+        return HISTORY_SCHEMA.empty_table()
+
+
+def iter_history(store: str | os.PathLike[str], rows: int = 65536) -> Iterator[pa.Table]:
+    """:func:`read_history`'s table a batch of ``rows`` at a time (a state's rows may span
+    two batches), read as it goes."""
+    import pyarrow.parquet as pq
+
+    folder = stats_folder(store)
+    try:
+        gen = json.loads(read_fresh(folder / MANIFEST))["generation"]
+        path = folder / f"history-{gen}.parquet"
+        with contextlib.ExitStack() as stack:
+            source = path if is_local(path) else stack.enter_context(path.open("rb"))
+            parquet = stack.enter_context(pq.ParquetFile(source))
+            for batch in parquet.iter_batches(batch_size=rows):
+                yield history_table(pa.Table.from_batches([batch]))
+    except FileNotFoundError:
+        return
 
 
 def read_stats(store: str | os.PathLike[str]) -> pa.Table:

@@ -13,3 +13,12 @@ REPORT_PAGE = "index.html"
 def report_path(layout: StoreLayout) -> AnyPath:
     """``store/report/index.html``."""
     return layout.root / REPORT_FOLDER / REPORT_PAGE
+
+
+STATES_FOLDER = "states"
+SEARCH_PAGE = "index.html"
+
+
+def state_pages_path(layout: StoreLayout) -> AnyPath:
+    """``store/report/states/index.html``: the page that finds a state's page by its id."""
+    return layout.root / REPORT_FOLDER / STATES_FOLDER / SEARCH_PAGE

@@ -20,7 +20,9 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
-def _frame(chart: str, label: str, body: list[str], y_max: float, x_title: str, **data) -> str:
+def _frame(
+    chart: str, label: str, body: list[str], y_max: float, x_title: str, y_min: float = 0, **data
+) -> str:
     attrs = "".join(f' data-{k}="{escape(str(v))}"' for k, v in data.items())
     plot_h = HEIGHT - TOP - BOTTOM
     axis = [
@@ -28,7 +30,8 @@ def _frame(chart: str, label: str, body: list[str], y_max: float, x_title: str, 
         f'<line x1="{LEFT}" y1="{HEIGHT - BOTTOM}" x2="{WIDTH - RIGHT}" '
         f'y2="{HEIGHT - BOTTOM}" stroke="#888"/>',
         f'<text x="{LEFT - 4}" y="{TOP + 4}" text-anchor="end" class="tick">{_fmt(y_max)}</text>',
-        f'<text x="{LEFT - 4}" y="{TOP + plot_h}" text-anchor="end" class="tick">0</text>',
+        f'<text x="{LEFT - 4}" y="{TOP + plot_h}" text-anchor="end" class="tick">'
+        f"{_fmt(y_min)}</text>",
         f'<text x="{(LEFT + WIDTH - RIGHT) / 2}" y="{HEIGHT - 4}" text-anchor="middle" '
         f'class="axis">{escape(x_title)}</text>',
     ]
@@ -219,3 +222,47 @@ def inline_bar(name: str, value: float, top: float, chart: str, **data) -> str:
         f'fill="{BAR}" class="mark" data-x="{escape(name)}" data-y="{value!r}">'
         f"<title>{escape(name)}: {_fmt(value)}</title></rect></svg>"
     )
+
+
+def history_chart(rows: Sequence[dict], chart: str, label: str, **data) -> str:
+    """A state's mean reward by policy step: one circle per step (or merged range of steps)
+    at its steps' middle, joined by a line, on the reward scale (−1 to 1, wider if a reward
+    is); rows without a step are left out."""
+    points = [r for r in rows if r["step_first"] is not None]
+    if not points:
+        return _empty(chart, label, **data)
+    lo = min(-1.0, *(r["score_mean"] for r in points))
+    hi = max(1.0, *(r["score_mean"] for r in points))
+    first, last = points[0]["step_first"], points[-1]["step_last"]
+    span_x, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def x_of(r: dict) -> float:
+        middle = (r["step_first"] + r["step_last"]) / 2
+        return LEFT + span_x * ((middle - first) / (last - first) if last > first else 0.5)
+
+    def y_of(value: float) -> float:
+        return HEIGHT - BOTTOM - plot_h * (value - lo) / (hi - lo)
+
+    coords = [(x_of(r), y_of(r["score_mean"])) for r in points]
+    path = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
+    body = [
+        f'<line x1="{LEFT}" y1="{y_of(0):.1f}" x2="{WIDTH - RIGHT}" y2="{y_of(0):.1f}" '
+        'stroke="#ddd"/>',
+        f'<polyline points="{path}" fill="none" stroke="{LINE}" stroke-width="1.5"/>',
+    ]
+    for (x, y), r in zip(coords, points, strict=True):
+        steps = f"{r['step_first']}" + (
+            f"–{r['step_last']}" if r["step_last"] != r["step_first"] else ""
+        )
+        var = "-" if r["score_var"] is None else _fmt(r["score_var"])
+        body.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{LINE}" class="mark" '
+            f'data-x="{steps}" data-y="{r["score_mean"]!r}" data-draws="{r["draws"]}">'
+            f"<title>step {steps}: mean {_fmt(r['score_mean'])}, variance {var}, "
+            f"{r['draws']} draws, {r['answers']} answers</title></circle>"
+        )
+    body += [
+        f'<text x="{LEFT}" y="{HEIGHT - BOTTOM + 12}" class="tick">{first}</text>',
+        f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - BOTTOM + 12}" class="tick">{last}</text>',
+    ]
+    return _frame(chart, label, body, hi, "policy step", y_min=lo, **data)

@@ -1,11 +1,12 @@
 """Where the report lives in the store, and writing it there a run at a time.
 
 ``store/report/index.html`` is the pool's overview; ``store/report/runs/<run>.html`` each
-run's detail. Runs are read one after another: a run's page is written as soon as its
-figures are counted (or taken from ``cache.py`` when its files have not changed), and only
-its line of the overview (counts and sampled curves) is kept, so memory follows the largest
-run, not the pool. The run pages are swapped in as
-one folder, then the overview that links them.
+run's detail; ``store/report/states/`` each state's page (:mod:`.state_pages`). Runs are
+read one after another: a run's page is written as soon as its figures are counted (or
+taken from ``cache.py`` when its files have not changed), and only its line of the
+overview (counts and sampled curves) is kept, so memory follows the largest run, not the
+pool. The run pages are swapped in as one folder, the state pages as another, then the
+overview that links them.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ from .numbers import (
 from .page import render_page
 from .paths import REPORT_FOLDER, report_path
 from .run_page import RUNS_FOLDER, render_run_page
+from .state_pages import (
+    STATES_FOLDER,
+    kept_pages,
+    pages_stamp,
+    states_section,
+    write_state_pages,
+)
 
 
 def _encode(page: str) -> bytes:
@@ -82,9 +90,20 @@ def write_report(
     finally:
         pages.discard()
     prune_figures(layout, names)
+    final = layout.root / REPORT_FOLDER / STATES_FOLDER
+    stamp = pages_stamp(layout)
+    states = kept_pages(final, stamp)
+    if states is None:  # read again only when a prompt table, the fold or a version changed
+        pages = StagedFolder(final)
+        try:
+            states = write_state_pages(layout, pages.path, stamp)
+            pages.commit()
+        finally:
+            pages.discard()
     sections = (
         sessions_section(session_rows(layout.root)),
         feedback_section(feedback_numbers(layout.root)),
+        states_section(states),
     )
     path = report_path(layout)
     write_bytes_atomic(path, _encode(render_page(numbers, str(layout.root), sections=sections)))

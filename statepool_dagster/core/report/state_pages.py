@@ -1,0 +1,390 @@
+"""Each state's page in the report: its source, prompt, history chart and the versions of its row.
+
+States are written in shards, ``report/states/<k>.html``, ``k`` the FNV-1a hash of the
+state id modulo the number of shards (a power of two, about 32 states a shard), each state
+a section whose ``id`` is its state id. ``report/states/index.html`` finds one: it hashes
+the id typed in and opens that shard at that anchor, with no server and no index to load,
+so a page opens as fast at 100,000 states as at 10.
+
+Built in a stream: the store's prompts (runs, then sessions), the feedback history
+(``read_history``'s rows) and the pool versions the live pool kept are each read once,
+their rows appended to temporary files by hash bucket; then each shard's states are read
+back, joined and written. Memory holds one shard's states, and the last row key of each
+state while the pool versions are read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterator
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ..feedback.stats_store import iter_history
+from ..locations import AnyPath
+from ..names import POOL_VERSIONS, PROMPTS
+from ..segments.names import parse_segment_name
+from ..sessions.layout import stored_sessions
+from ..store.atomic import read_parquet
+from ..store.batches import CheckpointBatches
+from ..store.layout import StoreLayout
+from ..store.parts import RunTable
+from ..store.schemas import SCHEMAS
+from ..words import plural
+from . import svg
+from .numbers import store_runs
+from .paths import SEARCH_PAGE, STATES_FOLDER
+
+BUCKETS = 4096  # temporary files; the shards, a power of two, each take BUCKETS / shards
+PER_SHARD = 32
+_FLUSH_CHARS = 8 << 20
+HISTORY_COLUMNS = ("step_first", "step_last", "draws", "answers", "score_mean", "score_var",
+                   "ops_match_rate", "weight_std", "weight_pass_rate")  # fmt: skip
+_encode_line = msgspec.json.Encoder().encode
+_decode_line = msgspec.json.Decoder().decode
+_BATCH = 16  # a run's checkpoints read at a time
+
+
+def fnv1a(text: str) -> int:
+    """The 32-bit FNV-1a hash of ``text``'s UTF-8 bytes (the search page's script computes
+    the same)."""
+    h = 0x811C9DC5
+    for byte in text.encode("utf-8", "surrogatepass"):
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+def shard_count(states: int) -> int:
+    """Shards for ``states`` states: the power of two giving about 32 a shard."""
+    wanted = max(1, math.ceil(states / PER_SHARD))
+    return min(BUCKETS, 1 << (wanted - 1).bit_length())
+
+
+def shard_of(state_id: str, shards: int) -> int:
+    return fnv1a(state_id) % shards
+
+
+class _Buckets:
+    """Rows appended to a temporary file per hash bucket, a few MB held at a time."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.held: dict[int, list[bytes]] = {}
+        self.chars = 0
+
+    def add(self, kind: str, state_id: str, value: Any) -> None:
+        line = _encode_line([kind, state_id, value])
+        self.held.setdefault(fnv1a(state_id) % BUCKETS, []).append(line)
+        self.chars += len(line)
+        if self.chars > _FLUSH_CHARS:
+            self.flush()
+
+    def flush(self) -> None:
+        for bucket, lines in self.held.items():
+            with open(self.folder / f"{bucket}.jsonl", "ab") as f:
+                f.write(b"\n".join(lines) + b"\n")
+        self.held, self.chars = {}, 0
+
+    def states(self, buckets: range) -> dict[str, dict[str, Any]]:
+        """The states of these buckets, their rows joined."""
+        found: dict[str, dict[str, Any]] = {}
+        for bucket in buckets:
+            path = self.folder / f"{bucket}.jsonl"
+            with contextlib.suppress(FileNotFoundError), open(path, "rb") as f:
+                for line in f:
+                    kind, sid, value = _decode_line(line)
+                    state = found.setdefault(sid, {"history": [], "versions": []})
+                    if kind == "state":
+                        state.setdefault("source", value)  # the first copy, as exports
+                    elif kind == "history":  # a state's rows, in step order
+                        rows = (dict(zip(HISTORY_COLUMNS, r, strict=True)) for r in value)
+                        state[kind].extend(rows)
+                    else:
+                        state[kind].append(value)
+        return found
+
+
+def _prompts(layout: StoreLayout) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(state id, its source and prompt)`` of every run state, then every session state."""
+    for run in store_runs(layout):
+        prompts = CheckpointBatches(RunTable(layout.table(PROMPTS, run), SCHEMAS[PROMPTS]))
+        try:
+            for _, rows in prompts.batches(["state_id", "version", "prompt"], _BATCH):
+                for row in rows.to_pylist():
+                    yield row["state_id"], {"run": run, "checkpoint": row["version"],
+                                            "prompt": row["prompt"]}  # fmt: skip
+        except FileNotFoundError:  # rebuilt meanwhile: the next report has it
+            continue
+        finally:
+            prompts.close()
+    from ..export.sessions import iter_session_table
+
+    for session in stored_sessions(layout.root):
+        columns = ["state_id", "segment", "policy_step", "prompt"]
+        for batch in iter_session_table(layout.root, session, "prompts", columns):
+            for row in batch.to_pylist():
+                parsed = parse_segment_name(row["segment"])
+                yield row["state_id"], {"session": session, "policy_step": row["policy_step"],
+                                        "writer": None if parsed is None else parsed[0],
+                                        "prompt": row["prompt"]}  # fmt: skip
+
+
+def _versions(root: AnyPath) -> Iterator[tuple[str, str, str]]:
+    """``(state id, version, row key)`` each time a state's row key is new in the pool
+    versions, oldest version first."""
+    folder = root / POOL_VERSIONS
+    try:
+        names = sorted(p.name for p in folder.iterdir() if p.name.endswith(".parquet"))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    last: dict[str, str] = {}
+    for name in names:
+        try:
+            table = read_parquet(folder / name, ["state_id", "row_key"])
+        except FileNotFoundError:  # pruned meanwhile
+            continue
+        version = name.removesuffix(".parquet")
+        keys = table["row_key"].to_pylist()
+        for sid, key in zip(table["state_id"].to_pylist(), keys, strict=True):
+            if last.get(sid) != key:
+                last[sid] = key
+                yield sid, version, key
+
+
+PAGES_VERSION = "1"  # part of the stamp: a change to the pages' content bumps it
+STAMP = ".stamp"
+
+
+def pages_stamp(layout: StoreLayout) -> str | None:
+    """A digest of what the pages are read from (the prompt tables, the fold's manifest, the
+    pool versions); ``None`` for a store that is not a local folder (then always written)."""
+    if not layout.local:
+        return None
+    from ..feedback.folders import MANIFEST, stats_folder
+    from ..names import SESSION_PROMPTS
+
+    digest = hashlib.blake2b(PAGES_VERSION.encode(), digest_size=16)
+    folders = [layout.table(PROMPTS, run) for run in store_runs(layout)]
+    folders += [layout.root / SESSION_PROMPTS / s for s in stored_sessions(layout.root)]
+    folders += [layout.root / POOL_VERSIONS, stats_folder(layout.root) / MANIFEST]
+    for path in folders:
+        digest.update(f"\0{path}".encode())
+        try:
+            entries = sorted(os.scandir(path), key=lambda e: e.name)
+        except FileNotFoundError:
+            continue
+        except NotADirectoryError:
+            entries = [path]
+        for entry in entries:
+            st = os.stat(entry)
+            name = getattr(entry, "name", "")
+            digest.update(f"{name}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return digest.hexdigest()
+
+
+def kept_pages(folder: AnyPath, stamp: str | None) -> int | None:
+    """How many states the pages in ``folder`` hold, when they were written from the files
+    ``stamp`` describes; ``None``: write them again."""
+    if stamp is None:
+        return None
+    try:
+        kept = json.loads((folder / STAMP).read_bytes())
+    except (FileNotFoundError, NotADirectoryError, ValueError):
+        return None
+    return kept.get("states") if kept.get("stamp") == stamp else None
+
+
+def write_state_pages(layout: StoreLayout, folder: AnyPath, stamp: str | None = None) -> int:
+    """Write the shards and the search page into ``folder``; how many states they hold."""
+    with tempfile.TemporaryDirectory(prefix="statepool-states-") as tmp:
+        buckets = _Buckets(Path(tmp))
+        count = 0
+        for sid, source in _prompts(layout):
+            buckets.add("state", sid, source)
+            count += 1
+        with_history = 0
+        for table in iter_history(layout.root):  # by state id: a state's rows together
+            ids = table["state_id"].to_pylist()
+            rows = list(zip(*(table[c].to_pylist() for c in HISTORY_COLUMNS), strict=True))
+            start = 0
+            for end in range(1, len(ids) + 1):
+                if end == len(ids) or ids[end] != ids[start]:
+                    buckets.add("history", ids[start], rows[start:end])
+                    with_history += 1
+                    start = end
+            del ids, rows
+        count = max(count, with_history)
+        for sid, version, key in _versions(layout.root):
+            buckets.add("versions", sid, [version, key])
+        buckets.flush()
+        shards = shard_count(count)
+        written = 0
+        for k in range(shards):
+            states = buckets.states(range(k, BUCKETS, shards))
+            written += len(states)
+            (folder / f"{k}.html").write_bytes(_encode(render_shard(k, shards, states)))
+        (folder / SEARCH_PAGE).write_bytes(_encode(render_search(shards, written)))
+    if stamp is not None:
+        (folder / STAMP).write_bytes(json.dumps({"stamp": stamp, "states": written}).encode())
+    return written
+
+
+def _encode(page: str) -> bytes:
+    return page.encode("utf-8", "backslashreplace")
+
+
+STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin: 0 0 .4em; }
+section.state { border: 1px solid #ddd; border-radius: 6px; padding: .6em .9em; margin: .8em 0; }
+section.state:target { border-color: #5e35b1; box-shadow: 0 0 0 2px #d1c4e9; }
+pre { white-space: pre-wrap; max-height: 30em; overflow: auto; background: #f6f6f6; }
+svg .tick, svg .axis { font-size: 10px; fill: #555; } svg .tick { text-anchor: middle; }
+table { border-collapse: collapse; } td, th { padding: .1em .5em; text-align: right; }
+#missing { color: #8a4b00; }
+"""
+
+# The FNV-1a hash of the id typed in, as fnv1a computes it: its shard, at its anchor.
+SCRIPT = """
+const SHARDS = %d;
+function shard(id) {
+  let h = 0x811c9dc5;
+  for (const b of new TextEncoder().encode(id)) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+  return h %% SHARDS;
+}
+document.getElementById("find").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const id = document.getElementById("q").value.trim();
+  if (id) location.href = "%s" + shard(id) + ".html#" + encodeURIComponent(id);
+});
+function check() {
+  const id = decodeURIComponent(location.hash.slice(1));
+  const missing = document.getElementById("missing");
+  if (missing) missing.textContent = id && !document.getElementById(id)
+    ? "no state " + id + " in this report" : "";
+}
+window.addEventListener("hashchange", check);
+check();
+"""
+
+
+def _form(shards: int, prefix: str) -> str:
+    return (
+        '<form id="find"><input id="q" size="40" placeholder="state id" autofocus> '
+        '<button>open its page</button></form><p id="missing"></p>'
+        f"<script>{SCRIPT % (shards, prefix)}</script>"
+    )
+
+
+def _page(title: str, body: list[str]) -> str:
+    head = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>",
+    ]
+    return "\n".join([*head, *body, "</body></html>"]) + "\n"
+
+
+def render_search(shards: int, states: int) -> str:
+    """The search page: an id in, its state's page out."""
+    return _page(
+        "statepool report: states",
+        [
+            '<p><a href="../index.html">← the pool</a></p>',
+            f"<h1>States</h1><p>{plural(states, 'state')}: type a state id to open its page "
+            "(its source, prompt, feedback history and the versions of its row).</p>",
+            _form(shards, ""),
+        ],
+    )
+
+
+def _source(source: dict[str, Any] | None) -> str:
+    if source is None:
+        return "not in the store now (feedback or a pool version names it)"
+    if "run" in source:
+        return f"run <b>{escape(source['run'])}</b>, checkpoint {source['checkpoint']}"
+    step = source.get("policy_step")
+    return (
+        f"session <b>{escape(source['session'])}</b>, writer "
+        f"{escape(str(source.get('writer')))}, policy step {'-' if step is None else step}"
+    )
+
+
+def _f(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _history(sid: str, rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "<p>no feedback recorded for it yet</p>"
+    chart = svg.history_chart(rows, "history", f"{sid}: mean reward by policy step", state=sid)
+    lines = [
+        "<tr><th>steps</th><th>draws</th><th>answers</th><th>mean</th><th>variance</th>"
+        "<th>ops match</th><th>weight (std)</th><th>weight (pass rate)</th></tr>"
+    ]
+    for r in rows:
+        first, last = r["step_first"], r["step_last"]
+        steps = "no step" if first is None else str(first) if first == last else f"{first}–{last}"
+        lines.append(
+            f"<tr><td>{steps}</td><td>{r['draws']}</td><td>{r['answers']}</td>"
+            f"<td>{_f(r['score_mean'])}</td><td>{_f(r['score_var'])}</td>"
+            f"<td>{_f(r['ops_match_rate'])}</td><td>{_f(r['weight_std'])}</td>"
+            f"<td>{_f(r['weight_pass_rate'])}</td></tr>"
+        )
+    return (
+        f"<figure>{chart}<figcaption>mean reward by policy step</figcaption></figure>"
+        f"<details><summary>history by step</summary><table>{''.join(lines)}</table></details>"
+    )
+
+
+def _versions_list(versions: list[list[str]]) -> str:
+    if not versions:
+        return "<p>no pool version names it (no trainer checkpoint saved one since it came)</p>"
+    items = "".join(
+        f"<li>from pool version <code>{escape(v)}</code>: row key <code>{escape(k)}</code></li>"
+        for v, k in versions
+    )
+    return f'<ul class="versions">{items}</ul>'
+
+
+def render_shard(k: int, shards: int, states: dict[str, dict[str, Any]]) -> str:
+    """One shard's page: a section per state, by state id."""
+    body = ['<p><a href="../index.html">← the pool</a></p>', _form(shards, "")]
+    for sid in sorted(states):
+        state = states[sid]
+        source = state.get("source")
+        prompt = None if source is None else source.get("prompt")
+        prompt_html = (
+            "<p>no prompt in the store</p>"
+            if prompt is None
+            else f"<details><summary>prompt ({plural(len(prompt), 'character')})</summary>"
+            f"<pre>{escape(prompt)}</pre></details>"
+        )
+        body += [
+            f'<section class="state" id="{escape(sid)}">',
+            f"<h2>{escape(sid)}</h2><p>{_source(source)}</p>",
+            _history(sid, state["history"]),
+            prompt_html,
+            "<h3>versions of its row</h3>",
+            _versions_list(state["versions"]),
+            "</section>",
+        ]
+    return _page(f"statepool report: states, shard {k}", body)
+
+
+def states_section(states: int) -> str:
+    """The overview's link to the state pages."""
+    return (
+        f'<h2 id="states">States</h2><p><a href="{STATES_FOLDER}/{SEARCH_PAGE}">'
+        f"Find a state's page by its id</a> ({plural(states, 'state')}: source, prompt, "
+        "feedback history, versions of its row).</p>"
+    )

@@ -1,0 +1,217 @@
+"""The report's state pages: each state's source, prompt, history chart and row versions, in
+shards a static search page finds by hashing the id; and the Dagster asset's link to them."""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from statepool_dagster.core.config import Settings
+from statepool_dagster.core.feedback.recorder import FeedbackRecorder
+from statepool_dagster.core.feedback.records import from_breakdown
+from statepool_dagster.core.feedback.stats_store import read_history, update_stats
+from statepool_dagster.core.report import write_report
+from statepool_dagster.core.report.state_pages import (
+    fnv1a,
+    render_shard,
+    shard_count,
+    shard_of,
+)
+from statepool_dagster.core.sessions import StateWriter
+from statepool_dagster.core.sessions.build import build_session
+from statepool_dagster.core.stages import build_run
+from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
+from statepool_dagster.live import LivePool
+
+from helpers import generated_state
+
+SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=3, emb_dim=2, episodes_per_batch=1)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> SimpleNamespace:
+    """Two runs, a stored session, feedback over three steps folded, a pool version kept."""
+    root = tmp_path_factory.mktemp("states")
+    runs, store, sessions = root / "runs", root / "store", root / "sessions"
+    generate_runs(runs, SPEC)
+    settings = Settings(runs_dir=str(runs), store_dir=str(store))
+    for run in ("run000", "run001"):
+        build_run(settings, run)
+    with StateWriter(sessions, "rollouts", writer="w1") as writer:
+        writer.append(generated_state(7), policy_step=5)
+    build_session(sessions, store, "rollouts", settings.prompt_spec())
+    pool = LivePool(store, sessions)
+    version = pool.version()
+    recorder = FeedbackRecorder(str(store / "feedback"))
+    now = time.time()
+    scores = {0: [1.0, 0.0], 1: [0.5, 0.5], 2: [1.0, 1.0, -1.0]}
+    recorder.record(
+        from_breakdown(
+            "run000_ckpt1", {"score": s}, group=f"g{step}", time=now, source="trl", step=step
+        )
+        for step, group in scores.items()
+        for s in group
+    )
+    recorder.close()
+    update_stats(store, store / "feedback", close_seconds=0)
+    write_report(store, runs_dir=runs)
+    folder = store / "report" / "states"
+    return SimpleNamespace(store=store, folder=folder, version=version, ids=pool.state_ids())
+
+
+def _section(report, state_id: str) -> str:
+    shards = len(list(report.folder.glob("[0-9]*.html")))
+    page = (report.folder / f"{shard_of(state_id, shards)}.html").read_text(encoding="utf-8")
+    match = re.search(
+        rf'<section class="state" id="{re.escape(state_id)}">(.*?)</section>', page, re.S
+    )
+    assert match, f"{state_id} not in its shard"
+    return match[1]
+
+
+def test_every_state_has_a_section_in_the_shard_its_id_hashes_to(report):
+    for sid in report.ids:
+        _section(report, sid)
+    index = (report.store / "report" / "index.html").read_text(encoding="utf-8")
+    assert 'href="states/index.html"' in index and "7 states" in index
+
+
+def test_a_run_states_page_shows_its_source_prompt_history_and_row_versions(report):
+    section = _section(report, "run000_ckpt1")
+    assert "run <b>run000</b>, checkpoint 1" in section
+    assert "&lt;" in section or "<pre>" in section  # the prompt, escaped, in full
+    marks = re.findall(
+        r'class="mark" data-x="([^"]+)" data-y="([^"]+)" data-draws="(\d+)"', section
+    )
+    history = [r for r in read_history(report.store).to_pylist() if r["state_id"] == "run000_ckpt1"]
+    assert [(x, float(y), int(d)) for x, y, d in marks] == [
+        (str(r["step_first"]), r["score_mean"], r["draws"]) for r in history
+    ]
+    assert [float(y) for _, y, _ in marks] == pytest.approx([0.5, 0.5, 1 / 3])
+    assert f"from pool version <code>{report.version}</code>" in section
+
+
+def test_a_session_states_page_names_its_session_writer_and_policy_step(report):
+    sid = next(s for s in report.ids if not s.startswith("run"))
+    section = _section(report, sid)
+    assert "session <b>rollouts</b>, writer w1, policy step 5" in section
+    assert "no feedback recorded for it yet" in section
+
+
+def test_the_search_page_hashes_the_id_as_the_shards_were_chosen(report):
+    page = (report.folder / "index.html").read_text(encoding="utf-8")
+    shards = int(re.search(r"const SHARDS = (\d+);", page)[1])
+    assert shards == len(list(report.folder.glob("[0-9]*.html")))
+    # FNV-1a, 32 bits, over UTF-8: the reference vectors the script's loop gives too
+    assert (fnv1a(""), fnv1a("a"), fnv1a("foobar")) == (0x811C9DC5, 0xE40C292C, 0xBF9CF968)
+    assert "Math.imul(h ^ b, 0x01000193) >>> 0" in page and "% SHARDS" in page
+
+
+def test_shards_hold_about_32_states_so_a_page_stays_small_at_100000():
+    assert shard_count(1) == 1 and shard_count(64) == 2 and shard_count(100_000) == 4096
+    history = [
+        {
+            "step_first": s,
+            "step_last": s,
+            "draws": 1,
+            "answers": 8,
+            "score_mean": 0.1,
+            "score_var": 0.2,
+            "ops_match_rate": None,
+            "weight_std": 0.4,
+            "weight_pass_rate": None,
+        }
+        for s in range(128)
+    ]
+    states = {
+        f"s{k}": {
+            "source": {"run": "r", "checkpoint": k, "prompt": "p" * 8000},
+            "history": history,
+            "versions": [["v", "k"]],
+        }
+        for k in range(100_000 // 4096 + 1)
+    }
+    page = render_shard(0, 4096, states)
+    assert len(page.encode()) < 1_500_000  # a local file of this size opens well under 1 s
+
+
+def test_the_state_stats_asset_links_the_state_pages(tmp_path):
+    from dagster import materialize
+
+    from statepool_dagster.defs.feedback import state_stats
+    from statepool_dagster.defs.resources import StatepoolSettings
+
+    store = tmp_path / "store"
+    result = materialize(
+        [state_stats], resources={"statepool": StatepoolSettings(store_dir=str(store))}
+    )
+    metadata = result.asset_materializations_for_node("state_stats")[0].metadata
+    assert metadata["state_pages"].value == str(store / "report" / "states" / "index.html")
+    assert Path(html.unescape(metadata["state_pages"].value)).name == "index.html"
+
+
+def test_the_pages_are_written_again_only_when_what_they_show_changed(tmp_path):
+    runs, store = tmp_path / "runs", tmp_path / "store"
+    generate_runs(
+        runs, SampleSpec(n_runs=1, n_checkpoints=2, n_cards=3, emb_dim=2, episodes_per_batch=1)
+    )
+    build_run(Settings(runs_dir=str(runs), store_dir=str(store)), "run000")
+    write_report(store, runs_dir=runs)
+    search = store / "report" / "states" / "index.html"
+    before = search.stat().st_ino
+    write_report(store, runs_dir=runs)
+    assert search.stat().st_ino == before  # nothing changed: the pages kept
+    recorder = FeedbackRecorder(str(store / "feedback"))
+    recorder.record(
+        [
+            from_breakdown(
+                "run000_ckpt0", {"score": 1.0}, group="g", time=time.time(), source="trl", step=3
+            )
+        ]
+    )
+    recorder.close()
+    update_stats(store, store / "feedback", close_seconds=0)
+    write_report(store, runs_dir=runs)
+    assert search.stat().st_ino != before
+    page = (store / "report" / "states" / f"{shard_of('run000_ckpt0', 1)}.html").read_text()
+    assert 'data-x="3"' in page
+
+
+def _node() -> str | None:
+    """A Node.js to run the page's script with: Playwright's own (a dev dependency), else the
+    system's."""
+    import shutil
+
+    import playwright
+
+    bundled = Path(playwright.__file__).parent / "driver" / "node"
+    return str(bundled) if bundled.is_file() else shutil.which("node")
+
+
+def test_the_search_pages_script_sends_an_id_to_the_shard_python_wrote_it_in(report):
+    import json
+    import subprocess
+
+    node = _node()
+    if node is None:
+        pytest.skip("no Node.js to run the page's script")
+    page = (report.folder / "index.html").read_text(encoding="utf-8")
+    script = re.search(r"(const SHARDS = \d+;\s*function shard\(id\) \{.*?\n\})", page, re.S)[1]
+    ids = [*report.ids, "ä-state", "状态_7", "emoji-😀", "a" * 300]
+    for shards in (1, 2, 4096):
+        code = script.replace(
+            re.search(r"const SHARDS = \d+;", script)[0], f"const SHARDS = {shards};"
+        )
+        done = subprocess.run(
+            [node, "-e", f"{code}\nconsole.log(JSON.stringify({json.dumps(ids)}.map(shard)))"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        assert json.loads(done.stdout) == [shard_of(sid, shards) for sid in ids]
