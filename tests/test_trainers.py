@@ -88,7 +88,18 @@ def exported(tmp_path_factory) -> SimpleNamespace:
     exports = store / "exports"
     for fmt in ("trl", "verl"):
         out = exports / fmt
-        statepool(env, root, "export", "--format", fmt, "--out", str(out), "--val-fraction", "0")
+        statepool(
+            env,
+            root,
+            "export",
+            "--format",
+            fmt,
+            "--out",
+            str(out),
+            "--val-fraction",
+            "0",
+            "--parents",
+        )
     return SimpleNamespace(root=root, store=store, env=env, tokenizer=tokenizer, exports=exports)
 
 
