@@ -153,6 +153,8 @@ def test_the_state_stats_asset_links_the_state_pages(tmp_path):
     metadata = result.asset_materializations_for_node("state_stats")[0].metadata
     assert metadata["state_pages"].value == str(store / "report" / "states" / "index.html")
     assert Path(html.unescape(metadata["state_pages"].value)).name == "index.html"
+    link = (store / "report" / "states" / "index.html").resolve().as_uri()
+    assert metadata["state_pages_link"].value == link  # a link the UI opens
 
 
 def test_the_pages_are_written_again_only_when_what_they_show_changed(tmp_path):

@@ -11,6 +11,7 @@ from dagster import (
 from ..core.feedback.folders import stats_folder
 from ..core.feedback.importers import feedback_folder
 from ..core.feedback.stats_store import load_fold, update_stats
+from ..core.locations import is_local
 from ..core.names import GROUP, ROW_COUNT, STATE_STATS_JOB
 from ..core.report.paths import state_pages_path
 from ..core.store.layout import StoreLayout
@@ -40,6 +41,8 @@ def state_stats(context: AssetExecutionContext, statepool: StatepoolSettings) ->
     spread = sum(r["groups"] for r in rows if r["zero_variance_share"] is not None)
     zero = sum(r["zero_variance_groups"] for r in rows)
     _, manifest = load_fold(settings.store_dir)
+    pages = state_pages_path(StoreLayout(store))
+    local = is_local(pages)  # a file: URL the UI opens in a new tab (a store on S3: the path)
     return MaterializeResult(
         metadata={
             ROW_COUNT: len(rows),
@@ -55,7 +58,8 @@ def state_stats(context: AssetExecutionContext, statepool: StatepoolSettings) ->
             "feedback": MetadataValue.path(str(folder)),
             "table": MetadataValue.path(str(stats_folder(settings.store_dir))),
             "preview": MetadataValue.md(stats_markdown(rows)),
-            "state_pages": MetadataValue.path(str(state_pages_path(StoreLayout(store)))),
+            "state_pages": MetadataValue.path(str(pages)),
+            **({"state_pages_link": MetadataValue.url(pages.resolve().as_uri())} if local else {}),
         }
     )
 
