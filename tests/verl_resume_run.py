@@ -3,7 +3,10 @@ starts it.
 
     python verl_resume_run.py CONFIG.json
 
-What ``RayPPOTrainer.fit`` does with its data, without the model: the dataset from
+What ``RayPPOTrainer.fit`` does with its data (``mode: legacy``), or the v1 trainer
+(``mode: v1``: prompts fetched one at a time, the live datasets refreshed by
+``LiveReplayBuffer.sample`` after them, the checkpoint saved after the step), without the
+model: the dataset from
 ``data.custom_cls`` (``LiveRLDataset``), verl's sampler (``create_rl_sampler``: torchdata's
 ``RandomSampler``, seeded), torchdata's ``StatefulDataLoader``; each step draws a batch,
 saves ``data.pt`` (the dataloader's ``state_dict``) every ``save_freq`` steps and then calls
@@ -47,9 +50,12 @@ def main(config: dict) -> None:
                                "cache_dir": str(out.parent), "resume_from": str(out)}  # fmt: skip
     tokenizer = AutoTokenizer.from_pretrained(config["tokenizer"], local_files_only=True)
     dataset = create_rl_dataset(verl.data.train_files, verl.data, tokenizer, None)
+    v1 = config.get("mode") == "v1"
     sampler = create_rl_sampler(verl.data, dataset)
-    loader = StatefulDataLoader(dataset, batch_size=2, num_workers=0, drop_last=True,
-                                collate_fn=collate_fn, sampler=sampler)  # fmt: skip
+    loader = StatefulDataLoader(dataset, batch_size=1 if v1 else 2, num_workers=0,
+                                drop_last=True, collate_fn=collate_fn, sampler=sampler)  # fmt: skip
+    if v1:
+        return run_v1(config, loader, out)
     step = 0
     latest = out / "latest_checkpointed_iteration.txt"
     if latest.is_file():  # _load_checkpoint
@@ -82,6 +88,49 @@ def main(config: dict) -> None:
             if step > config["steps"]:
                 return
         epoch += 1
+
+
+def run_v1(config: dict, loader: StatefulDataLoader, out: Path) -> None:
+    """The v1 trainer's data path: each step fetches two prompts one at a time (a new
+    iterator when one ends, as ``_fetch`` does), the replay buffer's ``sample`` refreshes the
+    live datasets, then the step is saved."""
+    from statepool_dagster.live.verl import refresh_live_datasets
+
+    done = 0
+    latest = out / "latest_checkpointed_iteration.txt"
+    if latest.is_file():
+        done = int(latest.read_text())
+        loader.load_state_dict(
+            torch.load(out / f"global_step_{done}" / "data.pt", weights_only=True)
+        )
+    draws = open(config["draws"], "a", encoding="utf-8")  # noqa: SIM115
+    it = None
+    for step in range(done + 1, config["steps"] + 1):
+        if step == config.get("kill_at"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        ids = []
+        for _ in range(2):
+            try:
+                batch = next(it) if it is not None else None
+            except StopIteration:
+                batch = None
+            if batch is None:
+                it = iter(loader)
+                batch = next(it)
+            ids.append(batch["extra_info"][0]["state_id"])
+        draws.write(json.dumps([step, ids]) + "\n")
+        draws.flush()
+        os.fsync(draws.fileno())
+        if step == config.get("seal_at"):
+            with StateWriter(config["sessions"], "rollouts", writer="w") as writer:
+                for k in config["seal"]:
+                    writer.append(generated_state(k), policy_step=step)
+        refresh_live_datasets()  # LiveReplayBuffer.sample, before the batch is trained on
+        if step % 2 == 0:
+            folder = out / f"global_step_{step}"
+            folder.mkdir(parents=True, exist_ok=True)
+            torch.save(loader.state_dict(), folder / "data.pt")
+            latest.write_text(str(step))
 
 
 if __name__ == "__main__":

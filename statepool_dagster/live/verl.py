@@ -105,6 +105,7 @@ class LiveRLDataset(RLHFDataset):
         self.pool = LivePool(**self._pool_args)
         self._restored: str | None = None  # the digest of the layout taken up
         self._pending = False  # a resumed layout's update not taken yet
+        self._read_since = False  # a row read since the last update
         self.new_first = bool(own.get("new_first", True))
         self._limit = self.max_prompt_length if self.filter_overlong_prompts else float("inf")
         folder = tempfile.mkdtemp(prefix="statepool-live-", dir=own.get("cache_dir"))
@@ -146,6 +147,7 @@ class LiveRLDataset(RLHFDataset):
             "slots": pack_positions([at.get(self._ids[row], -1) for row in self._slots.tolist()]),
             "fresh": pack_positions([at[sid] for sid in self._fresh if sid in at]),
             "loads": self._loads,
+            "pending": self._read_since,  # rows read since the last update (legacy: saved first)
         }
         return {**body, "digest": cursor_digest(body)}
 
@@ -186,20 +188,23 @@ class LiveRLDataset(RLHFDataset):
         self._mark = self.pool.rekeyed(0)[1]
         self._show()
         self._restored = state["digest"]
-        # verl saved this before the step's on_batch_end: that update comes before the next
-        # row is read (after the sampler took the length it had), as it came then.
-        self._pending = True
+        self._unread = True  # the next update looks at every state, those new since too
+        # Saved between a step's reads and its update (the legacy trainer saves before
+        # on_batch_end): that update comes before the next row is read, after the sampler
+        # took the length it had, as it came then. (v1's buffer refreshes before the save.)
+        self._pending = bool(state.get("pending", True))
 
     def on_batch_end(self, batch: Any = None) -> None:
         """Take in what changed in the pool (verl's legacy trainer calls it after each step)."""
+        self._read_since = False
         if self.pool.refresh() or self._unread:
             self._update()
 
     def __getitem__(self, item: int) -> dict:
         if self._pending:
             self._pending = False
-            self._unread = True  # every state is looked at, not only those after the last
             self.on_batch_end()
+        self._read_since = True
         while self._fresh:
             slot = self._slot_of.get(self._fresh.popleft())
             if slot is not None:
