@@ -142,3 +142,33 @@ def test_a_kill_while_the_cursor_is_written_leaves_a_whole_one(tmp_path):
         proc.wait()
         state = json.loads((tmp_path / CURSOR_FILE).read_bytes())  # whole: old or new
         assert "n" in state
+
+
+def test_export_as_of_writes_the_versions_states_and_tells_what_changed(store, tmp_path):
+    import pyarrow.parquet as pq
+
+    from helpers import STATEPOOL
+
+    version = LivePool(store).version()
+    runs = tmp_path / "runs"
+    small = SampleSpec(n_runs=1, n_checkpoints=2, n_cards=3, emb_dim=2, episodes_per_batch=1)
+    generate_run(runs / "run001", small, 9)
+    build_run(Settings(runs_dir=str(runs), store_dir=str(store)), "run001")
+    with StateWriter(tmp_path / "sessions", "s", writer="w") as writer:  # not in the version
+        writer.append(generated_state(7), policy_step=1)
+
+    def export(*flags: str) -> subprocess.CompletedProcess:
+        argv = [str(STATEPOOL), "export", "--format", "verl", "--store", str(store), *flags]
+        return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+    done = export("--out", "o", "--val-fraction", "0", "--as-of", version)
+    assert done.returncode == 0, done.stderr
+    ids = pq.read_table(tmp_path / "o" / "train.parquet")["extra_info"].to_pylist()
+    assert sorted(i["state_id"] for i in ids) == sorted(
+        s for s in LivePool(store, as_of=version).as_of.state_ids if s != "run001_ckpt2"
+    )
+    assert "1 states no longer in the pool: run001_ckpt2" in done.stderr
+    assert "2 states changed since" in done.stderr
+    gone = export("--out", "p", "--as-of", "0000000000000-0123456789abcdef")
+    assert gone.returncode == 2 and len(gone.stderr.strip().splitlines()) == 1
+    assert gone.stderr.startswith("statepool export: --as-of: pool version")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 
 from ..core.config import Settings
@@ -109,6 +110,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise StatepoolError(
             f"--out: the folder {target.parent} does not exist (--parents creates it)"
         )
+    only = _as_of(settings.store_dir, args.as_of) if args.as_of else None
     empty = "empty"
     finished: list[ExportSet] = []
 
@@ -138,6 +140,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             check=check,
             sources=SourceOptions.from_settings(settings),
             selection=selection,
+            only=only,
         )
     except ExportRefused as refused:
         if str(refused) != empty:
@@ -175,6 +178,32 @@ def cmd_export(args: argparse.Namespace) -> int:
                 "limit left out"
             )
     return 0
+
+
+def _as_of(store: str, version: str) -> frozenset[str]:
+    """The states of a pool version (``--as-of``); those gone or changed since, told."""
+    from ..core.errors import StatepoolError
+    from ..live import LivePool
+    from ..live.versions import VersionGone
+
+    quiet = logging.getLogger("statepool_dagster.live")
+    level, quiet.level = quiet.level, logging.ERROR  # what changed is told below, once
+    try:
+        pool = LivePool(store, as_of=version)
+    except (VersionGone, ValueError) as exc:
+        raise StatepoolError(f"--as-of: {exc}") from None
+    finally:
+        quiet.level = level
+    told = (
+        ("no longer in the pool", pool.missing_since),
+        ("changed since (exported as they are now)", pool.changed_since),
+    )
+    for what, states in told:
+        if states:
+            shown = ", ".join(states[:5]) + (", …" if len(states) > 5 else "")
+            print(f"statepool export: --as-of {version}: {len(states)} states {what}: {shown}",
+                  file=sys.stderr)  # fmt: skip
+    return frozenset(pool.as_of.state_ids)
 
 
 def cmd_score(args: argparse.Namespace) -> int:

@@ -223,6 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", required=True, help="folder to write (new, empty or an earlier export)")
     p.add_argument("--parents", action="store_true", help="create --out's missing parent folders")
+    p.add_argument(
+        "--as-of",
+        default=None,
+        metavar="VERSION",
+        help="only the states of this pool version (a trainer checkpoint's; see statepool lineage)",
+    )
     p.add_argument("--val-fraction", type=values.FRACTION, help="share of runs in val (0 to 1)")
     p.add_argument("--test-fraction", type=values.FRACTION, help="share of runs in test (0 to 1)")
     p.add_argument("--seed", type=int, default=None, help="seed of the run-level split")

@@ -175,6 +175,7 @@ def export_rows(
     lengths: LengthFilter | None = None,
     sources: SourceOptions | None = None,
     selection: Selection | None = None,
+    only: frozenset[str] | None = None,
 ) -> Iterator[ExportRow]:
     """Every state of every run (then every session) in the store, split by run (by session)
     and de-duplicated, as it is read.
@@ -182,7 +183,8 @@ def export_rows(
     ``export`` counts what was yielded and gathers the problems; they are complete once
     the iterator is exhausted. ``lengths`` measures each prompt and leaves out the long;
     ``sources`` picks runs and/or sessions and how fresh session states must be;
-    ``selection`` leaves out (and weighs) states by their feedback statistics.
+    ``selection`` leaves out (and weighs) states by their feedback statistics; ``only``,
+    when given, leaves out every state not in it (a pool version's states).
     """
     sources = sources or SourceOptions()
     options = export.options
@@ -197,7 +199,7 @@ def export_rows(
     if selection is not None and selection.options.active:
         export.weighted = selection.options.weight is not None
         export.extra["selection"] = describe(selection.options)
-    gate = Gate(export, lengths, selection)
+    gate = Gate(export, lengths, selection, only)
     seen: dict[bytes, str] = {}
     run_ids: set[str] | None = set() if sessions else None  # a run state wins over a session's
     collected_runs: dict[str, list[str]] = {}  # before the length limit

@@ -164,14 +164,22 @@ class Gate:
     """
 
     def __init__(
-        self, export: ExportSet, lengths: LengthFilter | None, selection: Selection | None
+        self,
+        export: ExportSet,
+        lengths: LengthFilter | None,
+        selection: Selection | None,
+        only: frozenset[str] | None = None,
     ):
-        self.export, self.lengths = export, lengths
+        self.export, self.lengths, self.only = export, lengths, only
         self.selection = selection if selection is not None and selection.options.active else None
         self.index: dict[str, int] = {}
+        self.not_in_only = 0
 
     def admit(self, row: ExportRow) -> ExportRow | None:
         """``row`` as written (weighed, measured), or ``None`` when it is left out."""
+        if self.only is not None and row.state_id not in self.only:
+            self.not_in_only += 1
+            return None
         if self.selection is not None:
             decision = self.selection.decide(row.state_id)
             if not decision.keep:
@@ -189,6 +197,10 @@ class Gate:
         return row
 
     def finish(self) -> None:
+        if self.not_in_only:
+            self.export.problems.append(
+                f"{self.not_in_only} states not in the pool version asked for left out"
+            )
         if self.lengths is not None:
             self.export.problems.extend(self.lengths.problems)
             self.export.prompt_lengths = self.lengths.summary()

@@ -191,6 +191,7 @@ def stream_export(
     check: Callable[[ExportSet], None] | None = None,
     sources: SourceOptions | None = None,
     selection: SelectionOptions | None = None,
+    only: frozenset[str] | None = None,
 ) -> ExportSet:
     """Read the store once and write each ``{format: folder}`` as the rows stream in.
 
@@ -198,12 +199,14 @@ def stream_export(
     finished counts and problems) has not raised; otherwise every folder keeps its earlier
     export. A folder is a local one or an fsspec URL, like the store; an earlier export
     of another format there is replaced only with ``force``. ``sources`` (default: runs
-    and sessions) and ``selection`` (default: none) choose the states.
+    and sessions), ``selection`` (default: none) and ``only`` (default: all) choose the
+    states.
     """
     export = ExportSet(options or ExportOptions())
     chosen = Selection.from_options(selection, store) if selection is not None else None
     notice = chosen.notice() if chosen is not None else None
     if notice:
         export.problems.append(notice)
-    _write(export_rows(store, export, lengths, sources, chosen), export, outs, force, check)
+    rows = export_rows(store, export, lengths, sources, chosen, only)
+    _write(rows, export, outs, force, check)
     return export
