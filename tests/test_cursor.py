@@ -172,3 +172,22 @@ def test_export_as_of_writes_the_versions_states_and_tells_what_changed(store, t
     gone = export("--out", "p", "--as-of", "0000000000000-0123456789abcdef")
     assert gone.returncode == 2 and len(gone.stderr.strip().splitlines()) == 1
     assert gone.stderr.startswith("statepool export: --as-of: pool version")
+
+
+def test_a_session_stored_while_the_trainer_was_down_changes_nothing_it_draws(store, tmp_path):
+    from statepool_dagster.core.sessions.build import build_session
+
+    sessions = tmp_path / "sessions"
+    with StateWriter(sessions, "s", writer="w") as writer:
+        for k in range(3):
+            writer.append(generated_state(k), policy_step=k)
+    order = DrawOrder(LivePool(store, sessions), weighted=False, seed=0)
+    whole = draws(order, 14)
+    cursor = DrawOrder(LivePool(store, sessions), weighted=False, seed=0)
+    draws(cursor, 5)
+    state = cursor.state_dict()
+    settings = Settings(store_dir=str(store), sessions_dir=str(sessions))
+    build_session(sessions, store, "s", settings.prompt_spec())  # what a Dagster sync stores
+    again = LivePool(store, sessions, as_of=state["version"])
+    assert again.changed_since == [] and again.missing_since == []
+    assert draws(DrawOrder.resumed(again, False, 0, state), 9) == whole[5:]
