@@ -7,16 +7,19 @@ CPU is user + system time of the command and the children it waited for (its bui
 workers): on a shared machine it barely moves with load, where wall time does. Each round
 runs every measure once for every checkout in turn, so load drifts across all of them alike;
 a figure is the median of the rounds. The table goes to stdout (and ``--doc-file``), every
-figure to ``bench/out/cpu-<size>/results.json``.
+figure to ``bench/out/cpu-<size>/results.json`` (``--out``: another folder than ``bench/out``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import shutil
 import statistics
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 from measure import REPO, Bench, last_json, statepool
@@ -60,11 +63,21 @@ def one_round(bench: Bench, runs: Path, label: str) -> dict[str, tuple[float, fl
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size", choices=SIZES, default="wide")
-    parser.add_argument("--code", type=Path, action="append", required=True)
+    parser.add_argument("--code", type=Path, action="append", default=[])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     parser.add_argument("--doc-file", type=Path, default=None)
+    parser.add_argument("--render", type=Path, default=None, help="a results.json: the page again")
     args = parser.parse_args(argv)
-    out = (REPO / "bench" / "out" / f"cpu-{args.size}").resolve()
+    if args.render is not None:
+        page = render(json.loads(args.render.read_text()))
+        if args.doc_file:
+            args.doc_file.write_text(page)
+        print(page, end="")
+        return 0
+    if not args.code:
+        parser.error("--code DIR, once per checkout to measure")
+    out = (args.out / f"cpu-{args.size}").resolve()
     runs = out / "runs"
     spec = spec_of(args.size)
     if not (runs / ".complete").is_file():  # the corpus is reused while it is whole
@@ -93,7 +106,14 @@ def main(argv: list[str] | None = None) -> int:
                 figures[label][name].append(value)
             print(f"round {round_ + 1}, {label}: done", file=sys.stderr)
     named = dict(zip(labels, map(str, codes), strict=True))
-    results = {"size": args.size, "codes": named, "figures": figures}
+    results = {
+        "size": args.size,
+        "when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpus": os.cpu_count(),
+        "command": shlex.join(["python", "bench/cpu_compare.py", *(argv or sys.argv[1:])]),
+        "codes": named,
+        "figures": figures,
+    }
     (out / "results.json").write_text(json.dumps(results, indent=1))
     page = render(results)
     if args.doc_file:
@@ -110,8 +130,17 @@ def render(results: dict) -> str:
         values = [v[i] for v in figures[label][name]]
         return statistics.median(values) if values else float("nan")
 
+    header = [
+        "<!-- written by bench/cpu_compare.py; do not edit by hand -->",
+        f"Measured {results.get('when', '?')} on {results.get('cpus', '?')} CPUs:",
+        "",
+        "```",
+        results.get("command", "python bench/cpu_compare.py"),
+        "```",
+        "",
+    ]
     head = "| measure, CPU s (wall s) | " + " | ".join(f"`{label}`" for label in labels) + " |"
-    lines = [head, "|---|" + "---:|" * len(labels)]
+    lines = [*header, head, "|---|" + "---:|" * len(labels)]
     for name in (ORIGINAL, *MEASURES):
         cells = []
         for label in labels:
