@@ -139,8 +139,10 @@ def render(results: dict) -> str:
         "```",
         "",
     ]
+    paired = len(labels) == 2  # a before and an after: their CPU round by round too
     head = "| measure, CPU s (wall s) | " + " | ".join(f"`{label}`" for label in labels) + " |"
-    lines = [*header, head, "|---|" + "---:|" * len(labels)]
+    head += " after / before, CPU, each round (median) |" if paired else ""
+    lines = [*header, head, "|---|" + "---:|" * (len(labels) + paired)]
     for name in (ORIGINAL, *MEASURES):
         cells = []
         for label in labels:
@@ -152,12 +154,19 @@ def render(results: dict) -> str:
             if name not in (ORIGINAL, IDLE) and figures[labels[0]][ORIGINAL]:
                 ratio = f", {cpu / med(labels[0], ORIGINAL, 0):.2f}× the original"
             cells.append(f"{cpu:.2f} ({wall:.2f}){ratio}")
+        if paired:
+            before, after = (figures[label][name] for label in labels)
+            ratios = [a[0] / b[0] for a, b in zip(after, before, strict=True) if b[0] > 0]
+            shown = ", ".join(f"{r:.2f}" for r in ratios)
+            cells.append(f"{shown} ({statistics.median(ratios):.2f})" if ratios else "-")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
         if name == EXPORT:  # what a user runs to get a training set from nothing
             cells = []
             for label in labels:
                 both = med(label, SYNC, 0) + med(label, EXPORT, 0)
                 cells.append(f"{both:.2f}, {both / med(labels[0], ORIGINAL, 0):.2f}× the original")
+            if paired:
+                cells.append("")
             lines.append("| sync from scratch + export, CPU | " + " | ".join(cells) + " |")
     rounds = len(next(iter(figures[labels[0]].values())))
     lines.append("")
