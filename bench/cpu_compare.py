@@ -28,17 +28,23 @@ from run_bench import git
 from shapes import SIZES, generate_corpus, spec_of
 
 ORIGINAL = "the original's collect_from_run, every run"
+PEER = "the fair peer: the original + every prompt + one Parquet by pandas (fair_peer.py)"
 CORE = "core alone (bench/core_only.py, 2 workers)"
 SYNC = "statepool sync from scratch"
 IDLE = "statepool sync, nothing changed"
 EXPORT = "statepool export --format verl"
 LIVE = "LivePool open, every state of the synced store (imports left out)"
-MEASURES = (CORE, SYNC, IDLE, EXPORT, LIVE)
+MEASURES = (PEER, CORE, SYNC, IDLE, EXPORT, LIVE)
 
 
 def one_round(bench: Bench, runs: Path, label: str) -> dict[str, tuple[float, float]]:
     """Every measure once for ``bench.code``: ``{measure: (cpu, wall)}``."""
     out: dict[str, tuple[float, float]] = {}
+    if SEED.is_file():
+        folder = bench.out / f"{label}_peer"
+        shutil.rmtree(folder, ignore_errors=True)
+        peer = bench.program(PEER, "fair_peer", runs, folder)
+        out[PEER] = (peer.cpu_seconds, peer.seconds)
     store = bench.out / f"{label}_core"
     shutil.rmtree(store, ignore_errors=True)
     core = bench.program(CORE, "core_only", runs, store, "--workers", 2)
@@ -144,6 +150,8 @@ def render(results: dict) -> str:
     head += " after / before, CPU, each round (median) |" if paired else ""
     lines = [*header, head, "|---|" + "---:|" * (len(labels) + paired)]
     for name in (ORIGINAL, *MEASURES):
+        if not all(figures[label].get(name) for label in labels):
+            continue  # not measured in this sitting
         cells = []
         for label in labels:
             cpu, wall = med(label, name, 0), med(label, name, 1)
@@ -168,6 +176,18 @@ def render(results: dict) -> str:
             if paired:
                 cells.append("")
             lines.append("| sync from scratch + export, CPU | " + " | ".join(cells) + " |")
+            if figures[labels[0]].get(PEER):
+                peer = med(labels[0], PEER, 0)
+                cells = [
+                    f"{(med(label, SYNC, 0) + med(label, EXPORT, 0)) / peer:.2f}×"
+                    for label in labels
+                ]
+                cells += [""] if paired else []
+                lines.append(
+                    "| sync from scratch + export, CPU vs the fair peer's | "
+                    + " | ".join(cells)
+                    + " |"
+                )
     rounds = len(next(iter(figures[labels[0]].values())))
     lines.append("")
     lines.append(
