@@ -7,16 +7,19 @@ CPU is user + system time of the command and the children it waited for (its bui
 workers): on a shared machine it barely moves with load, where wall time does. Each round
 runs every measure once for every checkout in turn, so load drifts across all of them alike;
 a figure is the median of the rounds. The table goes to stdout (and ``--doc-file``), every
-figure to ``bench/out/cpu-<size>/results.json``.
+figure to ``bench/out/cpu-<size>/results.json`` (``--out``: another folder than ``bench/out``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import shutil
 import statistics
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 from measure import REPO, Bench, last_json, statepool
@@ -25,17 +28,23 @@ from run_bench import git
 from shapes import SIZES, generate_corpus, spec_of
 
 ORIGINAL = "the original's collect_from_run, every run"
+PEER = "the fair peer: the original + every prompt + one Parquet by pandas (fair_peer.py)"
 CORE = "core alone (bench/core_only.py, 2 workers)"
 SYNC = "statepool sync from scratch"
 IDLE = "statepool sync, nothing changed"
 EXPORT = "statepool export --format verl"
 LIVE = "LivePool open, every state of the synced store (imports left out)"
-MEASURES = (CORE, SYNC, IDLE, EXPORT, LIVE)
+MEASURES = (PEER, CORE, SYNC, IDLE, EXPORT, LIVE)
 
 
 def one_round(bench: Bench, runs: Path, label: str) -> dict[str, tuple[float, float]]:
     """Every measure once for ``bench.code``: ``{measure: (cpu, wall)}``."""
     out: dict[str, tuple[float, float]] = {}
+    if SEED.is_file():
+        folder = bench.out / f"{label}_peer"
+        shutil.rmtree(folder, ignore_errors=True)
+        peer = bench.program(PEER, "fair_peer", runs, folder)
+        out[PEER] = (peer.cpu_seconds, peer.seconds)
     store = bench.out / f"{label}_core"
     shutil.rmtree(store, ignore_errors=True)
     core = bench.program(CORE, "core_only", runs, store, "--workers", 2)
@@ -60,11 +69,21 @@ def one_round(bench: Bench, runs: Path, label: str) -> dict[str, tuple[float, fl
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size", choices=SIZES, default="wide")
-    parser.add_argument("--code", type=Path, action="append", required=True)
+    parser.add_argument("--code", type=Path, action="append", default=[])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     parser.add_argument("--doc-file", type=Path, default=None)
+    parser.add_argument("--render", type=Path, default=None, help="a results.json: the page again")
     args = parser.parse_args(argv)
-    out = (REPO / "bench" / "out" / f"cpu-{args.size}").resolve()
+    if args.render is not None:
+        page = render(json.loads(args.render.read_text()))
+        if args.doc_file:
+            args.doc_file.write_text(page)
+        print(page, end="")
+        return 0
+    if not args.code:
+        parser.error("--code DIR, once per checkout to measure")
+    out = (args.out / f"cpu-{args.size}").resolve()
     runs = out / "runs"
     spec = spec_of(args.size)
     if not (runs / ".complete").is_file():  # the corpus is reused while it is whole
@@ -93,7 +112,14 @@ def main(argv: list[str] | None = None) -> int:
                 figures[label][name].append(value)
             print(f"round {round_ + 1}, {label}: done", file=sys.stderr)
     named = dict(zip(labels, map(str, codes), strict=True))
-    results = {"size": args.size, "codes": named, "figures": figures}
+    results = {
+        "size": args.size,
+        "when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpus": os.cpu_count(),
+        "command": shlex.join(["python", "bench/cpu_compare.py", *(argv or sys.argv[1:])]),
+        "codes": named,
+        "figures": figures,
+    }
     (out / "results.json").write_text(json.dumps(results, indent=1))
     page = render(results)
     if args.doc_file:
@@ -110,9 +136,22 @@ def render(results: dict) -> str:
         values = [v[i] for v in figures[label][name]]
         return statistics.median(values) if values else float("nan")
 
+    header = [
+        "<!-- written by bench/cpu_compare.py; do not edit by hand -->",
+        f"Measured {results.get('when', '?')} on {results.get('cpus', '?')} CPUs:",
+        "",
+        "```",
+        results.get("command", "python bench/cpu_compare.py"),
+        "```",
+        "",
+    ]
+    paired = len(labels) == 2  # a before and an after: their CPU round by round too
     head = "| measure, CPU s (wall s) | " + " | ".join(f"`{label}`" for label in labels) + " |"
-    lines = [head, "|---|" + "---:|" * len(labels)]
+    head += " after / before, CPU, each round (median) |" if paired else ""
+    lines = [*header, head, "|---|" + "---:|" * (len(labels) + paired)]
     for name in (ORIGINAL, *MEASURES):
+        if not all(figures[label].get(name) for label in labels):
+            continue  # not measured in this sitting
         cells = []
         for label in labels:
             cpu, wall = med(label, name, 0), med(label, name, 1)
@@ -123,13 +162,32 @@ def render(results: dict) -> str:
             if name not in (ORIGINAL, IDLE) and figures[labels[0]][ORIGINAL]:
                 ratio = f", {cpu / med(labels[0], ORIGINAL, 0):.2f}× the original"
             cells.append(f"{cpu:.2f} ({wall:.2f}){ratio}")
+        if paired:
+            before, after = (figures[label][name] for label in labels)
+            ratios = [a[0] / b[0] for a, b in zip(after, before, strict=True) if b[0] > 0]
+            shown = ", ".join(f"{r:.2f}" for r in ratios)
+            cells.append(f"{shown} ({statistics.median(ratios):.2f})" if ratios else "-")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
         if name == EXPORT:  # what a user runs to get a training set from nothing
             cells = []
             for label in labels:
                 both = med(label, SYNC, 0) + med(label, EXPORT, 0)
                 cells.append(f"{both:.2f}, {both / med(labels[0], ORIGINAL, 0):.2f}× the original")
+            if paired:
+                cells.append("")
             lines.append("| sync from scratch + export, CPU | " + " | ".join(cells) + " |")
+            if figures[labels[0]].get(PEER):
+                peer = med(labels[0], PEER, 0)
+                cells = [
+                    f"{(med(label, SYNC, 0) + med(label, EXPORT, 0)) / peer:.2f}×"
+                    for label in labels
+                ]
+                cells += [""] if paired else []
+                lines.append(
+                    "| sync from scratch + export, CPU vs the fair peer's | "
+                    + " | ".join(cells)
+                    + " |"
+                )
     rounds = len(next(iter(figures[labels[0]].values())))
     lines.append("")
     lines.append(

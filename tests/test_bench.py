@@ -147,3 +147,21 @@ def test_live_pool_bench_runs_at_tiny_size_and_checks_rows_against_the_export(tm
     page = (docs / "live.md").read_text()
     assert "| states served | 12 |" in page and "same: 12 rows" in page
     assert "--sizes tiny" in page
+
+
+@pytest.mark.slow  # the benchmark: many processes
+def test_cpu_comparison_runs_at_tiny_size_and_reports_every_figure(tmp_path):
+    doc = tmp_path / "cpu.md"
+    argv = [sys.executable, str(BENCH / "cpu_compare.py"), "--size", "tiny", "--repeat", "1"]
+    argv += ["--code", str(REPO), "--out", str(tmp_path), "--doc-file", str(doc)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "cpu-tiny" / "results.json").read_text())
+    (figures,) = results["figures"].values()
+    assert all(
+        cpu > 0 for name, runs in figures.items() for cpu, _ in runs if "LivePool" not in name
+    )
+    assert [states for _, states in figures[next(n for n in figures if "LivePool" in n)]] == [12]
+    page = doc.read_text()
+    assert page == done.stdout and "| statepool sync from scratch |" in page
+    assert "| sync from scratch + export, CPU |" in page and "--size tiny" in page

@@ -19,7 +19,7 @@ from typing import Any
 
 from dagster import DagsterEventType
 from dagster._core.events.log import EventLogEntry
-from dagster._core.storage.event_log import AssetKeyTable
+from dagster._core.storage.event_log import AssetKeyTable, SqlEventLogStorageTable
 from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 from sqlalchemy import exc as db_exc
 
@@ -30,6 +30,9 @@ KINDS = {
     DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
     DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED,
 }
+
+
+INSERT_EVENT = SqlEventLogStorageTable.insert()
 
 
 def batch_writable(events: Sequence[EventLogEntry]) -> bool:
@@ -43,11 +46,14 @@ def store_rows(
     events with their ids, whose assets' rows are left to :func:`write_asset_rows`."""
     asset_events: list[tuple[EventLogEntry, int]] = []
     for event in events:
-        statement = storage.prepare_insert_event(event)
+        # The row ``prepare_insert_event`` would bind into a statement of its own, given as
+        # parameters of one constant insert instead: the same SQL, compiled once (SQLAlchemy
+        # builds and keys a statement with bound values anew for every event).
+        row = storage._event_to_row(event)
         with storage.run_connection(event.run_id) as conn:
-            conn.execute(statement)
+            conn.execute(INSERT_EVENT, row)
         with storage.index_transaction() as conn:
-            event_id = conn.execute(statement).inserted_primary_key[0]
+            event_id = conn.execute(INSERT_EVENT, row).inserted_primary_key[0]
             if event.dagster_event_type == DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED:
                 storage.store_asset_check_event(event, event_id)
             elif event.get_dagster_event().asset_key:

@@ -88,7 +88,9 @@ def state_dataset(text: str, assembled: bool = False) -> str:
         return str(state.get("dataset", "") if isinstance(state, dict) else "")
 
 
-BATCH = 16  # checkpoints read at a time: a state is a checkpoint's library and batch
+# Checkpoints read at a time (a state is a checkpoint's library and batch): a run of up to
+# this many is read in one call per part file.
+BATCH = 32
 
 
 def _open(layout: StoreLayout, asset: str, run: str) -> CheckpointBatches:

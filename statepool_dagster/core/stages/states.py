@@ -32,7 +32,7 @@ from ..store.layout import (
 )
 from ..store.part_files import part_name
 from ..store.parts import RunTable
-from ..store.rows import StateRow, release_arrow_memory, utf8_views
+from ..store.rows import LARGE, StateRow, release_arrow_memory, utf8_views
 from .job import (
     STATE_VERSION,
     TABLE_FORMAT,
@@ -174,9 +174,10 @@ def build_states(
             "state_id": sid,
             "rows": 1,
             "text": digest_pieces([(data,)]),
-            "digest": state_text_digest(data).hex(),  # what the export de-duplicates by
             "ops": op_counts(joined.reference_ops),  # what the report plots
         }
+        if len(data) < LARGE:  # the digest holds the state decoded and encoded again
+            info["digest"] = state_text_digest(data).hex()  # what the export de-duplicates by
         handing.offer(name, key, info["text"], joined.decoded, plan, ops)
         n_episodes = joined.n_episodes
         del joined  # and the batch it was joined from
