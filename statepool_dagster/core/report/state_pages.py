@@ -51,6 +51,7 @@ HISTORY_COLUMNS = ("step_first", "step_last", "draws", "answers", "score_mean", 
 _encode_line = msgspec.json.Encoder().encode
 _decode_line = msgspec.json.Decoder().decode
 _BATCH = 16  # a run's checkpoints read at a time
+PROMPT_SHOWN = 100_000  # characters of a prompt a page shows (the store holds it whole)
 
 
 def fnv1a(text: str) -> int:
@@ -118,9 +119,10 @@ def _prompts(layout: StoreLayout) -> Iterator[tuple[str, dict[str, Any]]]:
         prompts = CheckpointBatches(RunTable(layout.table(PROMPTS, run), SCHEMAS[PROMPTS]))
         try:
             for _, rows in prompts.batches(["state_id", "version", "prompt"], _BATCH):
-                for row in rows.to_pylist():
+                for row in _shown(rows):
                     yield row["state_id"], {"run": run, "checkpoint": row["version"],
-                                            "prompt": row["prompt"]}  # fmt: skip
+                                            "prompt": row["prompt"],
+                                            "prompt_chars": row["prompt_chars"]}  # fmt: skip
         except FileNotFoundError:  # rebuilt meanwhile: the next report has it
             continue
         finally:
@@ -130,11 +132,25 @@ def _prompts(layout: StoreLayout) -> Iterator[tuple[str, dict[str, Any]]]:
     for session in stored_sessions(layout.root):
         columns = ["state_id", "segment", "policy_step", "prompt"]
         for batch in iter_session_table(layout.root, session, "prompts", columns):
-            for row in batch.to_pylist():
+            for row in _shown(batch):
                 parsed = parse_segment_name(row["segment"])
                 yield row["state_id"], {"session": session, "policy_step": row["policy_step"],
                                         "writer": None if parsed is None else parsed[0],
-                                        "prompt": row["prompt"]}  # fmt: skip
+                                        "prompt": row["prompt"],
+                                        "prompt_chars": row["prompt_chars"]}  # fmt: skip
+
+
+def _shown(rows: Any) -> list[dict[str, Any]]:
+    """Rows with their prompt cut to :data:`PROMPT_SHOWN` characters in Arrow (a prompt of
+    any size never becomes a Python string whole) and its length in ``prompt_chars``."""
+    import pyarrow.compute as pc
+
+    prompts = rows["prompt"]
+    names = [n for n in rows.column_names if n != "prompt"]
+    out = {n: rows[n].to_pylist() for n in names}
+    out["prompt"] = pc.utf8_slice_codeunits(prompts, 0, PROMPT_SHOWN).to_pylist()
+    out["prompt_chars"] = pc.utf8_length(prompts).to_pylist()
+    return [dict(zip(out, values, strict=True)) for values in zip(*out.values(), strict=True)]
 
 
 def _versions(root: AnyPath) -> Iterator[tuple[str, str, str]]:
@@ -159,7 +175,7 @@ def _versions(root: AnyPath) -> Iterator[tuple[str, str, str]]:
                 yield sid, version, key
 
 
-PAGES_VERSION = "1"  # part of the stamp: a change to the pages' content bumps it
+PAGES_VERSION = "2"  # part of the stamp: a change to the pages' content bumps it
 STAMP = ".stamp"
 
 
@@ -363,10 +379,18 @@ def render_shard(k: int, shards: int, states: dict[str, dict[str, Any]]) -> str:
         state = states[sid]
         source = state.get("source")
         prompt = None if source is None else source.get("prompt")
+        chars = (
+            len(prompt or "") if source is None else source.get("prompt_chars", len(prompt or ""))
+        )
+        cut = (
+            ""
+            if prompt is None or chars <= len(prompt)
+            else (f"; the first {len(prompt):,} shown, the whole one is in the store")
+        )
         prompt_html = (
             "<p>no prompt in the store</p>"
             if prompt is None
-            else f"<details><summary>prompt ({plural(len(prompt), 'character')})</summary>"
+            else f"<details><summary>prompt ({plural(chars, 'character')}{cut})</summary>"
             f"<pre>{escape(prompt)}</pre></details>"
         )
         body += [
