@@ -222,4 +222,4 @@ def test_the_search_pages_script_sends_an_id_to_the_shard_python_wrote_it_in(rep
 def test_a_huge_prompt_is_shown_cut_and_says_so():
     source = {"run": "r", "checkpoint": 1, "prompt": "p" * 10, "prompt_chars": 30_000_000}
     page = render_shard(0, 1, {"r_ckpt1": {"source": source, "history": [], "versions": []}})
-    assert "30,000,000 characters; the first 10 shown, the whole one is in the store" in page
+    assert "30000000 characters; the first 10 shown, the whole one is in the store" in page
