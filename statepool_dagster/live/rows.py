@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from ..core.errors import StatepoolError
 from ..core.export.rows import SESSIONS, ExportRow, run_row
-from ..core.export.sessions import NO_REFERENCE_JSON, _version
+from ..core.export.sessions import NO_REFERENCE_JSON, state_version
 from ..core.locations import RANGED_BLOCK, AnyPath, storage_errors
 from ..core.names import PROMPTS, STATES
 from ..core.prompts.spec import PromptSpec
@@ -279,7 +279,7 @@ class RowReader:
             split=entry.split,
             state_id=entry.sid,
             run=None,
-            version=_version(state),
+            version=state_version(state),
             dataset=str(state.get("dataset", "")),
             prompt=prompt,
             state=text,

@@ -3,7 +3,7 @@ two tables' ``.index.json`` changed.
 
 Indexing a run reads its prompt and state tables' indexes (``RunTable``: each checkpoint's
 part, row and keys), checks that every prompt was rendered from the stored state (as the
-export's ``_agree`` does, from the indexes' keys where they carry them), and computes the
+export's ``tables_agree`` does, from the indexes' keys where they carry them), and computes the
 de-duplication digest of each state it has not seen under the same key: only then is a
 state's text read, a few checkpoints at a time, and let go. A run whose tables disagree
 (a rebuild under way) keeps its last indexed entries until they agree.
@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ..core.export.collect import _agree
+from ..core.export.collect import tables_agree
 from ..core.export.rows import ExportOptions, split_of
 from ..core.locations import AnyPath, is_local
 from ..core.names import PROMPTS, STATES, TABLE_INDEX, run_name_problem
@@ -186,7 +186,7 @@ class RunIndex:
             made = part.info.get("from")
             if not isinstance(made, list) or len(made) < 2:  # an index without them
                 p, s = CheckpointBatches(prompts), CheckpointBatches(states)
-                return _agree(p, s)
+                return tables_agree(p, s)
             state = states.parts.get(name)
             if state is None or state.key != made[1]:
                 return False

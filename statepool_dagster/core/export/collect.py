@@ -97,7 +97,7 @@ def _open(layout: StoreLayout, asset: str, run: str) -> CheckpointBatches:
     return CheckpointBatches(RunTable(layout.table(asset, run), SCHEMAS[asset]))
 
 
-def _agree(prompts: CheckpointBatches, states: CheckpointBatches) -> bool:
+def tables_agree(prompts: CheckpointBatches, states: CheckpointBatches) -> bool:
     """Each prompt records the key of the state it was rendered from: do they all match?
 
     Read from the facts the prompts stage keeps per checkpoint (no row read); from the key
@@ -126,7 +126,7 @@ def _agreeing_tables(layout: StoreLayout, run: str) -> tuple[CheckpointBatches, 
     for delay in (*READ_RETRY_DELAYS, None):
         prompts, states = _open(layout, PROMPTS, run), _open(layout, STATES, run)
         try:
-            if _agree(prompts, states):
+            if tables_agree(prompts, states):
                 return prompts, states
         except FileNotFoundError:  # a part went meanwhile: its rows are in a newer one
             pass

@@ -167,7 +167,7 @@ class SessionRows:
                 split=split,
                 state_id=sid,
                 run=None,
-                version=_version(state),
+                version=state_version(state),
                 dataset=str(state.get("dataset", "")),
                 prompt=item.prompt,
                 state=item.state,
@@ -197,7 +197,7 @@ class SessionRows:
         return lines
 
 
-def _version(state: dict) -> int | None:
+def state_version(state: dict) -> int | None:
     version = (state.get("lib_snapshot") or {}).get("version")
     return version if type(version) is int else None
 
