@@ -59,6 +59,7 @@ class DrawOrder:
     def update(self) -> None:
         """Take in a change of the pool: its new states (they come last), all of it when one
         left (positions shift), every weight when weighted."""
+        self.synced = self.pool.changes
         ids = self.pool.state_ids()
         cut = len(ids)
         while cut and ids[cut - 1] not in self.position:
@@ -75,7 +76,11 @@ class DrawOrder:
             self.cumulative = list(accumulate(1.0 if w is None else max(w, 1e-6) for w in weights))
 
     def later(self, sid: str) -> None:
-        """``sid`` could not be read when drawn: it is drawn again after the queued states."""
+        """``sid`` could not be read when drawn: the draw is undone (the cursor counts rows
+        served), and it is drawn again after the queued states."""
+        if self.marks and self.marks[-1][1] == sid:
+            self.marks.pop()
+            self.drawn -= 1
         self.served.discard(sid)
         self.queued.append(sid)
 
@@ -126,7 +131,7 @@ class DrawOrder:
         version = self.pool.version()
         size = len(self.pool)
         at = self.position  # the pool's order as last taken in (update())
-        if len(at) != size:
+        if self.synced != self.pool.changes or len(at) != size:
             at = {sid: i for i, sid in enumerate(self.pool.state_ids())}
         bits = np.zeros(size, dtype=bool)
         bits[[at[s] for s in served if s in at]] = True
@@ -173,6 +178,8 @@ class DrawOrder:
         order.position = {}
         known = {sid: i for i, sid in enumerate(pool.state_ids())}
         order.position = {sid: known[sid] for sid in ids if sid in known}
+        if order.last in order.position:  # round robin goes on after the last one served
+            order.cursor = order.position[order.last] + 1
         order.update()  # states that came in since: queued after the cursor's
         return order
 

@@ -119,7 +119,7 @@ class LivePool:
         self._checked = float("-inf")
         self._pace = StorePace(is_local(self.store), refresh_seconds)
         self._row_keys: dict[str, tuple[Entry, str]] = {}  # a served state's row key digest
-        self._saved: tuple[tuple[int, int], str] | None = None  # the last version written
+        self._saved: tuple[tuple[int, int], str, float] | None = None  # the last version kept
         self.refresh(force=True)
         self.as_of: PoolVersion | None = None
         self.changed_since: list[str] = []  # with ``as_of``: states whose row changed since
@@ -135,6 +135,12 @@ class LivePool:
     def state_ids(self) -> list[str]:
         """The served states' ids, in the served order."""
         return list(self._served.order)
+
+    @property
+    def changes(self) -> int:
+        """A count that moves whenever what is served changes (states, order, weights, rows),
+        however the change came (a refresh, or a row found moved while read)."""
+        return self._served.changes
 
     def state_id(self, i: int) -> str:
         return self._served.order[i]
@@ -252,9 +258,6 @@ class LivePool:
             why = self._deadline.tripped
             if why is not None:
                 self._reader = self._new_reader()
-        for index, remote in ((self._runs, 0), (self._stored, 0), (self._segments, 1)):
-            if index is not None and self._remote[remote]:
-                index.fetch = self._deadline.run  # a listing that hangs fails the step
                 self._deadline.tripped = None
                 self._unreadable.read_failed(NoAnswer(why))
 
@@ -283,7 +286,11 @@ class LivePool:
         from ..core.config import Settings
 
         served = (self._served.changes, len(self._served))
-        if self._saved is not None and self._saved[0] == served:
+        if (
+            self._saved is not None
+            and self._saved[0] == served
+            and time.monotonic() < self._saved[2]
+        ):
             return self._saved[1]  # nothing served changed since: the same version
         settings = Settings.from_env(only=("keep_versions", "keep_version_days"))
         ids = self.state_ids()
@@ -291,7 +298,7 @@ class LivePool:
         version = save_version(
             self.store, ids, keys, settings.keep_versions, settings.keep_version_days
         )
-        self._saved = (served, version)
+        self._saved = (served, version, time.monotonic() + 3600)  # then listed again
         return version
 
     def _row_key(self, sid: str) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..core.export.records import trl_record, trl_schema
 from ..core.feedback.select import SelectionOptions
+from ..core.locations import storage_errors
 from .cursor import CursorError, DrawOrder, check_cursor
 from .pool import LivePool
 from .unavailable import PoolUnavailable
@@ -68,16 +69,23 @@ def live_rows(
     _STREAMS[stream] = order
     misses = 0
     while True:
-        if pool.refresh():
+        pool.refresh()
+        if pool.changes != order.synced:  # by a refresh, or a row found moved while read
             order.update()
-        i = order.next()
-        if i is None:
-            time.sleep(WAIT_SECONDS)
+        try:
+            i = order.next()
+            if i is None:
+                time.sleep(WAIT_SECONDS)
+                continue
+            sid = pool.state_id(i)
+        except IndexError:  # the pool shrank since the last update: take it in first
+            order.update()
             continue
-        sid = pool.state_id(i)
         try:
             row = pool.export_row(i)
         except (PoolUnavailable, IndexError):  # not readable now: another one now, it later
+            row = None
+        if row is None or row.state_id != sid:  # unreadable, or it moved while read
             order.later(sid)
             misses += 1
             if misses >= len(pool):  # none readable: the store is down, wait for it
@@ -238,7 +246,8 @@ class _CheckpointHooks:
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         try:
             cursor = order.state_dict(rows_consumed(args, state.global_step))
-        except ValueError as exc:  # the stream started over: no cursor rather than a wrong one
+        except (ValueError, *storage_errors()) as exc:  # the stream started over, or the
+            # store is down (its version cannot be kept): no cursor rather than a wrong one
             log.warning("statepool: no cursor saved in %s: %s", folder, exc)
             return
         _save_cursor(folder, cursor)

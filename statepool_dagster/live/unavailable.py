@@ -30,6 +30,7 @@ LISTING_SHARE = 10  # an object store's tables are listed for at most 1/10 of th
 BACKOFF_SECONDS = 30.0  # the longest wait between tries while the store cannot be read
 READ_DEADLINE = 2.0  # the default longest wait for one call's rows from an object store
 PROBE_SECONDS = 1.0  # while the store is down, it is asked whether it is back this often
+MAX_PROBES = 16  # probes left waiting on a silent endpoint at once, at most
 QUICK_SECONDS = 0.2  # a read not done by then: is the endpoint refusing connections?
 
 T = TypeVar("T")
@@ -128,6 +129,7 @@ class Probe:
     def __init__(self, reachable: Callable[[], bool], stale: float):
         self.reachable, self.stale = reachable, stale
         self._box: list[bool] | None = None  # the asking probe's answer (empty: none yet)
+        self._threads: list[threading.Thread] = []
         self._started = float("-inf")
 
     def back(self) -> bool:
@@ -139,9 +141,14 @@ class Probe:
                 return True
         now = time.monotonic()
         asking = self._box is not None and now - self._started < self.stale
+        self._threads = [t for t in self._threads if t.is_alive()]
+        if len(self._threads) >= MAX_PROBES:  # stuck ones: wait for one to end
+            return False
         if not asking and now - self._started >= PROBE_SECONDS:
             self._started, self._box = now, []
-            threading.Thread(target=self._ask, args=(self._box,), daemon=True).start()
+            thread = threading.Thread(target=self._ask, args=(self._box,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
         return False
 
     def _ask(self, box: list[bool]) -> None:

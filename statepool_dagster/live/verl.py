@@ -51,6 +51,7 @@ from ..core.export.records import verl_record, verl_schema
 from ..core.export.rows import ExportRow
 from ..core.feedback.importers import feedback_folder
 from ..core.feedback.select import SelectionOptions
+from ..core.locations import storage_errors
 from .cursor import (
     CURSOR_FORMAT,
     CursorError,
@@ -140,10 +141,16 @@ class LiveRLDataset(RLHFDataset):
         ``StatefulDataLoader`` saves it in each checkpoint's ``data.pt``."""
         ids = self.pool.state_ids()
         at = {sid: i for i, sid in enumerate(ids)}
+        try:
+            version = self.pool.version()
+        except storage_errors() as exc:  # the store is down: a checkpoint must still save
+            log.warning("statepool: the store cannot keep the pool version now (%s): this "
+                        "checkpoint resumes from the pool as it is then", exc)  # fmt: skip
+            return {"format": CURSOR_FORMAT, "version": None}
         body = {
             "format": CURSOR_FORMAT,
             "store": str(self.pool.store),
-            "version": self.pool.version(),
+            "version": version,
             "slots": pack_positions([at.get(self._ids[row], -1) for row in self._slots.tolist()]),
             "fresh": pack_positions([at[sid] for sid in self._fresh if sid in at]),
             "loads": self._loads,
@@ -154,6 +161,10 @@ class LiveRLDataset(RLHFDataset):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Serve at each index the state it served when ``state`` was saved, on the pool
         as of that version; states that came in since are taken in at the next step."""
+        if isinstance(state, dict) and state.get("version", "") is None:
+            log.warning("statepool: this checkpoint was saved while the store was down: "
+                        "drawing from the pool as it is")  # fmt: skip
+            return
         check_cursor(state, self.pool)
         if state["digest"] == self._restored:
             return

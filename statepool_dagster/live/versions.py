@@ -76,7 +76,8 @@ def save_version(
     folder = versions_folder(store)
     names = _listed(folder)
     tail = f"-{digest.hexdigest()}.parquet"
-    same = [n for n in names if n.endswith(tail)]
+    kept = set(names[-keep:]) | {n for n in names if _age_ms(n) >= _cutoff_ms(keep_days)}
+    same = [n for n in names if n.endswith(tail) and n in kept]  # not one pruned soon
     if same:
         return same[-1].removesuffix(".parquet")
     newest = int(names[-1].split("-", 1)[0]) if names else 0
@@ -87,10 +88,19 @@ def save_version(
     return name.removesuffix(".parquet")
 
 
+def _cutoff_ms(keep_days: float) -> float:
+    return (time.time() - keep_days * 86400) * 1000
+
+
+def _age_ms(name: str) -> int:
+    """A version's time of writing, from its name (milliseconds since the epoch)."""
+    return int(name.split("-", 1)[0])
+
+
 def _prune(folder: AnyPath, names: list[str], keep: int, keep_days: float) -> None:
-    cutoff = (time.time() - keep_days * 86400) * 1000
+    cutoff = _cutoff_ms(keep_days)
     for name in sorted(names)[: max(len(names) - keep, 0)]:
-        if int(name.split("-", 1)[0]) < cutoff:
+        if _age_ms(name) < cutoff:
             path = folder / name
             if is_local(path):
                 path.unlink(missing_ok=True)
