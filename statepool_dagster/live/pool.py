@@ -199,7 +199,7 @@ class LivePool:
             except storage_errors() as exc:
                 problem = exc
                 if self._remote_entry(entry):
-                    self._unreadable.read_failed(exc)
+                    self._unreadable.store_problem(exc)
                 break
             except ROW_ERRORS as exc:  # a part no reader expects: this row, not the store
                 problem = exc
@@ -222,12 +222,17 @@ class LivePool:
         try:
             read = self._read(self._reader.read_many, batch) if batch else []
         except storage_errors() as exc:
-            self._unreadable.read_failed(exc)
+            self._unreadable.store_problem(exc)
             read = [exc] * len(batch)
         found = {id(e): r for (e, _), r in zip(batch, read, strict=True)}
         rows = [found.get(id(e)) for e in entries]
-        if any(isinstance(r, storage_errors()) for r in rows):
-            self._unreadable.read_failed(next(r for r in rows if isinstance(r, storage_errors())))
+        failed = zip(entries, rows, strict=True)
+        down = next(
+            (r for e, r in failed if isinstance(r, storage_errors()) and self._remote_entry(e)),
+            None,
+        )
+        if down is not None:
+            self._unreadable.store_problem(down)
         return [
             self._unreadable.ok(e.sid, r) if isinstance(r, ExportRow) else self.export_row(i)
             for i, e, r in zip(indices, entries, rows, strict=True)
@@ -259,7 +264,7 @@ class LivePool:
             if why is not None:
                 self._reader = self._new_reader()
                 self._deadline.tripped = None
-                self._unreadable.read_failed(NoAnswer(why))
+                self._unreadable.store_problem(NoAnswer(why))
 
     def _new_reader(self) -> RowReader:
         reader = RowReader(self.store, self._spec)
@@ -360,7 +365,7 @@ class LivePool:
                 self._unreadable.store_back()
         sessions_down = self._remote[1] and self._unreadable.store_down is not None
         if not sessions_down and self._run_step(self._refresh_segments) and self._remote[1]:
-            self._unreadable.read_failed(OSError("the sessions folder cannot be listed"))
+            self._unreadable.store_problem(OSError("the sessions folder cannot be listed"))
         self._deadline.tripped = None  # a listing ran out of time: its step failed, logged
         self.refreshes += 1
         return (len(self._served), self._served.changes) != before

@@ -181,6 +181,7 @@ class Unreadable:
         self._probe = Probe(reachable, stale)
 
     def store_problem(self, exc: BaseException) -> None:
+        """The store could not be read (a listing, a row): down until a probe says not."""
         if self.store_down is None:
             self.log.warning(
                 "live pool: the store cannot be read now (%s): serving what is indexed; "
@@ -188,10 +189,6 @@ class Unreadable:
                 exc,
             )
         self.store_down = str(exc) or type(exc).__name__
-
-    def read_failed(self, exc: BaseException) -> None:
-        """A row could not be read from the store: it counts as down until a probe says not."""
-        self.store_problem(exc)
 
     def back(self) -> bool:
         """Whether a probe found the store readable again (never waits for one)."""
