@@ -46,13 +46,18 @@ def test_a_new_home_outside_the_repository_gets_its_settings_and_no_banner(tmp_p
     assert not (tmp_path / ".env").exists(), "not a dg project: no .env"
 
 
-def test_in_a_dg_project_the_first_sync_writes_the_env_line_dg_reads(tmp_path):
+def test_in_a_dg_project_the_first_sync_writes_the_env_line_dg_reads(tmp_path, monkeypatch):
     from dotenv import dotenv_values  # what Dagster's commands read .env with
 
     (tmp_path / "pyproject.toml").write_text("[tool.dg]\ndirectory_type = 'project'\n")
     done = _sync(tmp_path)
     home = tmp_path / ".dagster_home"
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # `make test` exports the repo's own
     assert dotenv_values(tmp_path / ".env") == {"DAGSTER_HOME": str(home)}
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "elsewhere"))
+    assert dotenv_values(tmp_path / ".env") == {"DAGSTER_HOME": str(tmp_path / "elsewhere")}, (
+        "a DAGSTER_HOME set in the environment wins over the line"
+    )
     assert f"{tmp_path / '.env'}: DAGSTER_HOME defaults to {home}" in done.stderr
     again = _sync(tmp_path)
     assert ".env" not in again.stderr, "said once"
