@@ -30,7 +30,6 @@ from .validate import validate_ops
 from .vocabulary import Vocabulary
 
 OutcomeHook = Callable[[dict[str, Any], Any], float]
-PARTS = ("format", "validity", "agreement", "outcome")
 
 
 @dataclass(frozen=True)

@@ -134,8 +134,7 @@ def _discover_fsspec(runs_root: AnyPath) -> Discovery:
 
 # Bump when the readers keep or refuse differently what the same bytes hold: every run's
 # fingerprint changes, so a sync re-reads runs it would call unchanged, and the stages'
-# part keys (``build.job.TABLE_FORMAT``) change, so nothing read under the old rules is kept.
-# 2: nesting limit 480; bad UTF-8 and over-long integers in values read unbuilt are rejects.
+# part keys (which include it) change, so nothing read under the old rules is kept.
 READER_VERSION = "2"
 
 

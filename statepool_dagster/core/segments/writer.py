@@ -103,11 +103,6 @@ class SegmentWriter:
             with contextlib.suppress(FileExistsError):
                 self.folder.mkdir(parents=True, exist_ok=True)
 
-    @property
-    def records_pending(self) -> int:
-        """Records appended to the open segment, not sealed yet."""
-        return self._records
-
     def append(self, record: Any) -> None:
         """Append one record: ``bytes``/``str`` holding one JSON text, or a JSON-able value."""
         if isinstance(record, str):
