@@ -15,16 +15,18 @@ from statepool_dagster.core.config import Settings
 from statepool_dagster.core.feedback.recorder import FeedbackRecorder
 from statepool_dagster.core.feedback.records import from_breakdown
 from statepool_dagster.core.feedback.stats_store import read_history, update_stats
-from statepool_dagster.core.report import write_report
+from statepool_dagster.core.report import state_pages, write_report
 from statepool_dagster.core.report.state_pages import (
     fnv1a,
     render_shard,
     shard_count,
     shard_of,
+    write_state_pages,
 )
 from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.core.sessions.build import build_session
 from statepool_dagster.core.stages import build_run
+from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 from statepool_dagster.live import LivePool
 
@@ -101,6 +103,22 @@ def test_a_session_states_page_names_its_session_writer_and_policy_step(report):
     section = _section(report, sid)
     assert "session <b>rollouts</b>, writer w1, policy step 5" in section
     assert "no feedback recorded for it yet" in section
+
+
+def test_pages_spilled_a_few_rows_at_a_time_are_the_pages_held_whole(report, tmp_path, monkeypatch):
+    """Memory holds a few MB of rows; past that they go to temporary files and are read back
+    by bucket: the pages are the same bytes either way."""
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    assert write_state_pages(StoreLayout(report.store), whole) == len(report.ids)
+    monkeypatch.setattr(state_pages, "_FLUSH_CHARS", 64)  # a spill after every row or two
+    spilled = tmp_path / "spilled"
+    spilled.mkdir()
+    assert write_state_pages(StoreLayout(report.store), spilled) == len(report.ids)
+    names = sorted(p.name for p in whole.iterdir())
+    assert names == sorted(p.name for p in spilled.iterdir())
+    for name in names:
+        assert (whole / name).read_bytes() == (spilled / name).read_bytes(), name
 
 
 def test_the_search_page_hashes_the_id_as_the_shards_were_chosen(report):

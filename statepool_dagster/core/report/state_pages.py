@@ -8,19 +8,19 @@ so a page opens as fast at 100,000 states as at 10.
 
 Built in a stream: the store's prompts (runs, then sessions), the feedback history
 (``read_history``'s rows) and the pool versions the live pool kept are each read once,
-their rows appended to temporary files by hash bucket; then each shard's states are read
-back, joined and written. Memory holds one shard's states, and the last row key of each
-state while the pool versions are read.
+their rows grouped by hash bucket, each few MB spilled to one temporary file; then each
+shard's states are read back, joined and written. Memory holds one shard's states, the rows
+not spilled, and the last row key of each state while the pool versions are read.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import os
 import tempfile
+from array import array
 from collections.abc import Iterator
 from html import escape
 from pathlib import Path
@@ -74,42 +74,64 @@ def shard_of(state_id: str, shards: int) -> int:
 
 
 class _Buckets:
-    """Rows appended to a temporary file per hash bucket, a few MB held at a time."""
+    """Rows grouped by hash bucket: a few MB held at a time, each batch beyond that spilled to
+    one temporary file, its rows in bucket order with each bucket's offset kept, so a shard's
+    rows are read back by seeking, one file open per spilled batch."""
 
     def __init__(self, folder: Path):
         self.folder = folder
         self.held: dict[int, list[bytes]] = {}
         self.chars = 0
+        self.spilled: list[tuple[Path, array]] = []
 
     def add(self, kind: str, state_id: str, value: Any) -> None:
         line = _encode_line([kind, state_id, value])
         self.held.setdefault(fnv1a(state_id) % BUCKETS, []).append(line)
         self.chars += len(line)
         if self.chars > _FLUSH_CHARS:
-            self.flush()
+            self.spill()
 
-    def flush(self) -> None:
-        for bucket, lines in self.held.items():
-            with open(self.folder / f"{bucket}.jsonl", "ab") as f:
-                f.write(b"\n".join(lines) + b"\n")
+    def spill(self) -> None:
+        path = self.folder / f"{len(self.spilled)}.jsonl"
+        offsets = array("q", [0]) * (BUCKETS + 1)
+        at = 0
+        with open(path, "wb") as f:
+            for bucket in range(BUCKETS):
+                offsets[bucket] = at
+                lines = self.held.get(bucket)
+                if lines:
+                    data = b"\n".join(lines) + b"\n"
+                    f.write(data)
+                    at += len(data)
+            offsets[BUCKETS] = at
+        self.spilled.append((path, offsets))
         self.held, self.chars = {}, 0
+
+    def _lines(self, buckets: range) -> Iterator[bytes]:
+        """The rows of these buckets in the order they were added: spilled batches first."""
+        for path, offsets in self.spilled:
+            with open(path, "rb") as f:
+                for bucket in buckets:
+                    size = offsets[bucket + 1] - offsets[bucket]
+                    if size:
+                        f.seek(offsets[bucket])
+                        yield from f.read(size).splitlines()
+        for bucket in buckets:
+            yield from self.held.get(bucket, ())
 
     def states(self, buckets: range) -> dict[str, dict[str, Any]]:
         """The states of these buckets, their rows joined."""
         found: dict[str, dict[str, Any]] = {}
-        for bucket in buckets:
-            path = self.folder / f"{bucket}.jsonl"
-            with contextlib.suppress(FileNotFoundError), open(path, "rb") as f:
-                for line in f:
-                    kind, sid, value = _decode_line(line)
-                    state = found.setdefault(sid, {"history": [], "versions": []})
-                    if kind == "state":
-                        state.setdefault("source", value)  # the first copy, as exports
-                    elif kind == "history":  # a state's rows, in step order
-                        rows = (dict(zip(HISTORY_COLUMNS, r, strict=True)) for r in value)
-                        state[kind].extend(rows)
-                    else:
-                        state[kind].append(value)
+        for line in self._lines(buckets):
+            kind, sid, value = _decode_line(line)
+            state = found.setdefault(sid, {"history": [], "versions": []})
+            if kind == "state":
+                state.setdefault("source", value)  # the first copy, as exports
+            elif kind == "history":  # a state's rows, in step order
+                rows = (dict(zip(HISTORY_COLUMNS, r, strict=True)) for r in value)
+                state[kind].extend(rows)
+            else:
+                state[kind].append(value)
         return found
 
 
@@ -240,7 +262,6 @@ def write_state_pages(layout: StoreLayout, folder: AnyPath, stamp: str | None = 
         count = max(count, with_history)
         for sid, version, key in _versions(layout.root):
             buckets.add("versions", sid, [version, key])
-        buckets.flush()
         shards = shard_count(count)
         written = 0
         for k in range(shards):
