@@ -19,6 +19,7 @@ import shlex
 import shutil
 import statistics
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -32,9 +33,10 @@ PEER = "the fair peer: the original + every prompt + one Parquet by pandas (fair
 CORE = "core alone (bench/core_only.py, 2 workers)"
 SYNC = "statepool sync from scratch"
 IDLE = "statepool sync, nothing changed"
+IDLE_AGAIN = "statepool sync, nothing changed, again (the instance's answers kept: cli/idle.py)"
 EXPORT = "statepool export --format verl"
 LIVE = "LivePool open, every state of the synced store (imports left out)"
-MEASURES = (PEER, CORE, SYNC, IDLE, EXPORT, LIVE)
+MEASURES = (PEER, CORE, SYNC, IDLE, IDLE_AGAIN, EXPORT, LIVE)
 
 
 def one_round(bench: Bench, runs: Path, label: str) -> dict[str, tuple[float, float]]:
@@ -53,6 +55,9 @@ def one_round(bench: Bench, runs: Path, label: str) -> dict[str, tuple[float, fl
     for name, argv in ((SYNC, statepool("sync", "-q")), (IDLE, statepool("sync", "-q"))):
         m = bench.run(name, argv, env)
         out[name] = (m.cpu_seconds, m.seconds)
+        time.sleep(1.1)  # the instance's files settle, so an idle sync may keep its answers
+    m = bench.run(IDLE_AGAIN, statepool("sync", "-q"), env)
+    out[IDLE_AGAIN] = (m.cpu_seconds, m.seconds)
     folder = bench.out / f"{label}_verl"
     shutil.rmtree(folder, ignore_errors=True)
     argv = statepool(
@@ -159,7 +164,7 @@ def render(results: dict) -> str:
                 cells.append(f"{cpu:.2f} ({wall:,.0f} states)")
                 continue
             ratio = ""
-            if name not in (ORIGINAL, IDLE) and figures[labels[0]][ORIGINAL]:
+            if name not in (ORIGINAL, IDLE, IDLE_AGAIN) and figures[labels[0]][ORIGINAL]:
                 ratio = f", {cpu / med(labels[0], ORIGINAL, 0):.2f}× the original"
             cells.append(f"{cpu:.2f} ({wall:.2f}){ratio}")
         if paired:

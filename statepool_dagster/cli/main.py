@@ -12,7 +12,7 @@ from ..core.config import Settings
 from ..core.names import EXPORT_FORMATS, TRAINING_DATASET
 from ..core.words import plural
 from . import feedback, values
-from .console import Reporter, dagster_instance, start_up, summary_table
+from .console import Reporter, dagster_instance, ensure_dagster_home, start_up, summary_table
 from .file_commands import cmd_export, cmd_report, cmd_score, pool_report_path, write_pool_report
 from .ingest import add_parser as add_ingest_parser
 from .lineage import add_parser as add_lineage_parser
@@ -28,12 +28,22 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
         preflight.runs_folder(settings)
         preflight.store_folder(settings.store_dir, store_name)
         preflight.prompt_spec(settings)
+        from .idle import idle_summary
+
+        summary = idle_summary(settings, ensure_dagster_home(), args.settle or 0.0)
+    reporter = Reporter(args.quiet, args.json)
+    if summary is not None:
+        if args.verbose:
+            print("statepool sync: nothing changed since the instance last answered (kept in "
+                  "statepool-idle.json): Dagster not opened", file=sys.stderr)  # fmt: skip
+        reporter.plan(summary.plan)
+        return _summed_up(args, settings, summary, announce_report)
+    with start_up():
         # Dagster only once the settings pass: a refusal is one line, at once.
         from .interrupts import Interrupted, watch_signals
         from .sync import BATCH_SIZE, sync
 
         instance = dagster_instance()
-    reporter = Reporter(args.quiet, args.json)
 
     def on_plan(plan) -> None:
         if plan.to_materialize:  # the definitions, only for runs to build (idle: none)
@@ -63,6 +73,14 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
             flush=True,
         )
         return stop.exit_code
+    from .idle import keep_receipt
+
+    keep_receipt(instance, settings)
+    return _summed_up(args, settings, summary, announce_report)
+
+
+def _summed_up(args: argparse.Namespace, settings: Settings, summary, announce_report: bool) -> int:
+    """What a sync prints at the end, the report it writes, and its exit code."""
     from .outcomes import summary_json
 
     for failed in summary.failed_sessions:

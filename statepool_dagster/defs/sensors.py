@@ -113,13 +113,12 @@ def feedback_tick(
 ) -> Tick:
     """A run of ``state_stats`` when sealed feedback segments exist that the last fold has not
     read."""
-    from ..core.feedback.folders import feedback_folder, folded_segments
-    from ..core.segments import list_segments
+    from ..core.feedback.folders import folded_segments, unfolded_segments
 
-    folded = folded_segments(settings.store_dir)
-    new = [s.name for s in list_segments(feedback_folder(settings)) if s.name not in folded]
+    new = unfolded_segments(settings)
     if not new:
         return Tick(result([], {}, "no new feedback segments"), "no new feedback segments")
+    folded = folded_segments(settings.store_dir)
     request = RunRequest(run_key=f"{STATE_STATS}:{len(folded)}:{max(new)}")
     return Tick(result([request], {}, ""), f"{len(new)} new feedback segments")
 

@@ -35,3 +35,12 @@ def folded_segments(store: str | os.PathLike[str]) -> set[str]:
     except FileNotFoundError:
         return set()
     return set(json.loads(data).get("folded", ()))
+
+
+def unfolded_segments(settings: Settings) -> list[str]:
+    """The sealed feedback segments the saved fold has not read: the feedback sensor asks for a
+    fold when there are any."""
+    from ..segments.reader import list_segments
+
+    folded = folded_segments(settings.store_dir)
+    return [s.name for s in list_segments(feedback_folder(settings)) if s.name not in folded]

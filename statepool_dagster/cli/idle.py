@@ -1,0 +1,128 @@
+"""An idle ``statepool sync`` answered without opening Dagster: the instance's answers kept.
+
+Before it knows there is nothing to do, a sync asks the instance three things: the runs and
+the sessions registered as partitions, and the fingerprint each run was last built from. In
+the project's own instance (its ``dagster.yaml``: SQLite files under ``DAGSTER_HOME``), no
+answer changes without one of those database files changing, so a sync keeps the answers
+beside the files' stamps (``<DAGSTER_HOME>/statepool-idle.json``). The next sync that finds the
+same stamps and settings plans with them through the same rule as the runs sensor
+(``plan_sync``), and asks the store what the sessions and feedback sensors ask. Anything to
+build, or any doubt (another instance config, a database file changed, no receipt), and the
+sync opens Dagster as always: opening it costs most of an idle sync's CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ..core.config import Settings
+from ..core.feedback.folders import unfolded_segments
+from ..core.runs.changes import plan_sync
+from ..core.runs.files import discover_runs
+from ..core.sessions.layout import discover_sessions
+from .outcomes import SyncSummary
+
+RECEIPT = "statepool-idle.json"
+RECEIPT_VERSION = 1
+# The instance's files are stamped only once older than this: a write within the clock's
+# granularity of an earlier one could leave a file's stamp as it was.
+SETTLED_SECONDS = 1.0
+_INSTANCE_FOLDERS = ("history", "history/runs", "schedules")
+
+
+def instance_stamp(home: Path) -> list[list[Any]] | None:
+    """Name, size, mtime and inode of every database file of the instance; ``None`` when its
+    config is not the project's (then its storage may be anywhere)."""
+    import yaml
+
+    from .console import INSTANCE_CONFIG
+
+    try:
+        config = yaml.safe_load((home / "dagster.yaml").read_bytes())
+    except (OSError, yaml.YAMLError):
+        return None
+    if config != yaml.safe_load(INSTANCE_CONFIG):
+        return None
+    found = []
+    for folder in _INSTANCE_FOLDERS:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            for entry in os.scandir(home / folder):
+                # -shm is shared memory readers touch too; the database and its WAL hold the data
+                if entry.is_file() and not entry.name.endswith("-shm"):
+                    st = entry.stat()
+                    found.append([f"{folder}/{entry.name}", st.st_size, st.st_mtime_ns, st.st_ino])
+    return sorted(found)
+
+
+def _key(settings: Settings, home: Path) -> str:
+    fields = [RECEIPT_VERSION, str(home), settings.model_dump(mode="json")]
+    text = json.dumps(fields, sort_keys=True)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def idle_summary(settings: Settings, home: Path, settle_seconds: float) -> SyncSummary | None:
+    """The summary of a sync with nothing to do, known from the receipt and the folders;
+    ``None``: ask Dagster."""
+    try:
+        receipt = json.loads((home / RECEIPT).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(receipt, dict) or receipt.get("key") != _key(settings, home):
+        return None
+    if receipt.get("stamp") != instance_stamp(home):
+        return None
+    plan = plan_sync(
+        discover_runs(settings.runs_dir),
+        known_keys=receipt["runs"],
+        recorded=receipt["recorded"],
+        now=time.time(),
+        settle_seconds=settle_seconds,
+    )
+    if plan.to_materialize or plan.new_keys:
+        return None
+    sessions, _ = discover_sessions(settings.sessions_dir)
+    if sessions:
+        if set(sessions) - set(receipt["sessions"]):
+            return None
+        from ..core.sessions.build import pending_segments
+
+        if any(pending_segments(settings.sessions_dir, settings.store_dir, s) for s in sessions):
+            return None
+    if unfolded_segments(settings):
+        return None
+    return SyncSummary(plan)
+
+
+def keep_receipt(instance, settings: Settings) -> bool:
+    """Keep the instance's answers for the next sync, when its files hold still while they are
+    read; True when kept."""
+    from ..core.names import RUNS, SESSIONS_PARTITIONS
+    from ..defs.fingerprints import recorded_fingerprints
+
+    home = Path(instance.root_directory)
+    path = home / RECEIPT
+    before = instance_stamp(home)
+    newest = max((f[2] for f in before or ()), default=0) / 1e9
+    if before is None or time.time() - newest < SETTLED_SECONDS:
+        path.unlink(missing_ok=True)
+        return False
+    receipt = {
+        "key": _key(settings, home),
+        "stamp": before,
+        "runs": sorted(instance.get_dynamic_partitions(RUNS)),
+        "recorded": recorded_fingerprints(instance),
+        "sessions": sorted(instance.get_dynamic_partitions(SESSIONS_PARTITIONS)),
+    }
+    if instance_stamp(home) != before:  # written meanwhile: these answers may be half old
+        path.unlink(missing_ok=True)
+        return False
+    temp = path.with_name(f".{RECEIPT}.{os.getpid()}")
+    temp.write_text(json.dumps(receipt), encoding="utf-8")
+    os.replace(temp, path)
+    return True
