@@ -28,7 +28,7 @@ from ..core.export.rows import SPLITS, ExportOptions, ExportRow
 from ..core.feedback.folders import folded_segments, stats_folder
 from ..core.feedback.select import Selection, SelectionOptions
 from ..core.feedback.stats_store import TABLE, update_stats
-from ..core.locations import is_local, storage_errors
+from ..core.locations import file_stamp, is_local, storage_errors
 from ..core.prompts.spec import PromptSpec
 from ..core.segments import list_segments
 from .entries import SEGMENT, Candidates, Entry, StateSource
@@ -36,7 +36,7 @@ from .rows import ROW_ERRORS, RowReader, Stale
 from .runs import RunIndex
 from .segments import Rejects, SegmentIndex
 from .served import Served
-from .stamps import file_stamp, location, reachable
+from .stamps import location, reachable
 from .stored import StoredIndex
 from .unavailable import (
     READ_DEADLINE,
