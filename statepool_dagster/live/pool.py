@@ -387,7 +387,7 @@ class LivePool:
         except storage_errors() as exc:  # a trainer keeps training on what it has
             self._unreadable.store_problem(exc)
             return True
-        except Exception:  # a bug or a file no reader expects: logged once, never raised
+        except ROW_ERRORS:  # a file no reader expects, as for a row: logged once, never raised
             self._unreadable.failed(log)
         return False
 

@@ -327,12 +327,14 @@ class LiveRLDataset(RLHFDataset):
                 counts += [len(one) if isinstance(one, list) else len(normalize_token_ids(one))
                            for one in ids]  # fmt: skip
             return counts
+        # Every error, as verl's own doc2len catches: a chat template is the model's Jinja
+        # and tokenizer code, and a prompt verl drops must not stop training here.
         except Exception:  # one prompt spoilt the batch: each alone
             counts = []
             for row in rows:
                 try:
                     counts.append(len(normalize_token_ids(template(row.messages()))))
-                except Exception as exc:  # verl drops such a prompt too
+                except Exception as exc:  # as above; verl drops such a prompt too
                     log.warning("statepool: state %s: prompt not templated: %s", row.state_id, exc)
                     counts.append(self.max_prompt_length + 1)
             return counts
