@@ -103,7 +103,7 @@ def verl_config(args: argparse.Namespace, cache: Path):
     placeholder.write_bytes(b"")
     overrides = [
         f"data.train_files={placeholder}",
-        "data.custom_cls.path=pkg://statepool_dagster.live.verl",
+        "data.custom_cls.path=pkg://statepool_dagster.trainers.verl",
         "data.custom_cls.name=LiveRLDataset",
         f"+data.statepool.store={args.store}",
         f"+data.statepool.sessions={args.sessions}",

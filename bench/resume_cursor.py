@@ -27,7 +27,7 @@ from measure import BENCH
 sys.path.insert(0, str(BENCH.parent))
 
 from statepool_dagster.live import LivePool
-from statepool_dagster.live.cursor import DrawOrder
+from statepool_dagster.trainers.cursor import DrawOrder
 
 
 def timed(call, repeat: int) -> tuple[float, object]:

@@ -16,8 +16,8 @@ import pytest
 from statepool_dagster.cli.main import CLOSED_STDOUT, build_parser
 from statepool_dagster.demo.sample_runs import SampleSpec
 from statepool_dagster.live import LivePool
-from statepool_dagster.live.cursor import DrawOrder
-from statepool_dagster.live.trl import _save_cursor
+from statepool_dagster.trainers.cursor import DrawOrder
+from statepool_dagster.trainers.trl import _save_cursor
 
 from helpers import REPO, STATEPOOL, cli_env, generated_state, synced_store
 

@@ -21,9 +21,9 @@ from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.core.stages import build_run
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run, generate_runs
 from statepool_dagster.live import LivePool
-from statepool_dagster.live.cursor import CursorError, DrawOrder
-from statepool_dagster.live.trl import CURSOR_FILE, _save_cursor, load_cursor
 from statepool_dagster.live.versions import VersionGone, save_version, versions_folder
+from statepool_dagster.trainers.cursor import CursorError, DrawOrder
+from statepool_dagster.trainers.trl import CURSOR_FILE, _save_cursor, load_cursor
 
 from helpers import REPO, generated_state
 
@@ -122,7 +122,7 @@ def test_as_of_serves_the_versions_order_and_names_the_rows_changed_since(store,
 WRITER = """
     import sys
     from pathlib import Path
-    from statepool_dagster.live.trl import _save_cursor
+    from statepool_dagster.trainers.trl import _save_cursor
     folder = Path(sys.argv[1])
     big = {{"format": 1, "pad": "x" * (8 << 20)}}
     n = 0

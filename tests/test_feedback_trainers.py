@@ -95,7 +95,7 @@ def _live_verl_config(copy, tokenizer_limit: int, tmp_path: Path, **statepool):
     placeholder = copy.root / "unused.parquet"  # verl requires train_files; the pool is read
     placeholder.write_bytes(b"")
     config = _verl_config(placeholder, tokenizer_limit, tmp_path / "cache")
-    config.data.custom_cls.path = "pkg://statepool_dagster.live.verl"
+    config.data.custom_cls.path = "pkg://statepool_dagster.trainers.verl"
     config.data.custom_cls.name = "LiveRLDataset"
     with open_dict(config.data):
         config.data.statepool = {"store": str(copy.store), "sessions": str(copy.sessions),
@@ -119,7 +119,7 @@ def test_verl_live_dataset_grows_on_batch_end_and_keeps_its_indices(pool, tmp_pa
     from verl import DataProto
     from verl.trainer.ppo.utils import create_rl_dataset
 
-    from statepool_dagster.live.verl import LiveRLDataset
+    from statepool_dagster.trainers.verl import LiveRLDataset
 
     copy = _copy(pool, tmp_path)
     feedback = tmp_path / "feedback"
@@ -217,7 +217,7 @@ def test_verl_live_dataset_reads_again_the_rows_of_a_run_synced_again(pool, tmp_
 
 
 def test_the_trl_stream_serves_a_state_sealed_while_it_streams(pool, tmp_path):
-    from statepool_dagster.live.trl import live_rows
+    from statepool_dagster.trainers.trl import live_rows
 
     copy = _copy(pool, tmp_path)
     stream = live_rows(str(copy.store), str(copy.sessions), refresh_seconds=0.0)
@@ -232,7 +232,7 @@ def test_the_trl_stream_serves_a_state_sealed_while_it_streams(pool, tmp_path):
 
 
 def test_the_trl_stream_draws_by_weight_once_each_state_was_served(pool, tmp_path):
-    from statepool_dagster.live.trl import live_rows
+    from statepool_dagster.trainers.trl import live_rows
 
     copy = _copy(pool, tmp_path)
     feedback = tmp_path / "feedback"
@@ -260,8 +260,8 @@ def test_grpo_on_the_live_pool_serves_states_sealed_in_training_and_drops_flat_o
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
     from trl import GRPOConfig, GRPOTrainer
 
-    from statepool_dagster.live.trl import live_trl_dataset
     from statepool_dagster.rewards import trl_reward
+    from statepool_dagster.trainers.trl import live_trl_dataset
 
     copy = _copy(pool, tmp_path)
     feedback = tmp_path / "feedback"
@@ -350,8 +350,8 @@ def test_verl_v1_builds_the_live_replay_buffer_and_its_sample_refreshes_the_pool
     from verl.trainer.ppo.utils import create_rl_dataset
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
-    from statepool_dagster.live.verl import LiveRLDataset
-    from statepool_dagster.live.verl_v1 import LiveReplayBuffer, LiveReplayBufferAsync
+    from statepool_dagster.trainers.verl import LiveRLDataset
+    from statepool_dagster.trainers.verl_v1 import LiveReplayBuffer, LiveReplayBufferAsync
 
     copy = _copy(pool, tmp_path)
     feedback = tmp_path / "feedback"
@@ -363,7 +363,7 @@ def test_verl_v1_builds_the_live_replay_buffer_and_its_sample_refreshes_the_pool
         copy, 10**6, tmp_path, feedback=str(feedback), select={"drop_zero_variance": k}
     )
     sampler = config.trainer.v1.sampler
-    sampler.custom_sampler.path = "pkg://statepool_dagster.live.verl_v1"
+    sampler.custom_sampler.path = "pkg://statepool_dagster.trainers.verl_v1"
     dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, None)
     assert isinstance(dataset, LiveRLDataset)
     before = dataset.state_ids

@@ -23,9 +23,9 @@ from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.core.stages import build_run
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run, generate_runs
 from statepool_dagster.live import LivePool
-from statepool_dagster.live.cursor import DrawOrder
-from statepool_dagster.live.trl import CURSOR_FILE, _save_cursor
 from statepool_dagster.live.versions import versions_folder
+from statepool_dagster.trainers.cursor import DrawOrder
+from statepool_dagster.trainers.trl import CURSOR_FILE, _save_cursor
 
 from helpers import STATEPOOL, cli_env, generated_state
 

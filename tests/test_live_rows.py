@@ -136,7 +136,7 @@ def test_a_rebuilt_runs_changed_rows_have_new_row_keys_and_the_others_keep_their
 def test_the_trl_stream_writes_the_trl_exports_rows(pool):
     from statepool_dagster.core.export.collect import collect_export
     from statepool_dagster.core.export.records import trl_record
-    from statepool_dagster.live.trl import live_rows
+    from statepool_dagster.trainers.trl import live_rows
 
     export = collect_export(pool.store, test_live_pool.OPTIONS)
     expected = {r.state_id: trl_record(r, True, False) for r in export.rows}

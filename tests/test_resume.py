@@ -21,8 +21,8 @@ from test_trainers import SPEC, _need, train_tokenizer
 from statepool_dagster import load_prompts
 from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.live import LivePool
-from statepool_dagster.live.cursor import CursorError, DrawOrder
 from statepool_dagster.live.versions import VersionGone
+from statepool_dagster.trainers.cursor import CursorError, DrawOrder
 
 from helpers import cli_env, generated_state, local_sync, statepool
 

@@ -21,7 +21,7 @@ from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 
 from statepool_dagster.core.sessions import StateWriter
-from statepool_dagster.live.trl import LivePoolCheckpoint, live_trl_dataset
+from statepool_dagster.trainers.trl import LivePoolCheckpoint, live_trl_dataset
 
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers import generated_state

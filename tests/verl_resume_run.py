@@ -42,7 +42,7 @@ def main(config: dict) -> None:
     placeholder = out.parent / "unused.parquet"  # verl requires train_files; the pool is read
     placeholder.write_bytes(b"")
     verl = _verl_config(placeholder, 10**6, out.parent / "cache")
-    verl.data.custom_cls.path = "pkg://statepool_dagster.live.verl"
+    verl.data.custom_cls.path = "pkg://statepool_dagster.trainers.verl"
     verl.data.custom_cls.name = "LiveRLDataset"
     verl.data.shuffle, verl.data.seed = True, 7
     with open_dict(verl.data):
@@ -94,7 +94,7 @@ def run_v1(config: dict, loader: StatefulDataLoader, out: Path) -> None:
     """The v1 trainer's data path: each step fetches two prompts one at a time (a new
     iterator when one ends, as ``_fetch`` does), the replay buffer's ``sample`` refreshes the
     live datasets, then the step is saved."""
-    from statepool_dagster.live.verl import refresh_live_datasets
+    from statepool_dagster.trainers.verl import refresh_live_datasets
 
     done = 0
     latest = out / "latest_checkpointed_iteration.txt"

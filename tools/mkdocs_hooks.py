@@ -179,7 +179,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "statepool_dagster"
 # Folders first, in this order (the data's order in core/); any other folder after them by
 # name, then the modules by name. A folder's line is its __init__'s docstring.
 LAYOUT_ORDER = {
-    "": ["core", "defs", "cli", "live", "demo"],
+    "": ["core", "defs", "cli", "live", "trainers", "demo"],
     "core": [
         "runs",
         "stages",

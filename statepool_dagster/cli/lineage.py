@@ -45,7 +45,7 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     from ..core.errors import StatepoolError
     from ..core.feedback.folders import feedback_folder
     from ..core.locations import as_path
-    from ..live.lineage import lineage, read_checkpoint
+    from ..trainers.lineage import lineage, read_checkpoint
 
     checkpoint = read_checkpoint(args.checkpoint)
     store = args.store or str(checkpoint.state["store"])

@@ -14,7 +14,7 @@ import functools
 import os
 import posixpath
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -155,7 +155,7 @@ def _epoch(value: Any) -> float:
     return float(value)
 
 
-def info_stamp(info: dict[str, Any]) -> tuple[int, float, str]:
+def info_fields(info: dict[str, Any]) -> tuple[int, float, str]:
     """``(size, mtime, tag)`` of an fsspec ``info()`` entry; backends name these differently.
 
     The tag (ETag, generation, …) changes with every rewrite where the mtime is too coarse.
@@ -173,13 +173,45 @@ def info_stamp(info: dict[str, Any]) -> tuple[int, float, str]:
     return size, mtime, tag
 
 
-def file_stamp(path: AnyPath) -> str:
-    """Size and mtime of one file (and its ETag through fsspec): unchanged stamp, same bytes."""
-    if is_local(path):
-        st = path.stat()
-        return f"{st.st_size}:{st.st_mtime_ns}"
-    size, mtime, tag = info_stamp(path.fs.info(path.path))
-    return f"{size}:{int(mtime * 1e9)}:{tag}"
+class Stamp(NamedTuple):
+    """What tells one version of a file from the next without reading it.
+
+    Locally its size, mtime and inode (a file replaced by a rename has a new inode); through
+    fsspec its size, mtime and tag (:func:`info_fields`). ``str()`` is the form the store
+    records (the snapshots table's ``file_stamp`` column, a run's fingerprint, part keys):
+    ``size:mtime_ns`` locally, ``size:mtime_ns:tag`` through fsspec.
+    """
+
+    size: int
+    mtime_ns: int
+    ino: int = 0
+    tag: str | None = None  # through fsspec only ("" for a backend that keeps none)
+
+    def __str__(self) -> str:
+        if self.tag is None:
+            return f"{self.size}:{self.mtime_ns}"
+        return f"{self.size}:{self.mtime_ns}:{self.tag}"
+
+    @classmethod
+    def of_stat(cls, st: os.stat_result) -> Stamp:
+        return cls(st.st_size, st.st_mtime_ns, st.st_ino)
+
+    @classmethod
+    def of_info(cls, info: dict[str, Any]) -> Stamp:
+        size, mtime, tag = info_fields(info)
+        return cls(size, int(mtime * 1e9), tag=tag)
+
+
+def file_stamp(path: AnyPath | str) -> Stamp | None:
+    """One file's :class:`Stamp`; ``None`` when it is absent or cannot be read (one of
+    :func:`storage_errors`). A string is a local path: no ``Path`` is built for it."""
+    try:
+        if isinstance(path, str) or is_local(path):
+            return Stamp.of_stat(os.stat(path))
+        forget_listing(path.parent)  # an object store's rewrite since the last listing
+        return Stamp.of_info(path.fs.info(path.path))
+    except storage_errors():
+        return None
 
 
 def upload_tree(local_dir: Path, target: AnyPath) -> int:

@@ -28,7 +28,7 @@ from ..core.export.rows import SPLITS, ExportOptions, ExportRow
 from ..core.feedback.folders import folded_segments, stats_folder
 from ..core.feedback.select import Selection, SelectionOptions
 from ..core.feedback.stats_store import TABLE, update_stats
-from ..core.locations import is_local, storage_errors
+from ..core.locations import file_stamp, is_local, storage_errors
 from ..core.prompts.spec import PromptSpec
 from ..core.segments import list_segments
 from .entries import SEGMENT, Candidates, Entry, StateSource
@@ -36,7 +36,7 @@ from .rows import ROW_ERRORS, RowReader, Stale
 from .runs import RunIndex
 from .segments import Rejects, SegmentIndex
 from .served import Served
-from .stamps import file_stamp, location, reachable
+from .stamps import location, reachable
 from .stored import StoredIndex
 from .unavailable import (
     READ_DEADLINE,
@@ -387,7 +387,7 @@ class LivePool:
         except storage_errors() as exc:  # a trainer keeps training on what it has
             self._unreadable.store_problem(exc)
             return True
-        except Exception:  # a bug or a file no reader expects: logged once, never raised
+        except ROW_ERRORS:  # a file no reader expects, as for a row: logged once, never raised
             self._unreadable.failed(log)
         return False
 

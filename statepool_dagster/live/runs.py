@@ -18,7 +18,7 @@ from typing import Any
 
 from ..core.export.collect import tables_agree
 from ..core.export.rows import ExportOptions, split_of
-from ..core.locations import AnyPath, is_local
+from ..core.locations import AnyPath, Stamp, file_stamp, is_local
 from ..core.names import PROMPTS, STATES, TABLE_INDEX, run_name_problem
 from ..core.runs.files import natural_key
 from ..core.states.digest import state_digest_hex, state_text_digest
@@ -29,7 +29,7 @@ from ..core.store.parts import RunTable
 from ..core.store.rows import utf8_views
 from ..core.store.schemas import SCHEMAS
 from .entries import RUN, Entry
-from .stamps import Stamp, file_stamp, index_stamps, local_stamp, subfolders
+from .stamps import index_stamps, subfolders
 from .stored import open_parquet
 from .unavailable import at_once
 
@@ -116,8 +116,8 @@ class RunIndex:
         prompts_dir, states_dir = os.fspath(root / PROMPTS), os.fspath(root / STATES)
         for run in set(look) & both:
             pair = (
-                local_stamp(os.path.join(prompts_dir, run, TABLE_INDEX)),
-                local_stamp(os.path.join(states_dir, run, TABLE_INDEX)),
+                file_stamp(os.path.join(prompts_dir, run, TABLE_INDEX)),
+                file_stamp(os.path.join(states_dir, run, TABLE_INDEX)),
             )
             if None not in pair:
                 stamps[run] = pair

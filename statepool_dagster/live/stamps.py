@@ -1,9 +1,9 @@
 """What changed in a store or a sessions folder, from one listing: index stamps, folder names.
 
-Locally a stamp is a file's size, mtime and inode (``os.stat``); through fsspec it is the
-size, mtime and ETag of one listing's entries (``info_stamp``), the listing cache dropped
-first so that an object store's new files are seen. ``None`` means the place could not be
-read (gone or unreachable): the pool then keeps what it has.
+A stamp is ``core.locations.Stamp``: locally from ``os.stat``, through fsspec from
+one listing's entries, the listing cache dropped first so that an object store's new files
+are seen. ``None`` means the place could not be read (gone or unreachable): the pool then
+keeps what it has.
 """
 
 from __future__ import annotations
@@ -12,17 +12,15 @@ import os
 
 from ..core.locations import (
     AnyPath,
+    Stamp,
     as_path,
     entry_name,
     forget_listing,
     forget_tree,
-    info_stamp,
     is_local,
     storage_errors,
 )
 from ..core.names import TABLE_INDEX
-
-Stamp = tuple
 
 
 def location(where: str | os.PathLike[str], storage_options: dict | None) -> AnyPath:
@@ -68,7 +66,7 @@ def index_stamps(folder: AnyPath, index: str = TABLE_INDEX) -> dict[str, Stamp] 
                 continue
             except OSError:
                 return None
-            found[entry.name] = (st.st_size, st.st_mtime_ns, st.st_ino)
+            found[entry.name] = Stamp.of_stat(st)
         return found
     forget_tree(folder)  # the index files under it too, whose ETags a read then checks
     try:
@@ -81,28 +79,8 @@ def index_stamps(folder: AnyPath, index: str = TABLE_INDEX) -> dict[str, Stamp] 
     for path, info in infos.items():
         rest = path.rstrip("/")[len(base) + 1 :].split("/")
         if len(rest) == 2 and rest[1] == index and not rest[0].startswith("."):
-            found[rest[0]] = info_stamp(info)
+            found[rest[0]] = Stamp.of_info(info)
     return found
-
-
-def file_stamp(path: AnyPath) -> Stamp | None:
-    """One file's stamp; ``None`` when it is absent or unreadable."""
-    try:
-        if is_local(path):
-            return local_stamp(os.fspath(path))
-        forget_listing(path.parent)
-        return info_stamp(path.fs.info(path.path))
-    except storage_errors():
-        return None
-
-
-def local_stamp(path: str) -> Stamp | None:
-    """:func:`file_stamp` of a local file named by a string (no ``Path`` built)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 def subfolders(folder: AnyPath) -> list[str] | None:

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from ..core.export.rows import ExportOptions, split_of
-from ..core.locations import AnyPath, is_local, open_ranged
+from ..core.locations import AnyPath, Stamp, is_local, open_ranged
 from ..core.names import SESSION_STATES
 from ..core.runs.files import natural_key
 from ..core.segments.names import parse_segment_name
@@ -25,7 +25,7 @@ from ..core.sessions.store import INDEX, SessionFolders
 from ..core.states.digest import state_text_digest
 from ..core.store.rows import utf8_views
 from .entries import STORED, Entry
-from .stamps import Stamp, index_stamps
+from .stamps import index_stamps
 from .unavailable import at_once
 
 log = logging.getLogger(__name__)

@@ -205,8 +205,8 @@ class Unreadable:
         return True
 
     def failed(self, log: logging.Logger) -> None:
-        """A refresh failed for another reason (a bug, a file no reader expects): the
-        traceback once, the served states as they were."""
+        """A refresh met a file no reader expects: the traceback once, the served states as
+        they were."""
         if not self.refresh_failed:
             log.exception("live pool: a refresh failed; serving what is indexed")
         self.refresh_failed = True

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..locations import AnyPath, as_path, entry_name, info_stamp, is_local
+from ..locations import AnyPath, Stamp, as_path, entry_name, info_fields, is_local
 from ..names import EPISODES_FILE, SNAPSHOTS_DIR, run_name_problem
 
 
@@ -142,7 +142,7 @@ READER_VERSION = "2"
 class Fingerprint:
     """A digest of a run's file names, sizes and mtimes, and the newest mtime seen.
 
-    ``stamps``: each file's :func:`file_stamp` as it was seen, by its path in the run.
+    ``stamps``: each file's :class:`Stamp` as it was seen, as text, by its path in the run.
     """
 
     digest: str
@@ -189,7 +189,7 @@ def fingerprint_run(run_path: AnyPath) -> Fingerprint:
                     continue
                 size, ns = st.st_size, st.st_mtime_ns
                 rows.append(f"{rel_name}\0{size}\0{ns}")
-                stamps[rel_name] = f"{size}:{ns}"
+                stamps[rel_name] = str(Stamp.of_stat(st))
                 if ns > newest_ns:
                     newest_ns, newest = ns, st.st_mtime
         except OSError:
@@ -226,9 +226,10 @@ def _fingerprint_fsspec(run_path: AnyPath) -> Fingerprint:
                 if not rel:
                     stack.append((rel_name, folder / name))
                 continue
-            size, mtime, tag = info_stamp(info)
-            rows.append(f"{rel_name}\0{size}\0{int(mtime * 1e9)}\0{tag}")
-            stamps[rel_name] = f"{size}:{int(mtime * 1e9)}:{tag}"
+            size, mtime, tag = info_fields(info)
+            stamp = Stamp(size, int(mtime * 1e9), tag=tag)
+            rows.append(f"{rel_name}\0{size}\0{stamp.mtime_ns}\0{tag}")
+            stamps[rel_name] = str(stamp)
             newest = max(newest, mtime)
             count += 1
     h = hashlib.blake2b(digest_size=10)

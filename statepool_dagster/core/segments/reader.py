@@ -15,7 +15,7 @@ from ..locations import (
     as_path,
     entry_name,
     fresh_listing,
-    info_stamp,
+    info_fields,
     is_local,
 )
 from .names import parse_segment_name
@@ -35,11 +35,6 @@ class Segment:
     size: int
     mtime: float
     path: AnyPath
-
-    @property
-    def stamp(self) -> str:
-        """Changes when the file does (a sealed segment should never change)."""
-        return f"{self.size}:{self.mtime:.6f}"
 
 
 @dataclass(frozen=True)
@@ -80,7 +75,7 @@ def list_segments(folder: str | os.PathLike[str] | AnyPath) -> list[Segment]:
             parsed = parse_segment_name(name)
             if parsed is None or info.get("type") == "directory":
                 continue
-            size, mtime, _ = info_stamp(info)
+            size, mtime, _ = info_fields(info)
             found.append(Segment(name, *parsed, size, mtime, folder / name))
     found.sort(key=lambda s: (s.writer, s.seq))
     return found

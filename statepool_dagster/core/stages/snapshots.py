@@ -51,10 +51,7 @@ def build_snapshots(
         snapshot_file = None
         if stamp is None:
             snapshot_file = listing.file(version, file_name)
-            try:
-                stamp = file_stamp(snapshot_file.path)
-            except OSError:
-                stamp = ""
+            stamp = str(file_stamp(snapshot_file.path) or "")
         key = digest(TABLE_FORMAT, display, stamp)
         part = table.parts.get(name)
         if stamp and part is not None and part.key == key:

@@ -18,7 +18,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..locations import AnyPath, info_stamp, is_local
+from ..locations import AnyPath, Stamp, info_fields, is_local
 
 SUFFIX = ".parquet"
 # JSON: [[checkpoint, key, info], ...], one per checkpoint, and where each one's rows are,
@@ -165,7 +165,9 @@ def list_parts(folder: AnyPath) -> dict[str, str]:
     for info in infos:
         name = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
         if name.endswith(SUFFIX) and not name.startswith("."):
-            size, mtime, tag = info_stamp(info)
+            # seconds as a float, not Stamp's nanoseconds: the form the indexes on object
+            # stores already hold (another form would make every part there look changed)
+            size, mtime, tag = info_fields(info)
             found[name] = f"{size}:{mtime}:{tag}"
     return found
 
@@ -217,7 +219,7 @@ def _scan_local(folder: AnyPath, remove_temps: bool) -> dict[str, str]:
                 # A part removed meanwhile (a save pruned or merged it) raises here, so
                 # the reader lists again: a listing that skips it could miss its rows.
                 st = entry.stat()
-                found[name] = f"{st.st_size}:{st.st_mtime_ns}"
+                found[name] = str(Stamp.of_stat(st))
     return found
 
 
@@ -243,14 +245,3 @@ def decode_index(data: bytes) -> dict[str, Any]:
     if not isinstance(index, dict):
         raise ValueError("not an index")
     return index
-
-
-def index_stamp(path: AnyPath) -> tuple[int, int, int] | None:
-    """A local file's size, mtime and inode (``None``: absent, or not on a local disk)."""
-    if not is_local(path):
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_size, st.st_mtime_ns, st.st_ino)

@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..locations import AnyPath, is_local, open_ranged
+from ..locations import AnyPath, Stamp, file_stamp, is_local, open_ranged
 from ..names import TABLE_INDEX
 from .atomic import write_bytes_atomic
 from .compaction import Compaction
@@ -37,7 +37,6 @@ from .part_files import (
     encode_index,
     file_order,
     footer_rows,
-    index_stamp,
     list_parts,
     read_spans,
     sweep,
@@ -64,7 +63,7 @@ class RunTable(Compaction):
         self._held: tuple[str, pa.Table, int | None] | None = None
         self._rows = RowBatch(schema)
         self._dirty = False
-        self._index_stamp = index_stamp(folder / TABLE_INDEX)  # before reading: never newer
+        self._index_stamp = self._stamp()  # before reading: never newer
         self._load()
 
     def _load(self) -> None:
@@ -266,7 +265,7 @@ class RunTable(Compaction):
         self.close()
         listing = sweep(self.folder)
         if not self._dirty and (self.folder / TABLE_INDEX).exists():
-            self._index_stamp = index_stamp(self.folder / TABLE_INDEX)
+            self._index_stamp = self._stamp()
             return
         listing = list_parts(self.folder) if listing is None else listing
         files = {
@@ -277,16 +276,20 @@ class RunTable(Compaction):
         if self.parts or files or self.marks:
             write_bytes_atomic(self.folder / TABLE_INDEX, encode_index(self.marks, files))
         self._dirty = False
-        self._index_stamp = index_stamp(self.folder / TABLE_INDEX)
+        self._index_stamp = self._stamp()
 
     def unchanged(self) -> bool:
         """Whether the folder still holds what this table says: nothing pending, the index as
         this table last read or wrote it (a local store; the run's lock keeps writers out)."""
         if self._dirty or self._held or self._writer or self._stale or self._rows.rows:
             return False
-        return self._index_stamp is not None and index_stamp(self.folder / TABLE_INDEX) == (
-            self._index_stamp
-        )
+        return self._index_stamp is not None and self._stamp() == self._index_stamp
+
+    def _stamp(self) -> Stamp | None:
+        # Only a local disk's stamp is trusted to say the index is as it was: through
+        # fsspec (``None``) the table is always read again.
+        index = self.folder / TABLE_INDEX
+        return file_stamp(index) if is_local(index) else None
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

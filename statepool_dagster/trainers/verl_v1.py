@@ -3,10 +3,10 @@
 The v1 trainer (``trainer.use_v1=True``) builds its prompts' dataset through the same
 ``data.custom_cls`` but never calls ``on_batch_end``. Its replay buffer's ``sample`` runs
 once per step in the trainer's process: these subclasses of verl's buffers reload every
-:class:`~statepool_dagster.live.verl.LiveRLDataset` there first (only what changed is read),
+:class:`~statepool_dagster.trainers.verl.LiveRLDataset` there first (only what changed is read),
 then sample as verl does.
 
-- ``trainer.v1.sampler.custom_sampler.path=pkg://statepool_dagster.live.verl_v1``
+- ``trainer.v1.sampler.custom_sampler.path=pkg://statepool_dagster.trainers.verl_v1``
 - ``name=LiveReplayBuffer`` (``trainer.v1.trainer_mode=sync``) or ``LiveReplayBufferAsync``.
 
 verl passes a custom sampler no DAPO ``filter_groups`` settings: the pool's own

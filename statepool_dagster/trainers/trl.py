@@ -26,9 +26,8 @@ from typing import Any
 from ..core.export.records import trl_record, trl_schema
 from ..core.feedback.select import SelectionOptions
 from ..core.locations import storage_errors
+from ..live import LivePool, PoolUnavailable
 from .cursor import CursorError, DrawOrder, check_cursor
-from .pool import LivePool
-from .unavailable import PoolUnavailable
 
 WAIT_SECONDS = 1.0  # an empty pool is polled this often
 DEFAULT_STREAM = "train"

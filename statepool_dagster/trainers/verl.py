@@ -1,6 +1,6 @@
 """verl's ``data.custom_cls``: the live pool as an RL dataset that grows after each step.
 
-``data.custom_cls.path=pkg://statepool_dagster.live.verl``, ``name=LiveRLDataset``, and
+``data.custom_cls.path=pkg://statepool_dagster.trainers.verl``, ``name=LiveRLDataset``, and
 under ``data.statepool``: ``store`` (else ``STATEPOOL_STORE_DIR``), ``sessions`` (the
 folder rollout workers seal states into, else ``STATEPOOL_SESSIONS_DIR``), ``feedback``,
 ``select`` (keys of :class:`SelectionOptions`, else the ``STATEPOOL_SELECT_*``
@@ -52,6 +52,7 @@ from ..core.export.rows import ExportRow
 from ..core.feedback.importers import feedback_folder
 from ..core.feedback.select import SelectionOptions
 from ..core.locations import storage_errors
+from ..live import LivePool
 from .cursor import (
     CURSOR_FORMAT,
     CursorError,
@@ -60,7 +61,6 @@ from .cursor import (
     pack_positions,
     unpack_positions,
 )
-from .pool import LivePool
 from .row_files import BATCH_ROWS, RowFiles
 from .verl_checkpoint import dataset_state
 
@@ -327,12 +327,14 @@ class LiveRLDataset(RLHFDataset):
                 counts += [len(one) if isinstance(one, list) else len(normalize_token_ids(one))
                            for one in ids]  # fmt: skip
             return counts
+        # Every error, as verl's own doc2len catches: a chat template is the model's Jinja
+        # and tokenizer code, and a prompt verl drops must not stop training here.
         except Exception:  # one prompt spoilt the batch: each alone
             counts = []
             for row in rows:
                 try:
                     counts.append(len(normalize_token_ids(template(row.messages()))))
-                except Exception as exc:  # verl drops such a prompt too
+                except Exception as exc:  # as above; verl drops such a prompt too
                     log.warning("statepool: state %s: prompt not templated: %s", row.state_id, exc)
                     counts.append(self.max_prompt_length + 1)
             return counts

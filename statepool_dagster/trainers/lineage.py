@@ -28,12 +28,10 @@ from typing import Any
 from ..core.errors import StatepoolError
 from ..core.feedback.recorded import Recorded, RecordedRewards, recorded_rewards
 from ..core.feedback.records import FeedbackRecord
+from ..live import LivePool, StateSource, VersionGone
 from .cursor import CursorError, check_cursor, served_positions
-from .entries import StateSource
-from .pool import LivePool
 from .trl import CURSOR_FILE, load_cursor
 from .verl_checkpoint import DATA_FILE, LATEST_FILE, checkpoint_folder
-from .versions import VersionGone
 
 TRL, VERL = "trl", "verl"
 SOURCES = {TRL: ("trl",), VERL: ("verl", "verl-dump")}  # the feedback sources of each trainer

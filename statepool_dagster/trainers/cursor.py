@@ -3,7 +3,7 @@
 :class:`DrawOrder` draws states never served first (in the pool's order, new ones as they
 come), then round robin in the pool's order, or by weight. Its cursor (``state_dict``,
 torchdata's ``Stateful`` protocol) is where it was after a given number of draws: the
-pool version then (kept in the store, :mod:`.versions`), the states drawn by then (a
+pool version then (kept in the store, :mod:`..live.versions`), the states drawn by then (a
 bitmap over that version's order), those queued and not drawn yet, the round-robin place
 and how many random numbers the weighted draw had taken. A stream opened again on that
 version with that cursor draws exactly what it would have drawn next; states that came
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .pool import LivePool
+from ..live import LivePool
 
 CURSOR_FORMAT = 1
 MARKS = 1 << 16  # draws remembered: how far a trainer's prefetch may run ahead of training
