@@ -15,8 +15,9 @@ digest with a changed one are decided again: a refresh costs what changed, never
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
 from ..core.export.selection import CopyRules, kept_alone
@@ -59,6 +60,17 @@ class SegmentPlace(NamedTuple):
 
 
 Place = RunPlace | StoredPlace | SegmentPlace
+
+
+def _from_fields(cls: type[tuple]) -> Callable[[tuple], Any]:
+    """``cls`` made from a tuple of its fields in C: a NamedTuple's own constructor takes its
+    arguments in Python (several times a tuple's cost), and an open makes a place a state."""
+    return partial(tuple.__new__, cls)
+
+
+run_place = _from_fields(RunPlace)
+stored_place = _from_fields(StoredPlace)
+segment_place = _from_fields(SegmentPlace)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from ..core.store.part_files import read_spans
 from ..core.store.parts import RunTable
 from ..core.store.rows import utf8_views
 from ..core.store.schemas import SCHEMAS
-from .entries import RUN, Entry, RunPlace
+from .entries import RUN, Entry, run_place
 from .stamps import Stamp, file_stamp, index_stamps, local_stamp, subfolders
 from .stored import open_parquet
 from .unavailable import at_once
@@ -209,7 +209,7 @@ class RunIndex:
         entries = {}
         for name in names:
             p, s = prompts.parts[name], states.parts[name]
-            where = RunPlace(p.file, p.span(), s.file, s.span(), s.key, p.key)
+            where = run_place((p.file, p.span(), s.file, s.span(), s.key, p.key))
             entries[name] = Entry(
                 RUN, (run, name), ids[name], digests[name], (0, order, name), split, where
             )
