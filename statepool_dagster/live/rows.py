@@ -159,13 +159,13 @@ class RowReader:
                 ((STATES, run, where.states_file), where.states_span, STATE_COLUMNS),
             ]
         if entry.kind == STORED:
-            stem, group, at, prompt_at = entry.where
-            if prompt_at is None:
+            place = entry.where
+            if place.prompt is None:
                 return []
-            session, name = entry.copy[0], f"{stem}.parquet"
+            session, name = entry.copy[0], f"{place.stem}.parquet"
             return [
-                (("prompts", session, name), (*prompt_at, 1), ("state_id", "prompt")),
-                (("states", session, name), (group, at, 1), ("state_id", "state")),
+                (("prompts", session, name), (*place.prompt, 1), ("state_id", "prompt")),
+                (("states", session, name), (place.group, place.row, 1), ("state_id", "state")),
             ]
         return []
 
@@ -253,9 +253,9 @@ class RowReader:
         return self._session_row(entry, index, state_row["state"], prompt_row["prompt"])
 
     def _segment(self, entry: Entry, index: int) -> ExportRow:
-        path, offset = entry.where
+        place = entry.where
         try:
-            raw = self.fetch(read_segment_line, path, offset, self.max_line)
+            raw = self.fetch(read_segment_line, place.path, place.offset, self.max_line)
         except FileNotFoundError:
             raise Stale(f"{display_name(*entry.copy[:2])} is gone") from None
         return self._segment_row(entry, index, raw)
