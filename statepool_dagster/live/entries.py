@@ -3,26 +3,74 @@
 An :class:`Entry` is one copy of a state the pool could serve: a run's checkpoint, a
 stored session state, or a line of a sealed session segment not stored yet. It keeps its
 id, the 16-byte digest the export de-duplicates on, its place in the export's order, its
-split, and a locator its row is read from on demand.
+split, and its place (:class:`RunPlace`, :class:`StoredPlace`, :class:`SegmentPlace`) its
+row is read from on demand.
 
-:class:`Candidates` holds every entry and decides, as ``statepool export`` does, which
-copy of each state is served: a run's state beats a session's of its id or content, the
-earliest run (by natural name) keeps a duplicate, the first copy of a session's state is
-its copy, the earliest session keeps a state two sessions share, and a session state
-without a prompt is left out. Only entries that share an id or a digest with a changed
-one are decided again: a refresh costs what changed, never the pool.
+:class:`Candidates` holds every entry and decides which copy of each state is served by
+the export's own rules (``core.export.selection.CopyRules``): a run's state beats a
+session's of its id or content, the earliest run (by natural name) keeps a duplicate, the
+earliest session keeps a state two sessions share. Only entries that share an id or a
+digest with a changed one are decided again: a refresh costs what changed, never the pool.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
+from ..core.export.selection import CopyRules, kept_alone
+from ..core.locations import AnyPath
 from ..core.segments.names import parse_segment_name
 from ..core.store.part_files import part_version
 
 RUN, STORED, SEGMENT = 0, 1, 2  # where a copy's row is read from
+
+Span = tuple[int, int, int]  # a Parquet row: (row group, row in it, rows)
+
+
+class RunPlace(NamedTuple):
+    """Where a run state's row is: its prompt's and its state's part file and span, and the
+    two rows' keys. The keys change with the row's content, the rest when parts merge."""
+
+    prompts_file: str
+    prompts_span: Span
+    states_file: str
+    states_span: Span
+    state_key: str
+    prompt_key: str
+
+
+class StoredPlace(NamedTuple):
+    """Where a stored session state's row is: its part (``stem``.parquet in the session's
+    states and prompts), its row there, and its prompt's row (``None``: it has none)."""
+
+    stem: str
+    group: int
+    row: int
+    prompt: tuple[int, int] | None
+
+
+class SegmentPlace(NamedTuple):
+    """Where a sealed segment's state is: the segment file and the line's byte offset."""
+
+    path: AnyPath
+    offset: int
+
+
+Place = RunPlace | StoredPlace | SegmentPlace
+
+
+def _from_fields(cls: type[tuple]) -> Callable[[tuple], Any]:
+    """``cls`` made from a tuple of its fields in C: a NamedTuple's own constructor takes its
+    arguments in Python (several times a tuple's cost), and an open makes a place a state."""
+    return partial(tuple.__new__, cls)
+
+
+run_place = _from_fields(RunPlace)
+stored_place = _from_fields(StoredPlace)
+segment_place = _from_fields(SegmentPlace)
 
 
 @dataclass(frozen=True)
@@ -67,7 +115,7 @@ class Entry:
         digest: bytes,
         key: tuple,
         split: str,
-        where: tuple,
+        where: Place,
         step: int | None = None,
         ok: bool = True,
     ):
@@ -97,7 +145,10 @@ class Entry:
         """A version of the row: changes when its content may have (a run rebuilt), not
         when the row moves (parts merged) or a segment's state is stored by Dagster."""
         key = (self.copy, self.sid, self.digest, self.step)
-        return key + self.where[4:6] if self.kind == RUN else key
+        where = self.where
+        if isinstance(where, RunPlace):
+            return (*key, where.state_key, where.prompt_key)
+        return key
 
     def __repr__(self) -> str:
         return f"Entry({self.sid!r}, kind={self.kind}, copy={self.copy!r})"
@@ -162,7 +213,7 @@ class Candidates:
         won: set[str] = set()
         for entry in new:  # most copies share neither id nor digest: decided alone
             alone = self._by_sid[entry.sid] is entry and self._by_digest[entry.digest] is entry
-            if alone and (entry.kind == RUN or entry.ok):
+            if alone and kept_alone(entry.kind == RUN, entry.ok):
                 if self.winners.get(entry.sid) is not entry:
                     self.winners[entry.sid] = entry
                     won.add(entry.sid)
@@ -203,25 +254,15 @@ class Candidates:
         return list(found.values())
 
     def _decide(self, component: list[Entry], seeds: set[str]) -> tuple[set[str], set[str]]:
-        """The export's rules (``export_rows`` then ``SessionRows``) over one closed component."""
-        run_ids = {e.sid for e in component if e.kind == RUN}
-        seen: set[bytes] = set()
+        """The export's rules (:class:`CopyRules`) over one closed component, in its order."""
+        rules = CopyRules(repeats=True)
         kept: dict[str, Entry] = {}
-        firsts: set[tuple[str, str]] = set()
         for entry in sorted(component, key=lambda e: e.key):
             if entry.kind == RUN:
-                if entry.digest not in seen:
-                    seen.add(entry.digest)
+                if rules.run_copy(entry.sid, entry.digest) is None:
                     kept[entry.sid] = entry
-                continue
-            first = (entry.source, entry.sid)
-            if first in firsts:  # a later copy of a state the session already gave
-                continue
-            firsts.add(first)
-            if entry.sid in run_ids or entry.sid in kept or entry.digest in seen or not entry.ok:
-                continue
-            seen.add(entry.digest)
-            kept[entry.sid] = entry
+            elif rules.session_state(entry.source, entry.sid, entry.digest, entry.ok):
+                kept[entry.sid] = entry
         won, lost = set(), set()
         for sid in seeds | {e.sid for e in component}:
             old, new = self.winners.get(sid), kept.get(sid)

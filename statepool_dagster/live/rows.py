@@ -21,8 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core.errors import StatepoolError
-from ..core.export.rows import SESSIONS, ExportRow, run_row
-from ..core.export.sessions import NO_REFERENCE_JSON, state_version
+from ..core.export.rows import ExportRow, run_row, session_row
 from ..core.locations import RANGED_BLOCK, AnyPath, storage_errors
 from ..core.names import PROMPTS, STATES
 from ..core.prompts.spec import PromptSpec
@@ -32,7 +31,6 @@ from ..core.sessions.read import parse_line
 from ..core.sessions.store import SessionFolders, session_prompt
 from ..core.store.layout import StoreLayout
 from .entries import RUN, SEGMENT, STORED, Entry
-from .runs import P_FILE, P_SPAN, S_FILE, S_KEY, S_SPAN
 from .segments import display_name
 from .stored import open_parquet
 from .unavailable import at_once
@@ -130,7 +128,7 @@ class RowReader:
         parts = []
         for k, (entry, _) in enumerate(items):
             if entry.kind == SEGMENT:
-                lines.setdefault(entry.where[0], []).append((k, entry.where[1]))
+                lines.setdefault(entry.where.path, []).append((k, entry.where.offset))
                 parts.append(1)
                 continue
             spans = self._spans(entry)
@@ -157,17 +155,17 @@ class RowReader:
         if entry.kind == RUN:
             run, where = entry.copy[0], entry.where
             return [
-                ((PROMPTS, run, where[P_FILE]), where[P_SPAN], PROMPT_COLUMNS),
-                ((STATES, run, where[S_FILE]), where[S_SPAN], STATE_COLUMNS),
+                ((PROMPTS, run, where.prompts_file), where.prompts_span, PROMPT_COLUMNS),
+                ((STATES, run, where.states_file), where.states_span, STATE_COLUMNS),
             ]
         if entry.kind == STORED:
-            stem, group, at, prompt_at = entry.where
-            if prompt_at is None:
+            place = entry.where
+            if place.prompt is None:
                 return []
-            session, name = entry.copy[0], f"{stem}.parquet"
+            session, name = entry.copy[0], f"{place.stem}.parquet"
             return [
-                (("prompts", session, name), (*prompt_at, 1), ("state_id", "prompt")),
-                (("states", session, name), (group, at, 1), ("state_id", "state")),
+                (("prompts", session, name), (*place.prompt, 1), ("state_id", "prompt")),
+                (("states", session, name), (place.group, place.row, 1), ("state_id", "state")),
             ]
         return []
 
@@ -229,14 +227,12 @@ class RowReader:
             raise
 
     def _run_row(self, entry: Entry, index: int, prompt_row: dict, state_row: dict) -> ExportRow:
-        run, where = entry.copy[0], entry.where
-        if not prompt_row["state_key"] == state_row["input_key"] == where[S_KEY]:
+        run = entry.copy[0]
+        if not prompt_row["state_key"] == state_row["input_key"] == entry.where.state_key:
             raise Stale(f"run {run}: {entry.sid} was rebuilt")
-        dataset = str(json.loads(state_row["state"]).get("dataset", ""))
         return run_row(
             prompt_row,
             state_row,
-            dataset,
             index=index,
             split=entry.split,
             state_id=entry.sid,
@@ -257,9 +253,9 @@ class RowReader:
         return self._session_row(entry, index, state_row["state"], prompt_row["prompt"])
 
     def _segment(self, entry: Entry, index: int) -> ExportRow:
-        path, offset = entry.where
+        place = entry.where
         try:
-            raw = self.fetch(read_segment_line, path, offset, self.max_line)
+            raw = self.fetch(read_segment_line, place.path, place.offset, self.max_line)
         except FileNotFoundError:
             raise Stale(f"{display_name(*entry.copy[:2])} is gone") from None
         return self._segment_row(entry, index, raw)
@@ -273,19 +269,14 @@ class RowReader:
 
     @staticmethod
     def _session_row(entry: Entry, index: int, text: str, prompt: str) -> ExportRow:
-        state = json.loads(text)
-        return ExportRow(
+        return session_row(
+            text,
+            json.loads(text),
+            prompt,
             index=index,
             split=entry.split,
-            state_id=entry.sid,
-            run=None,
-            version=state_version(state),
-            dataset=str(state.get("dataset", "")),
-            prompt=prompt,
-            state=text,
-            reference_ops=NO_REFERENCE_JSON,
-            source=SESSIONS,
             session=entry.copy[0],
+            state_id=entry.sid,
             policy_step=entry.step,
             weight=entry.weight,
         )

@@ -28,7 +28,7 @@ from ..core.store.part_files import read_spans
 from ..core.store.parts import RunTable
 from ..core.store.rows import utf8_views
 from ..core.store.schemas import SCHEMAS
-from .entries import RUN, Entry
+from .entries import RUN, Entry, run_place
 from .stamps import index_stamps, subfolders
 from .stored import open_parquet
 from .unavailable import at_once
@@ -37,10 +37,6 @@ log = logging.getLogger(__name__)
 
 BATCH = 256  # states read at a time for their digests
 SLICE = 64  # known runs whose index stamps a refresh looks at: a refresh costs the same at any size
-
-# An entry's locator: (prompts file, its span, states file, its span, the state's key, the
-# prompt's key); the two keys change with the row's content, the rest when parts merge.
-P_FILE, P_SPAN, S_FILE, S_SPAN, S_KEY, P_KEY = range(6)
 
 
 class RunIndex:
@@ -203,7 +199,7 @@ class RunIndex:
         for name in names:
             before = old.get(name)
             recorded = state_digest_hex(states.parts[name].info)
-            if before is not None and before.where[S_KEY] == states.parts[name].key:
+            if before is not None and before.where.state_key == states.parts[name].key:
                 digests[name] = before.digest
             elif recorded is not None:  # recorded as the state was built
                 digests[name] = bytes.fromhex(recorded)
@@ -213,7 +209,7 @@ class RunIndex:
         entries = {}
         for name in names:
             p, s = prompts.parts[name], states.parts[name]
-            where = (p.file, p.span(), s.file, s.span(), s.key, p.key)
+            where = run_place((p.file, p.span(), s.file, s.span(), s.key, p.key))
             entries[name] = Entry(
                 RUN, (run, name), ids[name], digests[name], (0, order, name), split, where
             )

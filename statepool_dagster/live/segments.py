@@ -28,7 +28,7 @@ from ..core.sessions.layout import SEGMENTS_DIR, session_name_problem
 from ..core.sessions.read import SessionState, parse_line
 from ..core.sessions.store import session_prompt
 from ..core.states.digest import state_text_digest
-from .entries import SEGMENT, Entry
+from .entries import SEGMENT, Entry, segment_place
 from .stamps import subfolders
 from .unavailable import at_once
 
@@ -152,7 +152,7 @@ class SegmentIndex:
                     digest,
                     key,
                     split,
-                    (path, offset),
+                    segment_place((path, offset)),
                     item.policy_step,
                     ok,
                 )

@@ -24,7 +24,7 @@ from ..core.sessions.layout import session_name_problem
 from ..core.sessions.store import INDEX, SessionFolders
 from ..core.states.digest import state_text_digest
 from ..core.store.rows import utf8_views
-from .entries import STORED, Entry
+from .entries import STORED, Entry, stored_place
 from .stamps import index_stamps
 from .unavailable import at_once
 
@@ -149,7 +149,7 @@ class StoredIndex:
         for group, at, row in rows:
             line = row["line"]
             prompt = prompts.get(row["state_id"])
-            where = (stem, group, at, prompt)
+            where = stored_place((stem, group, at, prompt))
             entries.append(
                 Entry(
                     STORED,

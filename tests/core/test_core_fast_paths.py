@@ -179,7 +179,7 @@ def test_the_digest_a_state_part_records_is_its_texts(tmp_path):
 
 @given(text, st.booleans())
 def test_a_states_dataset_read_alone_is_the_parsed_states(dataset, assembled):
-    from statepool_dagster.core.export.collect import state_dataset
+    from statepool_dagster.core.export.rows import state_dataset
 
     data = state_bytes("run_ckpt1", dataset, "{}", ["{}"], None, "r", [], {}, "surrogatepass")
     try:

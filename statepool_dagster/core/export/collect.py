@@ -2,9 +2,10 @@
 prompts, split by run, duplicates named.
 
 ``export_rows`` yields the rows as it reads them and keeps none: memory does not grow with
-the pool. De-duplication keeps one 16-byte digest (blake2b of a state's library and batch)
-per distinct state, mapped to the id of the state that kept it: about 150 bytes a state in
-a Python dict (15 MB at 100,000 states), never the states themselves. Runs are read in
+the pool. De-duplication (``export.selection.CopyRules``, the rules the live pool serves by)
+keeps one 16-byte digest (blake2b of a state's library and batch) per distinct state,
+mapped to the id of the state that kept it: about 150 bytes a state in a Python dict (15 MB
+at 100,000 states), never the states themselves. Runs are read in
 natural order and each run's checkpoints in order, so the earliest run by name keeps a
 duplicate, exactly as when the whole pool was held.
 
@@ -15,13 +16,9 @@ store has sessions, the ids of run states and of kept session states are kept to
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator
-from typing import Any
-
-import msgspec
 
 from ..feedback.select import Selection, describe
 from ..names import PROMPTS, STATES, run_name_problem
@@ -46,6 +43,7 @@ from .rows import (
     run_row,
     split_of,
 )
+from .selection import CopyRules
 from .sessions import SessionRows
 
 STATE_COLUMNS = ["state_id", "version", "state", "reference_ops"]
@@ -55,37 +53,6 @@ PROMPT_COLUMNS = ["state_id", "prompt", "reference_ops"]
 
 class _Disagree(Exception):
     """A run's prompts were not rendered from its current states."""
-
-
-class _Dataset(msgspec.Struct):
-    dataset: Any = ""
-
-
-_dataset = msgspec.json.Decoder(_Dataset).decode
-
-
-_HEAD, _DATASET = '{"state_id": "', ', "dataset": "'
-
-
-def state_dataset(text: str, assembled: bool = False) -> str:
-    """``str(state.get("dataset", ""))`` of a state's text, its other members skipped unbuilt;
-    by ``json`` where msgspec would refuse the text (a NaN, a huge integer, ...).
-
-    ``assembled``: the text is one the states stage assembled (its members in their fixed
-    order, each once), so the dataset is the second member's string, read alone.
-    """
-    if assembled and text.startswith(_HEAD):
-        try:
-            end = json.decoder.scanstring(text, len(_HEAD))[1]
-            if text.startswith(_DATASET, end):
-                return json.decoder.scanstring(text, end + len(_DATASET))[0]
-        except ValueError:
-            pass
-    try:
-        return str(_dataset(text).dataset)
-    except (msgspec.MsgspecError, ValueError):
-        state = json.loads(text)
-        return str(state.get("dataset", "") if isinstance(state, dict) else "")
 
 
 # Checkpoints read at a time (a state is a checkpoint's library and batch): a run of up to
@@ -202,8 +169,7 @@ def export_rows(
         export.weighted = selection.options.weight is not None
         export.extra["selection"] = describe(selection.options)
     gate = Gate(export, lengths, selection, only)
-    seen: dict[bytes, str] = {}
-    run_ids: set[str] | None = set() if sessions else None  # a run state wins over a session's
+    rules = CopyRules(sessions=bool(sessions), max_staleness=sources.max_staleness)
     collected_runs: dict[str, list[str]] = {}  # before the length limit
     for run in _store_runs(layout) if RUNS in sources.sources else ():
         split = split_of(run, options)
@@ -214,28 +180,23 @@ def export_rows(
                 if state_row is None:
                     export.problems.append(f"{run}: prompt {sid} has no state (partial write?)")
                     continue
-                if run_ids is not None:
-                    run_ids.add(sid)
-                text = state_row["state"]
                 recorded = state_row.pop(DIGEST)
-                key = bytes.fromhex(recorded) if recorded else state_text_digest(text)
-                if key in seen:
-                    export.duplicates[sid] = seen[key]
+                key = bytes.fromhex(recorded) if recorded else state_text_digest(state_row["state"])
+                winner = rules.run_copy(sid, key)
+                if winner is not None:
+                    export.duplicates[sid] = winner
                     continue
-                seen[key] = sid
                 kept += 1
                 export.collected += 1
-                dataset = state_dataset(text, assembled=recorded is not None)
                 row = run_row(
                     prompt_row,
                     state_row,
-                    dataset,
                     index=gate.index.get(split, 0),
                     split=split,
                     state_id=sid,
                     run=run,
+                    assembled=recorded is not None,
                 )
-                del text
                 row = gate.admit(row)
                 if row is not None:
                     yield row
@@ -252,7 +213,7 @@ def export_rows(
     export.duplicate_notes.extend(notes)
     collected_sessions: set[str] = set()
     if sessions:
-        reader = SessionRows(store, export, gate, seen, run_ids or set(), sources.max_staleness)
+        reader = SessionRows(store, export, gate, rules)
         for session in sessions:
             if (yield from reader.read(session)):
                 collected_sessions.add(split_of(session, options))

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import msgspec
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..config import Settings
@@ -26,6 +27,8 @@ NOT_RECORDED = {"next_version": None, "ops": [], "note": "not recorded: remateri
 
 # A session state has no next library: nothing to take its reference ops from.
 NO_REFERENCE = {"next_version": None, "ops": [], "note": "a session state: no reference ops"}
+
+NO_REFERENCE_JSON = json.dumps(NO_REFERENCE)
 
 RUNS, SESSIONS = "runs", "sessions"
 SOURCES = (RUNS, SESSIONS)
@@ -139,19 +142,50 @@ class ExportRow:
         return [{"role": "user", "content": self.prompt}]
 
 
+class _Dataset(msgspec.Struct):
+    dataset: Any = ""
+
+
+_dataset = msgspec.json.Decoder(_Dataset).decode
+
+
+_HEAD, _DATASET = '{"state_id": "', ', "dataset": "'
+
+
+def state_dataset(text: str, assembled: bool = False) -> str:
+    """``str(state.get("dataset", ""))`` of a state's text, its other members skipped unbuilt;
+    by ``json`` where msgspec would refuse the text (a NaN, a huge integer, ...).
+
+    ``assembled``: the text is one the states stage assembled (its members in their fixed
+    order, each once), so the dataset is the second member's string, read alone.
+    """
+    if assembled and text.startswith(_HEAD):
+        try:
+            end = json.decoder.scanstring(text, len(_HEAD))[1]
+            if text.startswith(_DATASET, end):
+                return json.decoder.scanstring(text, end + len(_DATASET))[0]
+        except ValueError:
+            pass
+    try:
+        return str(_dataset(text).dataset)
+    except (msgspec.MsgspecError, ValueError):
+        state = json.loads(text)
+        return str(state.get("dataset", "") if isinstance(state, dict) else "")
+
+
 def run_row(
     prompt_row: dict[str, Any],
     state_row: dict[str, Any],
-    dataset: str,
     *,
     index: int,
     split: str,
     state_id: str,
     run: str,
     weight: float | None = None,
+    assembled: bool = False,
 ) -> ExportRow:
     """A run state's row, joined from its prompts-table and states-table rows: the one join
-    the export and the live pool both use (``dataset``: the parsed state's ``dataset``)."""
+    the export and the live pool both use (``assembled``: see :func:`state_dataset`)."""
     ops = state_row.get("reference_ops") or prompt_row.get("reference_ops")
     return ExportRow(
         index=index,
@@ -159,10 +193,47 @@ def run_row(
         state_id=state_id,
         run=run,
         version=int(state_row["version"]),
-        dataset=dataset,
+        dataset=state_dataset(state_row["state"], assembled),
         prompt=prompt_row["prompt"],
         state=state_row["state"],
         reference_ops=ops or json.dumps(NOT_RECORDED),
+        weight=weight,
+    )
+
+
+def state_version(state: dict) -> int | None:
+    """A parsed state's library version (``None``: it records none)."""
+    version = (state.get("lib_snapshot") or {}).get("version")
+    return version if type(version) is int else None
+
+
+def session_row(
+    text: str,
+    state: dict[str, Any],
+    prompt: str,
+    *,
+    index: int,
+    split: str,
+    session: str,
+    state_id: str,
+    policy_step: int | None,
+    weight: float | None = None,
+) -> ExportRow:
+    """A session state's row (``state``: its ``text`` parsed): the one the export and the
+    live pool both build."""
+    return ExportRow(
+        index=index,
+        split=split,
+        state_id=state_id,
+        run=None,
+        version=state_version(state),
+        dataset=str(state.get("dataset", "")),
+        prompt=prompt,
+        state=text,
+        reference_ops=NO_REFERENCE_JSON,
+        source=SESSIONS,
+        session=session,
+        policy_step=policy_step,
         weight=weight,
     )
 

@@ -18,16 +18,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..locations import AnyPath, forget_listing, is_local
-from ..names import parse_run_state_id
 from ..segments.names import parse_segment_name
 from ..sessions.build import session_totals
 from ..sessions.store import SessionFolders
 from ..states.digest import state_digest
 from ..words import plural
 from .gate import Gate
-from .rows import NO_REFERENCE, SESSIONS, ExportRow, ExportSet, split_of
-
-NO_REFERENCE_JSON = json.dumps(NO_REFERENCE)
+from .rows import ExportRow, ExportSet, session_row, split_of
+from .selection import CopyRules
 
 BATCH = 16  # states read at a time (a state may be tens of megabytes)
 
@@ -89,91 +87,54 @@ class _Dropped:
 
 
 class SessionRows:
-    """Turns each session's states into export rows, after the runs' (a run state wins).
-
-    A session state is left out when a run gave a state of its id (a run-path id) or of
-    its content, when an earlier session (by name) did, and, with ``max_staleness``,
-    when its policy step is more than that behind the session's newest (or unknown).
-    """
+    """Turns each session's states into export rows, after the runs' (``rules``: the copies
+    kept so far; a run state wins): what :class:`~.selection.CopyRules` leaves out is named
+    per session and reason."""
 
     def __init__(
-        self,
-        store: str | os.PathLike[str],
-        export: ExportSet,
-        gate: Gate,
-        seen: dict[bytes, str],
-        run_ids: set[str],
-        max_staleness: int | None,
+        self, store: str | os.PathLike[str], export: ExportSet, gate: Gate, rules: CopyRules
     ):
-        self.store, self.export, self.gate = store, export, gate
-        self.seen, self.run_ids = seen, run_ids
-        self.max_staleness = max_staleness
-        self.kept: dict[str, str] = {}  # state id -> the session that kept it
+        self.store, self.export, self.gate, self.rules = store, export, gate, rules
         self.dropped: dict[tuple[str, str], _Dropped] = {}  # (session, why) -> states
 
     def _drop(self, session: str, why: str, state_id: str) -> None:
         self.dropped.setdefault((session, why), _Dropped()).add(state_id)
 
-    def _winner(self, state_id: str) -> str:
-        kept_by = self.kept.get(state_id)
-        if kept_by:
-            return f"session {kept_by}'s"
-        parsed = parse_run_state_id(state_id)
-        return f"{parsed[0] if parsed else state_id}'s"
-
     def read(self, session: str) -> Iterator[ExportRow]:
         """The session's rows; returns whether any state was collected (before the gate)."""
-        export = self.export
+        export, rules = self.export, self.rules
         split = split_of(session, export.options)
         oldest = None
-        if self.max_staleness is not None:
+        if rules.max_staleness is not None:
             newest = newest_step(self.store, session)
-            oldest = None if newest is None else newest - self.max_staleness
+            oldest = None if newest is None else newest - rules.max_staleness
         collected = False
         for item in session_items(self.store, session):
             sid = item.state_id
-            if sid in self.run_ids:
-                self._drop(session, f"identical to {self._winner(sid)} (a run state wins)", sid)
-                continue
-            if sid in self.kept:
-                self._drop(session, f"identical to {self._winner(sid)}", sid)
-                continue
-            state = json.loads(item.state)
-            key = state_digest(state)
-            if key in self.seen:
-                winner = self.seen[key]
-                why = "a run state wins" if winner not in self.kept else "the earliest keeps"
-                self._drop(session, f"identical to {self._winner(winner)} ({why})", sid)
-                continue
-            if self.max_staleness is not None and (
-                item.policy_step is None or oldest is None or item.policy_step < oldest
-            ):
-                why = (
-                    "without a policy step"
-                    if item.policy_step is None
-                    else f"older than policy step {oldest}"
+            why = rules.session_id(session, sid)
+            if why is None:
+                state = json.loads(item.state)
+                why = rules.session_copy(
+                    session,
+                    sid,
+                    state_digest(state),
+                    prompt=item.prompt is not None,
+                    policy_step=item.policy_step,
+                    oldest=oldest,
                 )
-                self._drop(session, f"{why} (--max-staleness {self.max_staleness})", sid)
+            if why is not None:
+                self._drop(session, why, sid)
                 continue
-            if item.prompt is None:
-                self._drop(session, "without a prompt (its rendering was rejected)", sid)
-                continue
-            self.seen[key] = sid
-            self.kept[sid] = session
             collected = True
             export.collected += 1
-            row = ExportRow(
+            row = session_row(
+                item.state,
+                state,
+                item.prompt,  # type: ignore[arg-type]
                 index=self.gate.index.get(split, 0),
                 split=split,
-                state_id=sid,
-                run=None,
-                version=state_version(state),
-                dataset=str(state.get("dataset", "")),
-                prompt=item.prompt,
-                state=item.state,
-                reference_ops=NO_REFERENCE_JSON,
-                source=SESSIONS,
                 session=session,
+                state_id=sid,
                 policy_step=item.policy_step,
             )
             del state
@@ -195,11 +156,6 @@ class SessionRows:
                 self.export.duplicate_notes.append(line)
             lines.append(line)
         return lines
-
-
-def state_version(state: dict) -> int | None:
-    version = (state.get("lib_snapshot") or {}).get("version")
-    return version if type(version) is int else None
 
 
 def _parts(folder: AnyPath) -> list[AnyPath]:
