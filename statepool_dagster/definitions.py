@@ -43,7 +43,7 @@ def _build(interval: int, executor: dg.ExecutorDefinition) -> Definitions:
     from .defs.sensors import FAST_INTERVAL, feedback_sensor_def, runs_sensor_def
     from .defs.session_sensors import sessions_sensor_def
     from .defs.sessions import session_assets, sessions_job
-    from .defs.storage import enable_event_batches
+    from .storages import enable_event_batches
 
     # A run's planned events stored as one batch, whatever the storage (PostgreSQL's inserts
     # them in one statement); the SQLite storage of dagster.yaml sets it too.

@@ -24,7 +24,7 @@ telemetry:
   enabled: false
 
 event_log_storage:
-  module: statepool_dagster.defs.storage
+  module: statepool_dagster.storages.sqlite
   class: StatepoolSqliteEventLogStorage
 
 concurrency:
@@ -117,7 +117,7 @@ def dagster_instance():
     """The instance of ``DAGSTER_HOME``; a SQLite event log a kill left half made is finished."""
     from dagster import DagsterInstance
 
-    from ..defs.storage_batch import finish_sqlite_setup
+    from ..storages.sqlite import finish_sqlite_setup
 
     home = ensure_dagster_home()
     with _setup_lock(home):
