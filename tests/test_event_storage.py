@@ -32,7 +32,7 @@ from sqlalchemy import text as db_text
 
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.core import names
-from statepool_dagster.defs.checks import CHECK_SPECS
+from statepool_dagster.defs.runs.checks import CHECK_SPECS
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 from statepool_dagster.storages.sqlite import StatepoolSqliteEventLogStorage
 

@@ -26,7 +26,7 @@ from dagster import (
     Output,
 )
 
-from ..core.names import (
+from ...core.names import (
     FINAL_ASSET,
     FINGERPRINT,
     IGNORED_METADATA,
@@ -37,7 +37,7 @@ from ..core.names import (
     STATE_COUNT,
     STATES,
 )
-from ..core.stages import StageReport
+from ...core.stages import StageReport
 from .checks import CheckResult, check_evaluations
 
 RunAssetEvent = MaterializeResult | AssetMaterialization | AssetCheckEvaluation | Output
