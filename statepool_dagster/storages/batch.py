@@ -1,5 +1,4 @@
-"""A batch of writes, as both storages store it: each asset's row written once, and the
-dynamic partitions read once.
+"""A batch of writes as both storages store it: each asset's row once, partitions read once.
 
 Dagster's SQLite ``store_event`` keeps, per event, a row of the asset's latest state
 (``asset_keys``): it tries an insert, catches the conflict, then updates, and for a
