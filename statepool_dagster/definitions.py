@@ -9,6 +9,7 @@ are part of the definitions, and come from the settings then (``STATEPOOL_SENSOR
 resource, when they start.
 """
 
+import warnings
 from functools import cache
 from pathlib import Path
 
@@ -37,7 +38,17 @@ def _load(_settings: tuple[tuple[str, str], ...]) -> Definitions:
     # A run's planned events stored as one batch, whatever the storage (PostgreSQL's inserts
     # them in one statement); the SQLite storage of dagster.yaml sets it too.
     enable_event_batches()
-    return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
+    package = Path(__file__).parent
+    if (package.parent / "pyproject.toml").is_file():  # a checkout: the dg project's own
+        return dg.load_from_defs_folder(path_within_project=package)
+    # Installed without the project's pyproject.toml (a wheel): the same folder, named directly
+    # (what load_from_defs_folder builds once it found the project, its warnings silenced too).
+    from . import defs as defs_folder
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        tree = dg.ComponentTree.from_module(defs_folder, project_root=package.parent)
+        return tree.build_defs()
 
 
 def statepool_job() -> dg.JobDefinition:
