@@ -4,7 +4,7 @@ python bench/dagster_floor.py N_PARTITIONS   (DAGSTER_HOME: a fresh instance)
 
 Import, the instance, and one run of one four-asset ``multi_asset`` step over N
 partitions with per-partition metadata and two checks evaluated per partition, recorded as
-the run assets' step records them (``defs/recording.py``: each partition's materializations
+the run assets' step records them (``defs/runs/recording.py``: each partition's materializations
 by hand, then its checks, a few partitions to a write): what any sync of that many runs
 pays to record its results.
 """
@@ -35,7 +35,11 @@ from dagster import (
 from step_stats import RANGE_END, RANGE_START
 
 try:
-    from statepool_dagster.defs.recording import DATA_VERSION_TAG, RECORD_AT_LEAST, batched_writes
+    from statepool_dagster.defs.runs.recording import (
+        DATA_VERSION_TAG,
+        RECORD_AT_LEAST,
+        batched_writes,
+    )
 except ImportError:  # a tree before the step recorded each run as built: no batches of its own
     DATA_VERSION_TAG, RECORD_AT_LEAST = "dagster/data_version", 8
 

@@ -1,73 +1,54 @@
-"""The code location: assets, jobs, sensors, store and settings.
+"""The code location: everything under ``defs/``, found by Dagster's ``load_from_defs_folder``.
 
-Built when Dagster loads the code location (``@definitions``), not at import: the sensors'
-tick interval and the runs' executor are part of the definitions, and come from the
-settings then (``STATEPOOL_SENSOR_INTERVAL``, ``STATEPOOL_EXECUTOR``). Everything else is
-read by the runs themselves, from the settings resource, when they start.
+``defs/`` keeps one folder per domain (``runs/``, ``sessions/``, ``feedback/``, ``exports/``),
+each with its assets, checks, jobs and sensors, and beside them what they share: the settings
+resource, the store, the executor, the sensors' skeleton. Loaded when Dagster loads the code
+location (``@definitions``), not at import: the sensors' tick interval and the runs' executor
+are part of the definitions, and come from the settings then (``STATEPOOL_SENSOR_INTERVAL``,
+``STATEPOOL_EXECUTOR``). Everything else is read by the runs themselves, from the settings
+resource, when they start.
 """
 
+import warnings
 from functools import cache
+from pathlib import Path
 
 import dagster as dg
 from dagster import Definitions
 
-from .core.config import Settings
-from .core.names import JOB, SETTINGS, STORE
+from .core.config import Settings, settings_key
+from .core.names import JOB
 
 DEFINITION_SETTINGS = ("sensor_interval", "executor", "celery_broker", "celery_backend")
-
-
-def build_defs(settings: Settings | None = None) -> Definitions:
-    """The definitions for ``settings`` (default: the environment's, for the fields the
-    definitions hold; a bad value there falls back to the defaults, the runs then report it)."""
-    from pydantic import ValidationError
-
-    from .defs.executors import statepool_executor
-
-    if settings is None:
-        try:
-            settings = Settings.from_env(only=DEFINITION_SETTINGS[:1])
-        except ValidationError:
-            settings = Settings()
-    return _build(settings.sensor_interval, statepool_executor())
-
-
-@cache
-def _build(interval: int, executor: dg.ExecutorDefinition) -> Definitions:
-    from .defs.assets import run_assets
-    from .defs.exports import export_automation_sensor, training_dataset
-    from .defs.feedback import state_stats, state_stats_job
-    from .defs.io_managers import statepool_store
-    from .defs.jobs import statepool_job_def
-    from .defs.resources import StatepoolSettings
-    from .defs.sensors import FAST_INTERVAL, feedback_sensor_def, runs_sensor_def
-    from .defs.session_sensors import sessions_sensor_def
-    from .defs.sessions import session_assets, sessions_job
-    from .defs.storage import enable_event_batches
-
-    # A run's planned events stored as one batch, whatever the storage (PostgreSQL's inserts
-    # them in one statement); the SQLite storage of dagster.yaml sets it too.
-    enable_event_batches()
-    return Definitions(
-        assets=[run_assets, training_dataset, session_assets, state_stats],
-        jobs=[statepool_job_def(executor), sessions_job, state_stats_job],
-        # Runs launched from the UI too: by default in-process, the one step spreading its
-        # partitions over the cores itself.
-        executor=executor,
-        sensors=[
-            runs_sensor_def(interval),
-            export_automation_sensor,
-            sessions_sensor_def(min(interval, FAST_INTERVAL)),
-            feedback_sensor_def(),
-        ],
-        resources={SETTINGS: StatepoolSettings(), STORE: statepool_store},
-    )
+_DEFINITION_VARIABLES = {Settings.env_name(name) for name in DEFINITION_SETTINGS}
 
 
 @dg.definitions
 def defs() -> Definitions:
-    """What ``dg dev``, the daemon and ``workspace.yaml`` load."""
-    return build_defs()
+    """What ``dg dev``, ``dg check defs``, the daemon and ``workspace.yaml`` load."""
+    return _load(tuple(item for item in settings_key() if item[0] in _DEFINITION_VARIABLES))
+
+
+@cache
+def _load(_settings: tuple[tuple[str, str], ...]) -> Definitions:
+    """The definitions for the settings the environment now sets (a bad value there falls
+    back to the default; the runs then report it). Loaded once for each."""
+    from .storages import enable_event_batches
+
+    # A run's planned events stored as one batch, whatever the storage (PostgreSQL's inserts
+    # them in one statement); the SQLite storage of dagster.yaml sets it too.
+    enable_event_batches()
+    package = Path(__file__).parent
+    if (package.parent / "pyproject.toml").is_file():  # a checkout: the dg project's own
+        return dg.load_from_defs_folder(path_within_project=package)
+    # Installed without the project's pyproject.toml (a wheel): the same folder, named directly
+    # (what load_from_defs_folder builds once it found the project, its warnings silenced too).
+    from . import defs as defs_folder
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        tree = dg.ComponentTree.from_module(defs_folder, project_root=package.parent)
+        return tree.build_defs()
 
 
 def statepool_job() -> dg.JobDefinition:

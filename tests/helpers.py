@@ -175,7 +175,7 @@ def new_instance(home: Path):
 def materialize_run(instance, run: str, raise_on_error: bool = True):
     """Register ``run`` if needed and run ``statepool_job`` for it in ``instance``."""
     from statepool_dagster.definitions import defs
-    from statepool_dagster.defs.partitions import RUNS
+    from statepool_dagster.defs.runs.partitions import RUNS
 
     if run not in instance.get_dynamic_partitions(RUNS):
         instance.add_dynamic_partitions(RUNS, [run])

@@ -12,7 +12,7 @@ import pytest
 from dagster import AssetCheckSeverity
 
 from statepool_dagster.definitions import defs
-from statepool_dagster.defs.partitions import RUNS
+from statepool_dagster.defs.runs.partitions import RUNS
 
 from broken_runs import build_corpus, cleaned_copy
 from helpers import cli_env, seed_pool, store_pool
@@ -183,7 +183,7 @@ def test_snapshot_version_mismatch_is_a_warning(workspace, instance):
 def test_sensor_tick_survives_unreadable_entries(workspace, instance, monkeypatch):
     from dagster import build_sensor_context
 
-    from statepool_dagster.defs.sensors import runs_sensor
+    from statepool_dagster.defs.runs.sensors import runs_sensor_def
     from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 
     monkeypatch.setenv("STATEPOOL_SETTLE_SECONDS", "0")
@@ -193,7 +193,7 @@ def test_sensor_tick_survives_unreadable_entries(workspace, instance, monkeypatc
     with build_sensor_context(
         instance_ref=instance.get_ref(), definitions=defs(), resources=defs().resources
     ) as context:
-        result = runs_sensor.evaluate_tick(context)
+        result = runs_sensor_def().evaluate_tick(context)
     assert [r.partition_key for r in result.run_requests] == ["loopy"]
 
 

@@ -16,7 +16,7 @@ from statepool_dagster.core.stages.job import OpenTables
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.parts import RunTable
 from statepool_dagster.core.store.schemas import SCHEMAS
-from statepool_dagster.defs.checks import _CHECKS, run_checks
+from statepool_dagster.defs.runs.checks import _CHECKS, run_checks
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 
 SPEC = SampleSpec(n_checkpoints=4, n_cards=4, emb_dim=4, episodes_per_batch=3)

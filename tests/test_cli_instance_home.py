@@ -79,3 +79,28 @@ def test_the_demo_names_a_ui_command_that_exists_where_it_ran(tmp_path, monkeypa
     assert says in ui_command()
     if not files:
         assert ui_command().startswith(f"DAGSTER_HOME={tmp_path / '.dagster_home'} ")
+
+
+def test_a_home_written_before_the_storages_moved_keeps_loading(tmp_path):
+    """A pip user's home holds the dagster.yaml statepool wrote, naming the event-log storage's
+    old module: the next command points it at the new one, and the instance opens."""
+    home = tmp_path / ".dagster_home"
+    home.mkdir()
+    moved = "module: statepool_dagster.storages.sqlite\n"
+    old = INSTANCE_CONFIG.replace(moved, "module: statepool_dagster.defs.storage\n")
+    assert old != INSTANCE_CONFIG
+    (home / "dagster.yaml").write_text(old)
+    done = _sync(tmp_path)
+    assert (home / "dagster.yaml").read_text() == INSTANCE_CONFIG
+    assert "the event-log storage is now statepool_dagster.storages.sqlite" in done.stderr
+    assert "storage is now" not in _sync(tmp_path).stderr, "said once"
+
+
+def test_a_dagster_yaml_of_the_users_own_is_never_rewritten(tmp_path):
+    from statepool_dagster.cli.console import _move_storage_module
+
+    config = tmp_path / "dagster.yaml"
+    text = "event_log_storage:\n  module: statepool_dagster.defs.storage\n  class: X\n"
+    config.write_text(text)
+    _move_storage_module(config)
+    assert config.read_text() == text

@@ -32,7 +32,7 @@ from helpers import unavailable
 pytestmark = pytest.mark.slow
 
 try:
-    from statepool_dagster.defs.pg_storage import StatepoolPostgresEventLogStorage
+    from statepool_dagster.storages.postgres import StatepoolPostgresEventLogStorage
 except ImportError as error:  # no `postgres` extra
     StatepoolPostgresEventLogStorage = None
     missing = f"the `postgres` extra is missing ({error}): pip install -e '.[postgres]'"
@@ -105,7 +105,7 @@ else:
     class TestStatepoolPostgresEventLogStorage(pg.TestPostgresEventLogStorage):
         __test__ = True
         storage_class = StatepoolPostgresEventLogStorage
-        module = "statepool_dagster.defs.pg_storage"
+        module = "statepool_dagster.storages.postgres"
 
         # Dagster's fixtures, building the class under test.
         @pytest.fixture(name="conn_string", scope="class")

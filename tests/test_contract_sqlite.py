@@ -3,7 +3,7 @@
 Dagster's ``TestSqliteEventLogStorage`` (``TestEventLogStorage`` and SQLite's own tests) from
 the installed Dagster release's source (``tests/dagster_suite.py`` fetches it: ``make
 contract-suite``), its fixtures giving the class under test: a fresh instance per test whose
-event log is ours (``defs/storage.py``). It must pass what Dagster's ``SqliteEventLogStorage``
+event log is ours (``storages/sqlite.py``). It must pass what Dagster's ``SqliteEventLogStorage``
 passes (``docs/development.md`` has the counts). Without the suite on the machine the tests
 skip; under ``CI=true`` they fail.
 """
@@ -14,7 +14,7 @@ import pytest
 from dagster import instance_for_test
 from dagster_suite import SuiteUnavailable, event_log_suite, sqlite_suite
 
-from statepool_dagster.defs.storage import StatepoolSqliteEventLogStorage
+from statepool_dagster.storages.sqlite import StatepoolSqliteEventLogStorage
 
 from helpers import unavailable
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 OURS = {
     "event_log_storage": {
-        "module": "statepool_dagster.defs.storage",
+        "module": "statepool_dagster.storages.sqlite",
         "class": "StatepoolSqliteEventLogStorage",
     }
 }

@@ -17,7 +17,7 @@ from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, RunsFilter
 from dagster._core.event_api import PartitionKeyFilter
 
 from statepool_dagster.core import names
-from statepool_dagster.defs.checks import CHECK_SPECS, INPUTS_CLEAN
+from statepool_dagster.defs.runs.checks import CHECK_SPECS, INPUTS_CLEAN
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
 from helpers import REPO, cli_env, sync_json

@@ -105,6 +105,33 @@ def test_dg_list_defs_lists_the_assets_checks_jobs_and_sensors(tmp_path):
     }
 
 
+def test_an_installed_copy_without_the_project_file_loads_the_same_definitions(tmp_path):
+    """A wheel has no pyproject.toml for ``load_from_defs_folder`` to find: the same folder
+    is loaded, the same definitions."""
+    site = tmp_path / "site"
+    shutil.copytree(REPO / "statepool_dagster", site / "statepool_dagster")
+    listing = (
+        "import statepool_dagster; print(statepool_dagster.__file__)\n"
+        "from statepool_dagster.definitions import defs; d = defs(); r = d.get_repository_def()\n"
+        "print(sorted(k.to_user_string() for k in d.resolve_asset_graph().get_all_asset_keys()))\n"
+        "print(sorted(j.name for j in r.get_all_jobs()), sorted(s.name for s in r.sensor_defs))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STATEPOOL_")}
+
+    def listed(root: Path) -> list[str]:
+        done = subprocess.run(
+            [str(BIN / "python"), "-W", "error::DeprecationWarning", "-c", listing],
+            cwd=tmp_path, env={**env, "PYTHONPATH": str(root)}, capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-4000:]
+        return done.stdout.splitlines()
+
+    installed, checkout = listed(site), listed(REPO)
+    assert installed[0].startswith(str(site)) and checkout[0].startswith(str(REPO))
+    assert installed[1:] == checkout[1:] and "runs_sensor" in installed[2]
+
+
 @pytest.mark.slow
 def test_dg_launch_materializes_one_run_partition_by_asset_selection(tmp_path):
     """``dg launch --assets ... --partition``: Dagster's own selection parser (which a

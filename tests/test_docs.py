@@ -279,8 +279,8 @@ def test_the_layout_page_names_every_module(site: Path):
         line = hooks.docstring_line(init)
         assert line and line.rstrip(".") != init.parent.relative_to(package).as_posix(), init
     page = html.unescape((site / "reference" / "layout" / "index.html").read_text("utf-8"))
-    assert "session_sensors.py" in page and "generated: layout" not in page
-    assert hooks.docstring_line(package / "defs" / "storage.py") in page
+    assert "ticks.py" in page and "generated: layout" not in page
+    assert hooks.docstring_line(package / "storages" / "sqlite.py") in page
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The project's SQLite event log (``defs/storage.py``) against Dagster's own as the oracle.
+"""The project's SQLite event log (``storages/sqlite.py``) against Dagster's own as the oracle.
 
 The same sync on an instance with Dagster's ``SqliteEventLogStorage`` and on one with ours
 must read back the same: events, materializations and their metadata, check results,
@@ -32,9 +32,9 @@ from sqlalchemy import text as db_text
 
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.core import names
-from statepool_dagster.defs.checks import CHECK_SPECS
-from statepool_dagster.defs.storage import StatepoolSqliteEventLogStorage
+from statepool_dagster.defs.runs.checks import CHECK_SPECS
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
+from statepool_dagster.storages.sqlite import StatepoolSqliteEventLogStorage
 
 from helpers import REPO
 
@@ -235,7 +235,7 @@ def test_wipe_and_delete_leave_a_working_storage(tmp_path):
 def test_base_dir_can_still_be_given(tmp_path):
     config = {
         "event_log_storage": {
-            "module": "statepool_dagster.defs.storage",
+            "module": "statepool_dagster.storages.sqlite",
             "class": "StatepoolSqliteEventLogStorage",
             "config": {"base_dir": str(tmp_path / "elsewhere")},
         }

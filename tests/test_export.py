@@ -33,7 +33,7 @@ from statepool_dagster.core.names import PROMPTS, SNAPSHOTS, STATES
 from statepool_dagster.core.stages import build_run
 from statepool_dagster.core.states.models import CheckpointState
 from statepool_dagster.definitions import defs
-from statepool_dagster.defs.partitions import RUNS
+from statepool_dagster.defs.runs.partitions import RUNS
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 
 from helpers import (

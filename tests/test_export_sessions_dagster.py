@@ -11,11 +11,10 @@ from dagster import AssetKey, AssetSelection, evaluate_automation_conditions
 
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.export.rows import ExportOptions, split_of
-from statepool_dagster.core.names import SESSIONS_PARTITIONS
+from statepool_dagster.core.names import SESSIONS_JOB, SESSIONS_PARTITIONS
 from statepool_dagster.core.scales import STD_TOP
 from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.definitions import defs
-from statepool_dagster.defs.sessions import SESSIONS_JOB
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
 from helpers import cli_env, daemon, generated_state, latest_metadata, wait_until

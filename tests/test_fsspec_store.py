@@ -31,8 +31,8 @@ from statepool_dagster.core.store.atomic import replace_dir_atomic
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.core.store.reading import read_run_table
 from statepool_dagster.definitions import defs
-from statepool_dagster.defs.partitions import RUNS
-from statepool_dagster.defs.sensors import runs_sensor
+from statepool_dagster.defs.runs.partitions import RUNS
+from statepool_dagster.defs.runs.sensors import runs_sensor_def
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 
 from helpers import (
@@ -44,6 +44,7 @@ from helpers import (
     store_files,
 )
 
+runs_sensor = runs_sensor_def()  # at the default interval
 SPEC = SampleSpec(n_runs=3, n_checkpoints=4, n_cards=5, emb_dim=8, episodes_per_batch=3)
 RUN_NAMES = [f"run{i:03d}" for i in range(SPEC.n_runs)]
 STATEPOOL = Path(sys.executable).with_name("statepool")

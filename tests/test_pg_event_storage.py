@@ -1,4 +1,4 @@
-"""The project's PostgreSQL event log (``defs/pg_storage.py``) against Dagster's own as the oracle.
+"""The PostgreSQL event log of ``storages/postgres.py`` against Dagster's own as the oracle.
 
 The same sync on an instance with Dagster's ``PostgresEventLogStorage`` and on one with ours
 (``deploy/postgres/dagster.yaml``) must read back the same. Then what ours adds: a batch on
@@ -30,7 +30,7 @@ def test_a_sync_reads_back_as_on_dagsters_own_postgres_storage(
 ):
     from dagster_postgres import PostgresEventLogStorage
 
-    from statepool_dagster.defs.pg_storage import StatepoolPostgresEventLogStorage
+    from statepool_dagster.storages.postgres import StatepoolPostgresEventLogStorage
 
     generate_runs(workspace.runs, SPEC)
     with open(workspace.run("run001") / "episodes.jsonl", "a", encoding="utf-8") as f:

@@ -11,7 +11,7 @@ import pytest
 from dagster import AssetKey, DagsterInstance
 
 from statepool_dagster.definitions import defs
-from statepool_dagster.defs.partitions import RUNS
+from statepool_dagster.defs.runs.partitions import RUNS
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 
 from helpers import new_instance, seed_pool, store_pool

@@ -161,7 +161,7 @@ def test_shards_hold_about_32_states_so_a_page_stays_small_at_100000():
 def test_the_state_stats_asset_links_the_state_pages(tmp_path):
     from dagster import materialize
 
-    from statepool_dagster.defs.feedback import state_stats
+    from statepool_dagster.defs.feedback.assets import state_stats
     from statepool_dagster.defs.resources import StatepoolSettings
 
     store = tmp_path / "store"

@@ -25,7 +25,7 @@ from dagster._core.storage.tags import (
 
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.definitions import defs
-from statepool_dagster.defs.partitions import RUNS
+from statepool_dagster.defs.runs.partitions import RUNS
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
 from helpers import latest_metadata, materialize_run, new_instance

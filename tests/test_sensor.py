@@ -10,11 +10,12 @@ from dagster import build_sensor_context
 
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.definitions import defs
-from statepool_dagster.defs.partitions import RUNS
-from statepool_dagster.defs.sensors import runs_sensor
+from statepool_dagster.defs.runs.partitions import RUNS
+from statepool_dagster.defs.runs.sensors import runs_sensor_def
 from statepool_dagster.defs.tags import SOURCE_FINGERPRINT
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 
+runs_sensor = runs_sensor_def()  # at the default interval
 SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=3)
 
 

@@ -9,11 +9,15 @@ from pathlib import Path
 import pytest
 from dagster import AssetCheckKey, AssetKey, build_sensor_context
 
-from statepool_dagster.core.names import SESSION_PROMPTS, SESSION_STATES, SESSIONS_PARTITIONS
+from statepool_dagster.core.names import (
+    SESSION_PROMPTS,
+    SESSION_STATES,
+    SESSIONS_JOB,
+    SESSIONS_PARTITIONS,
+)
 from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.definitions import defs
-from statepool_dagster.defs.session_sensors import sessions_sensor
-from statepool_dagster.defs.sessions import SESSIONS_JOB
+from statepool_dagster.defs.sessions.sensors import sessions_sensor_def
 
 from helpers import BIN, cli_env, latest_metadata
 
@@ -51,7 +55,7 @@ def _tick(instance, cursor: str | None):
         resources=defs().resources,
         cursor=cursor,
     ) as context:
-        return sessions_sensor.evaluate_tick(context)
+        return sessions_sensor_def().evaluate_tick(context)
 
 
 def _materialize(instance, session: str):

@@ -8,9 +8,8 @@ from dagster import AssetKey
 from statepool_dagster.cli.status import run_statuses
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.config import Settings
-from statepool_dagster.core.names import PROMPTS, RUN_STATES, SNAPSHOTS
+from statepool_dagster.core.names import JOB, PROMPTS, RUN_STATES, SNAPSHOTS
 from statepool_dagster.definitions import defs
-from statepool_dagster.defs.jobs import JOB
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 
 SPEC = SampleSpec(n_runs=3, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=2)

@@ -2,7 +2,7 @@
 
 ``tests/test_contract_*.py`` run Dagster's own suite, which never opens ``batched_writes``,
 fails a batch, forks, or builds a shard where hard links are refused. Here, on the SQLite
-(``defs/storage.py``) and the PostgreSQL (``defs/pg_storage.py``) storage alike: several
+(``storages/sqlite.py``) and the PostgreSQL (``storages/postgres.py``) storage alike: several
 materializations of one asset in one batch leave the rows Dagster's storage leaves for the same
 events stored one by one; a failed batch, nested or not, keeps none of its asset rows; the
 partition reads are answered once per batch. Then SQLite's own: a shard built Dagster's way
@@ -32,7 +32,7 @@ from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from test_event_storage import engine_event
 
-from statepool_dagster.defs.storage import StatepoolSqliteEventLogStorage
+from statepool_dagster.storages.sqlite import StatepoolSqliteEventLogStorage
 
 A, B, LOST = AssetKey("a"), AssetKey(["b", "c"]), AssetKey("lost")
 MATERIALIZATION = DagsterEventType.ASSET_MATERIALIZATION
@@ -109,7 +109,7 @@ def built(kind: str, request, tmp_path: Path) -> Iterator[tuple]:
         pg_url, other = request.getfixturevalue("pg_url"), request.getfixturevalue("other_pg_url")
         from dagster_postgres import PostgresEventLogStorage
 
-        from statepool_dagster.defs.pg_storage import StatepoolPostgresEventLogStorage
+        from statepool_dagster.storages.postgres import StatepoolPostgresEventLogStorage
 
         ours, stock = StatepoolPostgresEventLogStorage(pg_url), PostgresEventLogStorage(other)
     try:

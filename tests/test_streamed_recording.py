@@ -33,9 +33,9 @@ from dagster._core.storage.tags import (
 
 from statepool_dagster.core import names
 from statepool_dagster.definitions import defs
-from statepool_dagster.defs.checks import CHECK_SPECS
-from statepool_dagster.defs.partitions import RUNS
-from statepool_dagster.defs.recording import RECORD_AT_LEAST
+from statepool_dagster.defs.runs.checks import CHECK_SPECS
+from statepool_dagster.defs.runs.partitions import RUNS
+from statepool_dagster.defs.runs.recording import RECORD_AT_LEAST
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
 from helpers import cli_env

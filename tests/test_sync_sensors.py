@@ -17,7 +17,7 @@ from statepool_dagster.defs.resources import StatepoolSettings
 from helpers import REPO, cli_env, statepool
 
 PACKAGE = REPO / "statepool_dagster"
-STORAGE_MODULES = {"defs/storage.py", "defs/storage_batch.py", "defs/pg_storage.py"}
+STORAGE_MODULES = {"storages/sqlite.py", "storages/batch.py", "storages/postgres.py"}
 
 
 def _scores(path: Path) -> Path:

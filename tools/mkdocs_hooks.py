@@ -176,10 +176,11 @@ def command_line_reference() -> str:
 
 
 PACKAGE = Path(__file__).resolve().parent.parent / "statepool_dagster"
-# Folders first, in this order (the data's order in core/); any other folder after them by
+# Folders first, in this order (the data's order in core/ and defs/); any other folder after them by
 # name, then the modules by name. A folder's line is its __init__'s docstring.
 LAYOUT_ORDER = {
-    "": ["core", "defs", "cli", "live", "trainers", "demo"],
+    "": ["core", "defs", "storages", "cli", "live", "trainers", "demo"],
+    "defs": ["runs", "sessions", "feedback", "exports"],
     "core": [
         "runs",
         "stages",

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from ..core.names import JOB
-from ..defs.fingerprints import recorded_fingerprints
+from ..defs.runs.fingerprints import recorded_fingerprints
 from ..defs.tags import PARTITION, PARTITION_RANGE_END, PARTITION_RANGE_START, SYNC_PID
 from .interrupts import raise_if_signalled
 

@@ -24,7 +24,7 @@ telemetry:
   enabled: false
 
 event_log_storage:
-  module: statepool_dagster.defs.storage
+  module: statepool_dagster.storages.sqlite
   class: StatepoolSqliteEventLogStorage
 
 concurrency:
@@ -63,10 +63,32 @@ def ensure_dagster_home() -> Path:
         config.symlink_to(repo_config)
     elif (new or not home) and not config.exists():
         config.write_text(INSTANCE_CONFIG, encoding="utf-8")
+    else:
+        _move_storage_module(config)
     if not home:
         _point_dg_at(path)
     os.environ["DAGSTER_HOME"] = str(path)
     return path
+
+
+WRITTEN_HEADER = INSTANCE_CONFIG.splitlines()[0]
+_MOVED_STORAGE = (
+    "module: statepool_dagster.defs.storage\n",
+    "module: statepool_dagster.storages.sqlite\n",
+)
+
+
+def _move_storage_module(config: Path) -> None:
+    """A ``dagster.yaml`` this command wrote before the storages left ``defs/`` names the new
+    module, so the instance keeps loading (said once on stderr); any other file is the user's."""
+    if config.is_symlink() or not config.is_file():
+        return
+    text = config.read_text(encoding="utf-8", errors="replace")
+    old, moved = _MOVED_STORAGE
+    if text.startswith(WRITTEN_HEADER) and old in text:
+        config.write_text(text.replace(old, moved), encoding="utf-8")
+        print(f"statepool: {config}: the event-log storage is now {moved.split()[1]}",
+              file=sys.stderr)  # fmt: skip
 
 
 def _point_dg_at(home: Path) -> None:
@@ -117,7 +139,7 @@ def dagster_instance():
     """The instance of ``DAGSTER_HOME``; a SQLite event log a kill left half made is finished."""
     from dagster import DagsterInstance
 
-    from ..defs.storage_batch import finish_sqlite_setup
+    from ..storages.sqlite import finish_sqlite_setup
 
     home = ensure_dagster_home()
     with _setup_lock(home):

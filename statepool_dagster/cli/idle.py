@@ -103,7 +103,7 @@ def keep_receipt(instance, settings: Settings) -> bool:
     """Keep the instance's answers for the next sync, when its files hold still while they are
     read; True when kept."""
     from ..core.names import RUNS, SESSIONS_PARTITIONS
-    from ..defs.fingerprints import recorded_fingerprints
+    from ..defs.runs.fingerprints import recorded_fingerprints
 
     home = Path(instance.root_directory)
     path = home / RECEIPT

@@ -41,8 +41,8 @@ from ..core.names import (
     RunStatus,
 )
 from ..core.runs.files import fingerprint_run
-from ..defs.fingerprints import FINAL_ASSET
-from ..defs.partitions import RUNS
+from ..defs.runs.fingerprints import FINAL_ASSET
+from ..defs.runs.partitions import RUNS
 
 PARTITION_TAG = "dagster/partition"
 _BATCH = 500

@@ -1,11 +1,11 @@
 """``statepool sync``: the code location's sensors ticked once, what they ask for built here.
 
-The runs, sessions and feedback sensors' tick functions (``defs/sensors.py``) decide, as they
-do for the daemon; the partitions they add are added and the runs they request executed with
-the code location's jobs (``launch.py``). Requested runs of consecutive partitions are built
-together, one Dagster run over their range, as a single-run backfill does. Concurrent syncs
-and the daemon's runs share the work (``claims.py``); a signal stops the sync between runs
-(``interrupts.py``).
+The runs, sessions and feedback sensors' tick functions (``defs/<domain>/sensors.py``)
+decide, as they do for the daemon; the partitions they add are added and the runs they request
+executed with the code location's jobs (``launch.py``). Requested runs of consecutive
+partitions are built together, one Dagster run over their range, as a single-run backfill
+does. Concurrent syncs and the daemon's runs share the work (``claims.py``); a signal stops
+the sync between runs (``interrupts.py``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from ..core.config import Settings
 from ..core.names import FINAL_ASSET, SESSIONS_JOB, STATE_STATS, STATE_STATS_JOB
 from ..core.runs.changes import SyncPlan
 from ..core.store.layout import StoreLayout
-from ..defs.sensors import feedback_tick, runs_tick
-from ..defs.session_sensors import sessions_tick
+from ..defs.feedback.sensors import feedback_tick
+from ..defs.runs.sensors import runs_tick
+from ..defs.sessions.sensors import sessions_tick
 from ..defs.tags import CHANGE, NEW_SEGMENTS, SOURCE_FINGERPRINT, SYNC_PID
 from .claims import Target, built_elsewhere, partitions_under_way, wait_for_runs
 from .interrupts import raise_if_signalled

@@ -1,4 +1,5 @@
-"""The Dagster face: partitions, assets, checks, sensors, jobs, executors, resources, store.
+"""The Dagster face, one folder per domain: runs, sessions, feedback, exports; what they share.
 
-One module a kind; ``statepool_dagster.definitions`` gathers them into the code location.
+Dagster's ``load_from_defs_folder`` (``definitions.py``) loads every module under this
+folder: its assets, checks, jobs and sensors, or what its ``@definitions`` function returns.
 """

@@ -1,5 +1,5 @@
 """The executor of every job, chosen by ``STATEPOOL_EXECUTOR`` when the code location loads
-(``definitions.py`` builds the definitions then, not at import).
+(``definitions.py`` loads the definitions then, not at import).
 
 ``in_process`` (the default) runs a run's step in its own process, spreading its
 partitions over the cores. ``celery`` hands each step to the Celery workers listening
@@ -13,9 +13,11 @@ from collections.abc import Mapping
 
 from dagster import (
     DagsterInvariantViolationError,
+    Definitions,
     Executor,
     ExecutorDefinition,
     InitExecutorContext,
+    definitions,
     in_process_executor,
 )
 from pydantic import ValidationError
@@ -76,3 +78,10 @@ def refusing_executor(reason: str) -> ExecutorDefinition:
     return ExecutorDefinition(
         name="statepool_misconfigured", executor_creation_fn=refuse, description=reason
     )
+
+
+@definitions
+def code_location_executor() -> Definitions:
+    """Every job's executor, by default in-process (runs launched from the UI too): the one
+    step spreads its partitions over the cores itself."""
+    return Definitions(executor=statepool_executor())

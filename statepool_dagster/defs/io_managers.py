@@ -9,11 +9,19 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-from dagster import InitResourceContext, InputContext, OutputContext, UPathIOManager, io_manager
+from dagster import (
+    Definitions,
+    InitResourceContext,
+    InputContext,
+    OutputContext,
+    UPathIOManager,
+    definitions,
+    io_manager,
+)
 from upath import UPath
 
 from ..core.locations import as_path
-from ..core.names import SETTINGS, check_run_name
+from ..core.names import SETTINGS, STORE, check_run_name
 from ..core.store.atomic import read_parquet, write_parquet_atomic
 from ..core.store.layout import StoreLayout
 from ..core.store.reading import read_table
@@ -62,3 +70,9 @@ class ParquetStore(UPathIOManager):
 def statepool_store(context: InitResourceContext) -> ParquetStore:
     statepool: StatepoolSettings = getattr(context.resources, SETTINGS)
     return ParquetStore(base_path=UPath(as_path(statepool.settings().store_dir)))
+
+
+@definitions
+def store_resource() -> Definitions:
+    """The asset store, the IO manager every asset's outputs go through, under its key."""
+    return Definitions(resources={STORE: statepool_store})

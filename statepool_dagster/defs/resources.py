@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, get_args
 
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, Definitions, definitions
 from pydantic import Field, create_model
 
 from ..core.config import Settings
+from ..core.names import SETTINGS
 from ..core.prompts.spec import PromptSpec
 
 _PLAIN = (bool, int, float)
@@ -61,3 +62,9 @@ StatepoolSettings = create_model(
         for name, field in Settings.model_fields.items()
     },
 )
+
+
+@definitions
+def settings_resource() -> Definitions:
+    """The settings resource every asset, check and sensor takes, under its key."""
+    return Definitions(resources={SETTINGS: StatepoolSettings()})

@@ -5,17 +5,16 @@ from dagster import (
     MaterializeResult,
     MetadataValue,
     asset,
-    define_asset_job,
 )
 
-from ..core.feedback.folders import stats_folder
-from ..core.feedback.importers import feedback_folder
-from ..core.feedback.stats_store import load_fold, update_stats
-from ..core.locations import is_local
-from ..core.names import GROUP, ROW_COUNT, STATE_STATS_JOB
-from ..core.report.paths import state_pages_path
-from ..core.store.layout import StoreLayout
-from .resources import StatepoolSettings
+from ...core.feedback.folders import stats_folder
+from ...core.feedback.importers import feedback_folder
+from ...core.feedback.stats_store import load_fold, update_stats
+from ...core.locations import is_local
+from ...core.names import GROUP, ROW_COUNT
+from ...core.report.paths import state_pages_path
+from ...core.store.layout import StoreLayout
+from ..resources import StatepoolSettings
 
 PREVIEW_ROWS = 20
 
@@ -87,6 +86,3 @@ def stats_markdown(rows: list[dict], limit: int = PREVIEW_ROWS) -> str:
     if len(rows) > limit:
         lines.append(f"\n_{len(rows) - limit} more states_")
     return "\n".join(lines)
-
-
-state_stats_job = define_asset_job(STATE_STATS_JOB, selection=[state_stats])

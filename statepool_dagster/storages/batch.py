@@ -1,4 +1,4 @@
-"""A batch of asset events stored with each asset's row written once (``storage.py``).
+"""A batch of writes as both storages store it: each asset's row once, partitions read once.
 
 Dagster's SQLite ``store_event`` keeps, per event, a row of the asset's latest state
 (``asset_keys``): it tries an insert, catches the conflict, then updates, and for a
@@ -8,12 +8,18 @@ records in one write, a run's planned events) writes every event's own rows as
 in the batch to set it would have left: the same row, one write. The SQLite storage writes
 it with an insert or an update, the PostgreSQL one with an upsert (``merged_asset_rows``).
 
-Also the one place the command line reaches into Dagster's SQLite storage: finishing a set-up
-a killed process left half made (:func:`finish_sqlite_setup`).
+While a step records its partitions (inside ``batched_writes``), Dagster checks every
+``context.add_asset_metadata(..., partition_key=...)`` against the run's partition range:
+two ``has_dynamic_partition`` queries and a ``get_dynamic_partitions`` of every key, for each
+asset of each partition, a few thousand queries a sync. Inside a batch they are answered
+from one read of the partitions' keys, as a transaction with a snapshot of the table would
+answer them; outside a batch every call reads the table, as Dagster's own storage does
+(:class:`PartitionsReadOncePerBatch`).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -105,22 +111,35 @@ def merged_asset_rows(
     return rows
 
 
-def finish_sqlite_setup(instance) -> None:
-    """Create what a process killed while Dagster set up its SQLite event log left out.
+class PartitionsReadOncePerBatch:
+    """Mixed into an event log whose ``batched_writes`` sets ``_local.session``."""
 
-    Dagster creates the event log's ``index.db`` tables only when the file is new, so a
-    command killed in that first second leaves an instance on which every later command fails
-    ("requires the dynamic partitions table ... run `dagster instance migrate`"). The schema
-    version stamp (``alembic_version``) is the setup's last step, so without it the setup was
-    cut short. Dagster's own first-connection setup is idempotent (it creates only missing
-    tables, then stamps), as are its data migrations, so running them again finishes the job.
-    """
-    from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+    _local: threading.local
 
-    storage = instance.event_log_storage
-    if not isinstance(storage, SqliteEventLogStorage) or storage.has_table("alembic_version"):
-        return
-    with storage.index_connection():
-        pass
-    storage.reindex_events()
-    storage.reindex_assets()
+    def _batch_partitions(self, partitions_def_name: str) -> tuple[list[str], set[str]] | None:
+        if getattr(self._local, "session", None) is None:
+            return None
+        cache: dict[str, tuple[list[str], set[str]]] | None = getattr(
+            self._local, "partitions", None
+        )
+        if cache is None:
+            cache = self._local.partitions = {}
+        if partitions_def_name not in cache:
+            keys = list(super().get_dynamic_partitions(partitions_def_name))
+            cache[partitions_def_name] = (keys, set(keys))
+        return cache[partitions_def_name]
+
+    def _end_batch_reads(self) -> None:
+        self._local.partitions = None
+
+    def get_dynamic_partitions(self, partitions_def_name: str) -> Sequence[str]:
+        cached = self._batch_partitions(partitions_def_name)
+        if cached is None:
+            return super().get_dynamic_partitions(partitions_def_name)
+        return list(cached[0])
+
+    def has_dynamic_partition(self, partitions_def_name: str, partition_key: str) -> bool:
+        cached = self._batch_partitions(partitions_def_name)
+        if cached is None:
+            return super().has_dynamic_partition(partitions_def_name, partition_key)
+        return partition_key in cached[1]

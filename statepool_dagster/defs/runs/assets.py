@@ -28,9 +28,9 @@ from dagster import (
     multi_asset,
 )
 
-from ..core.config import Settings
-from ..core.locations import as_path, shared_between_processes
-from ..core.names import (
+from ...core.config import Settings
+from ...core.locations import as_path, shared_between_processes
+from ...core.names import (
     COLUMN_SCHEMA,
     EPISODES,
     GROUP,
@@ -40,10 +40,11 @@ from ..core.names import (
     STATES,
     STORE,
 )
-from ..core.stages import OpenTables, build_stages, stream_each
-from ..core.store.rows import load_arrow
-from ..core.store.schemas import EPISODE_COLUMNS, PROMPT_COLUMNS, SNAPSHOT_COLUMNS, STATE_COLUMNS
-from ..core.words import plural
+from ...core.stages import OpenTables, build_stages, stream_each
+from ...core.store.rows import load_arrow
+from ...core.store.schemas import EPISODE_COLUMNS, PROMPT_COLUMNS, SNAPSHOT_COLUMNS, STATE_COLUMNS
+from ...core.words import plural
+from ..resources import StatepoolSettings
 from .checks import CHECK_SPECS, run_checks
 from .partitions import runs_partitions
 from .recording import (
@@ -54,7 +55,6 @@ from .recording import (
     record_as_built,
     record_together,
 )
-from .resources import StatepoolSettings
 
 # Loaded with the code location, once per process, not inside the first step of every run.
 load_arrow()
@@ -130,7 +130,8 @@ def _spec(
     ).with_io_manager_key(STORE)
 
 
-RUN_ASSET_SPECS = [
+# A tuple: the defs loader would take a module's list of specs for assets of their own.
+RUN_ASSET_SPECS = (
     _spec(
         EPISODES,
         "Every usable line of the run's episodes.jsonl: flat fields to query, the full record "
@@ -177,7 +178,7 @@ RUN_ASSET_SPECS = [
         {"python", "parquet"},
         deps=[STATES],
     ),
-]
+)
 
 with warnings.catch_warnings():
     # The single-run backfill policy (beta in 1.13) is deliberate: one run, many partitions.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterEventType, DagsterInstance
 
-from ..core import names
+from ...core import names
 
 FINAL_ASSET = AssetKey(names.FINAL_ASSET)
 _BATCH = 500

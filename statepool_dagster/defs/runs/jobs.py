@@ -1,8 +1,8 @@
 """The job that builds runs' states and prompts, and checks them."""
 
-from dagster import AssetSelection, ExecutorDefinition, define_asset_job
+from dagster import AssetSelection, define_asset_job
 
-from ..core.names import JOB
+from ...core.names import JOB
 from .assets import run_assets
 
 DESCRIPTION = (
@@ -12,12 +12,7 @@ DESCRIPTION = (
     "range of runs (a single-run backfill, a `statepool sync` batch)."
 )
 
-
-def statepool_job_def(executor: ExecutorDefinition):
-    """The runs' job on ``executor`` (chosen by the settings when the code location loads)."""
-    return define_asset_job(
-        JOB,
-        selection=AssetSelection.assets(run_assets),
-        executor_def=executor,
-        description=DESCRIPTION,
-    )
+# On the code location's executor (``executors.py``), chosen by the settings when it loads.
+statepool_job = define_asset_job(
+    JOB, selection=AssetSelection.assets(run_assets), description=DESCRIPTION
+)

@@ -1,9 +1,9 @@
-"""The SQLite event log the project's ``dagster.yaml`` names: Dagster's own, writing cheaper.
+"""The SQLite event log the repository's ``dagster.yaml`` names: Dagster's own, writing cheaper.
 
 It changes how Dagster's ``SqliteEventLogStorage`` connects and commits, not what it writes:
 one pooled engine per shard per process (``synchronous=NORMAL``, never shared across a
 fork), a batch in one transaction per shard (each asset's latest-state row written once, at
-its end, by ``storage_batch.py``; a failed batch rolled back whole), a new run shard copied
+its end, by ``batch.py``; a failed batch rolled back whole), a new run shard copied
 from an empty one made once per Dagster version, a shard's schema stamp only read, the UI's
 live view following the shard's ``-wal`` file too (why: docs/performance.md, "Dagster's
 bookkeeping"). Without ``config: {base_dir: ...}`` it uses the instance's ``history/runs``,
@@ -36,20 +36,10 @@ from dagster.version import __version__ as dagster_version
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
-from .storage_batch import batch_writable, store_rows, write_asset_rows
-from .storage_reads import PartitionsReadOncePerBatch
+from . import enable_event_batches
+from .batch import PartitionsReadOncePerBatch, batch_writable, store_rows, write_asset_rows
 
-# Events Dagster writes in one batch (a multi-partition output's materializations, a run's
-# planned events) once this is above 0; read by Dagster at each event, so setting it when the
-# instance makes this storage covers every process that writes to the instance.
-EVENT_BATCH_SIZE = "10000"
 RUN_SHARD_ENGINES = 8  # run shards with an open engine per process (the index has its own)
-
-
-def enable_event_batches() -> None:
-    """Let Dagster hand batches to ``store_event_batch`` (unless ``DAGSTER_EVENT_BATCH_SIZE``
-    is already set)."""
-    os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", EVENT_BATCH_SIZE)
 
 
 def _pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -243,14 +233,14 @@ class StatepoolSqliteEventLogStorage(PartitionsReadOncePerBatch, SqliteEventLogS
 
     def store_event(self, event: EventLogEntry) -> None:
         """Dagster's ``store_event``; inside :meth:`batched_writes`, an asset event's asset row
-        is left to the end of the batch (``storage_batch.py``)."""
+        is left to the end of the batch (``batch.py``)."""
         if getattr(self._local, "session", None) is not None and batch_writable([event]):
             self._local.asset_rows.extend(store_rows(self, [event]))
             return
         super().store_event(event)
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
-        """Each event as ``store_event`` stores it (each asset's row once: ``storage_batch.py``),
+        """Each event as ``store_event`` stores it (each asset's row once: ``batch.py``),
         all in one transaction per shard."""
         with self.batched_writes():
             for event in events:
@@ -297,3 +287,22 @@ class StatepoolSqliteEventLogStorage(PartitionsReadOncePerBatch, SqliteEventLogS
     def dispose(self) -> None:
         super().dispose()
         self._dispose_engines()
+
+
+def finish_sqlite_setup(instance) -> None:
+    """Create what a process killed while Dagster set up its SQLite event log left out.
+
+    Dagster creates the event log's ``index.db`` tables only when the file is new, so a
+    command killed in that first second leaves an instance on which every later command fails
+    ("requires the dynamic partitions table ... run `dagster instance migrate`"). The schema
+    version stamp (``alembic_version``) is the setup's last step, so without it the setup was
+    cut short. Dagster's own first-connection setup is idempotent (it creates only missing
+    tables, then stamps), as are its data migrations, so running them again finishes the job.
+    """
+    storage = instance.event_log_storage
+    if not isinstance(storage, SqliteEventLogStorage) or storage.has_table("alembic_version"):
+        return
+    with storage.index_connection():
+        pass
+    storage.reindex_events()
+    storage.reindex_assets()

@@ -13,14 +13,14 @@ from __future__ import annotations
 import hashlib
 import json
 
-from dagster import DagsterInstance, RunRequest, SensorDefinition
+from dagster import DagsterInstance, Definitions, RunRequest, SensorDefinition, definitions
 
-from ..core.config import Settings
-from ..core.names import SESSIONS_JOB, SESSIONS_PARTITIONS
-from ..core.segments.reader import Segment, list_segments
-from ..core.sessions.layout import discover_sessions, segments_dir
-from .sensors import FAST_INTERVAL, Tick, result, watching
-from .tags import NEW_SEGMENTS
+from ...core.config import Settings
+from ...core.names import SESSIONS_JOB, SESSIONS_PARTITIONS
+from ...core.segments.reader import Segment, list_segments
+from ...core.sessions.layout import discover_sessions, segments_dir
+from ..tags import NEW_SEGMENTS
+from ..ticks import FAST_INTERVAL, Tick, result, sensor_interval, watching
 
 SessionCursor = dict[str, dict[str, list[int]]]  # session -> writer -> [highest seq, count]
 
@@ -62,7 +62,7 @@ def sessions_tick(instance: DagsterInstance, settings: Settings, cursor: str | N
         segments = list_segments(segments_dir(settings.sessions_dir, session))
         fresh, state = new_segments(segments, {} if seen is None else seen.get(session, {}))
         if seen is None:  # no memory of earlier ticks: what the store has not built
-            from ..core.sessions.build import pending_segments
+            from ...core.sessions.build import pending_segments
 
             fresh = pending_segments(settings.sessions_dir, settings.store_dir, session)
         next_cursor[session] = state
@@ -94,4 +94,7 @@ def sessions_sensor_def(interval: int = FAST_INTERVAL) -> SensorDefinition:
     )
 
 
-sessions_sensor = sessions_sensor_def()  # with the default interval, as the code location's
+@definitions
+def sessions_sensor_at_interval() -> Definitions:
+    """The sessions sensor, ticking at least as often as the runs sensor."""
+    return Definitions(sensors=[sessions_sensor_def(min(sensor_interval(), FAST_INTERVAL))])

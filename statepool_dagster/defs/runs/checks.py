@@ -29,11 +29,11 @@ from dagster import (
     PreviewWarning,
 )
 
-from ..core.names import PROMPTS, REJECTS, SNAPSHOTS, STATES
-from ..core.stages.job import OpenTables
-from ..core.store.layout import StoreLayout, read_rejects
-from ..core.store.part_files import part_version
-from ..core.store.reading import read_run_infos, read_run_table
+from ...core.names import PROMPTS, REJECTS, SNAPSHOTS, STATES
+from ...core.stages.job import OpenTables
+from ...core.store.layout import StoreLayout, read_rejects
+from ...core.store.part_files import part_version
+from ...core.store.reading import read_run_infos, read_run_table
 from .partitions import runs_partitions
 
 INPUTS_CLEAN = "inputs_clean"

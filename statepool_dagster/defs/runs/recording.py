@@ -26,7 +26,7 @@ from dagster import (
     Output,
 )
 
-from ..core.names import (
+from ...core.names import (
     FINAL_ASSET,
     FINGERPRINT,
     IGNORED_METADATA,
@@ -37,7 +37,7 @@ from ..core.names import (
     STATE_COUNT,
     STATES,
 )
-from ..core.stages import StageReport
+from ...core.stages import StageReport
 from .checks import CheckResult, check_evaluations
 
 RunAssetEvent = MaterializeResult | AssetMaterialization | AssetCheckEvaluation | Output
@@ -85,8 +85,8 @@ def batched_writes(context: AssetExecutionContext) -> AbstractContextManager[Non
     """The instance's storage writing what the step records inside in one transaction.
 
     Dagster stores each event the step yields while the step is suspended at the yield, so
-    the events recorded inside go in together, each asset's row once (``storage.py``,
-    ``pg_storage.py``). Dagster's own storages write event by event.
+    the events recorded inside go in together, each asset's row once (``storages/sqlite.py``,
+    ``storages/postgres.py``). Dagster's own storages write event by event.
     """
     storage = context.instance.event_log_storage
     batched = getattr(storage, "batched_writes", None)

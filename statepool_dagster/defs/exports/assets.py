@@ -4,24 +4,21 @@ from pathlib import Path
 
 from dagster import (
     AssetExecutionContext,
-    AssetSelection,
     AutomationCondition,
-    AutomationConditionSensorDefinition,
-    DefaultSensorStatus,
     Failure,
     MaterializeResult,
     MetadataValue,
     asset,
 )
 
-from ..core.export.collect import empty_train_problem
-from ..core.export.rows import FORMATS, ExportOptions, ExportSet, SourceOptions
-from ..core.export.write import stream_export
-from ..core.feedback.select import SelectionOptions
-from ..core.names import GROUP, PROMPTS, ROW_COUNT, SESSION_PROMPTS, STATE_STATS, STATES
-from ..core.report import write_report
-from ..core.store.layout import StoreLayout
-from .resources import StatepoolSettings
+from ...core.export.collect import empty_train_problem
+from ...core.export.rows import FORMATS, ExportOptions, ExportSet, SourceOptions
+from ...core.export.write import stream_export
+from ...core.feedback.select import SelectionOptions
+from ...core.names import GROUP, PROMPTS, ROW_COUNT, SESSION_PROMPTS, STATE_STATS, STATES
+from ...core.report import write_report
+from ...core.store.layout import StoreLayout
+from ..resources import StatepoolSettings
 
 # eager() waits until no upstream partition is missing: one failed or never-built run
 # would then hold back the export for every other run, so that clause is dropped.
@@ -106,16 +103,3 @@ def problems_markdown(problems: list[str]) -> str:
 
 def _file_url(path: object) -> str | None:
     return path.resolve().as_uri() if isinstance(path, Path) else None
-
-
-# Dagster's implicit default_automation_condition_sensor starts stopped; this one is on.
-export_automation_sensor = AutomationConditionSensorDefinition(
-    "training_dataset_automation",
-    target=AssetSelection.assets(training_dataset),
-    default_status=DefaultSensorStatus.RUNNING,
-    # A sealed segment reaches training_dataset within 90 s: sessions tick (15 s), the
-    # session's build, this tick (15 s), the export's run.
-    minimum_interval_seconds=15,
-    description="Rebuilds training_dataset once run or session partitions (or state_stats) "
-    "changed and none is in progress.",
-)

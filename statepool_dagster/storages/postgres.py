@@ -3,7 +3,7 @@
 It changes how Dagster's ``PostgresEventLogStorage`` connects, not what it writes: inside
 ``batched_writes`` every statement goes through one connection in one transaction (a run's
 planned events in one insert, each asset's row once at the batch's end by
-``storage_batch.py``, the ``NOTIFY``s in one statement before the commit); outside, each call
+``batch.py``, the ``NOTIFY``s in one statement before the commit); outside, each call
 connects as Dagster's does. Whether a table exists is asked once per table per process.
 Why and what it saves: docs/performance.md, "Dagster's bookkeeping".
 """
@@ -35,8 +35,7 @@ from dagster_postgres.utils import (
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
-from .storage_batch import merged_asset_rows
-from .storage_reads import PartitionsReadOncePerBatch
+from .batch import PartitionsReadOncePerBatch, merged_asset_rows
 
 NOTIFY_ALL = db.text("SELECT pg_notify(:channel, n) FROM unnest(CAST(:ids AS text[])) n")
 PLANNED = {

@@ -16,30 +16,29 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
-    AssetSelection,
     AssetSpec,
     MaterializeResult,
     MetadataValue,
     Output,
     PreviewWarning,
-    define_asset_job,
     multi_asset,
 )
 
-from ..core.names import GROUP, ROW_COUNT, SESSION_PROMPTS, SESSION_STATES, SESSIONS_JOB
-from ..core.sessions.build import SessionBuild, build_session
-from ..core.sessions.layout import check_session_name
-from ..core.sessions.store import SessionFolders
-from ..core.store.atomic import read_parquet
-from ..core.store.preview import markdown_preview
-from ..core.words import plural
+from ...core.names import GROUP, ROW_COUNT, SESSION_PROMPTS, SESSION_STATES
+from ...core.sessions.build import SessionBuild, build_session
+from ...core.sessions.layout import check_session_name
+from ...core.sessions.store import SessionFolders
+from ...core.store.atomic import read_parquet
+from ...core.store.preview import markdown_preview
+from ...core.words import plural
+from ..resources import StatepoolSettings
 from .partitions import sessions_partitions
-from .resources import StatepoolSettings
 
 NO_REJECTS = "no_rejects"
 EVERY_STATE_HAS_A_PROMPT = "every_state_has_prompt"
 
-SESSION_ASSET_SPECS = [
+# A tuple: the defs loader would take a module's list of specs for assets of their own.
+SESSION_ASSET_SPECS = (
     AssetSpec(
         SESSION_STATES,
         description=(
@@ -62,7 +61,7 @@ SESSION_ASSET_SPECS = [
         group_name=GROUP,
         kinds={"python", "parquet"},
     ),
-]
+)
 with warnings.catch_warnings():
     # Partitioned checks are "preview" in 1.13; they are what the UI needs per session.
     warnings.simplefilter("ignore", PreviewWarning)
@@ -163,10 +162,3 @@ def session_assets(
     )
     for spec in SESSION_CHECK_SPECS:  # each check's output, which the evaluations stand for
         yield Output(None, context.assets_def.get_output_name_for_asset_check_key(spec.key))
-
-
-sessions_job = define_asset_job(
-    SESSIONS_JOB,
-    selection=AssetSelection.assets(session_assets),
-    description="Build a session's new sealed segments into states and prompts, then check them.",
-)

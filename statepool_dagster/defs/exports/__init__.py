@@ -1,0 +1,1 @@
+"""Exports: ``training_dataset`` for the trainers, rebuilt by its automation sensor."""

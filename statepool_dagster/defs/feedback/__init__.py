@@ -1,0 +1,1 @@
+"""Feedback: ``state_stats`` folded from sealed feedback segments, its job and sensor."""

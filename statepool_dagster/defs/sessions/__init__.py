@@ -1,0 +1,1 @@
+"""Sessions: their partitions, the session states and prompts, their checks, job and sensor."""
