@@ -32,13 +32,11 @@ def figures_folder(layout: StoreLayout) -> AnyPath:
     return layout.root / REPORT_FOLDER / FIGURES_FOLDER
 
 
-def files_stamp(layout: StoreLayout, run: str) -> str | None:
-    """A digest of what the run's figures are read from; None when it cannot be taken."""
-    if not layout.local:
-        return None
-    digest = hashlib.blake2b(FIGURES_VERSION.encode(), digest_size=16)
-    paths = [layout.table(asset, run) for asset in (EPISODES, SNAPSHOTS, STATES, PROMPTS)]
-    for path in [*paths, layout.rejects(run)]:
+def folders_stamp(version: str, paths: list[AnyPath]) -> str:
+    """A digest of ``version`` and the name, inode, size and mtime of every file in ``paths``
+    (a path that is a file counts as itself, a missing one as nothing)."""
+    digest = hashlib.blake2b(version.encode(), digest_size=16)
+    for path in paths:
         digest.update(f"\0{path}".encode())
         try:
             entries = sorted(os.scandir(path), key=lambda e: e.name)
@@ -51,6 +49,14 @@ def files_stamp(layout: StoreLayout, run: str) -> str | None:
             name = getattr(entry, "name", "")
             digest.update(f"{name}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns};".encode())
     return digest.hexdigest()
+
+
+def files_stamp(layout: StoreLayout, run: str) -> str | None:
+    """A digest of what the run's figures are read from; None when it cannot be taken."""
+    if not layout.local:
+        return None
+    paths = [layout.table(asset, run) for asset in (EPISODES, SNAPSHOTS, STATES, PROMPTS)]
+    return folders_stamp(FIGURES_VERSION, [*paths, layout.rejects(run)])
 
 
 def _to_json(stamp: str, figures: RunNumbers, chars: list[int]) -> bytes:

@@ -15,10 +15,8 @@ not spilled, and the last row key of each state while the pool versions are read
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
 import tempfile
 from array import array
 from collections.abc import Iterator
@@ -40,6 +38,7 @@ from ..store.parts import RunTable
 from ..store.schemas import SCHEMAS
 from ..words import plural
 from . import svg
+from .cache import folders_stamp
 from .numbers import store_runs
 from .paths import SEARCH_PAGE, STATES_FOLDER
 
@@ -209,23 +208,10 @@ def pages_stamp(layout: StoreLayout) -> str | None:
     from ..feedback.folders import MANIFEST, stats_folder
     from ..names import SESSION_PROMPTS
 
-    digest = hashlib.blake2b(PAGES_VERSION.encode(), digest_size=16)
     folders = [layout.table(PROMPTS, run) for run in store_runs(layout)]
     folders += [layout.root / SESSION_PROMPTS / s for s in stored_sessions(layout.root)]
     folders += [layout.root / POOL_VERSIONS, stats_folder(layout.root) / MANIFEST]
-    for path in folders:
-        digest.update(f"\0{path}".encode())
-        try:
-            entries = sorted(os.scandir(path), key=lambda e: e.name)
-        except FileNotFoundError:
-            continue
-        except NotADirectoryError:
-            entries = [path]
-        for entry in entries:
-            st = os.stat(entry)
-            name = getattr(entry, "name", "")
-            digest.update(f"{name}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns};".encode())
-    return digest.hexdigest()
+    return folders_stamp(PAGES_VERSION, folders)
 
 
 def kept_pages(folder: AnyPath, stamp: str | None) -> int | None:
