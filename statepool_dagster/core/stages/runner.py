@@ -20,7 +20,7 @@ from ..store.layout import update_rejects
 from ..store.part_files import Part
 from ..store.parts import RunTable
 from ..store.preview import markdown_preview
-from ..store.rows import release_if_large
+from ..store.rows import release_if_large, rows_table
 from .job import OpenTables, StageReport, reject_lines
 
 VIEWS = "views"  # the table's mark: rendered first rows, by the keys of their checkpoints
@@ -37,9 +37,11 @@ class View:
     rows: int = 10
     render: Callable[[pa.Table], str] | None = None  # None: the rows as a Markdown table
 
-    def of(self, table: RunTable) -> str:
+    def of(self, table: RunTable, written: dict[str, tuple] | None = None) -> str:
+        """The view of ``table``; ``written``: the view's columns of rows written this build,
+        by part, which are then not read back."""
         render = self.render or partial(markdown_preview, columns=self.columns)
-        return cached_view(table, self.label, self.columns, self.rows, render)
+        return cached_view(table, self.label, self.columns, self.rows, render, written)
 
 
 def preview(columns: list[str]) -> View:
@@ -75,9 +77,14 @@ class StagePass:
     written: set[str] = field(default_factory=set)
     shown: str = ""
     fingerprint: str = ""
+    # The view's columns of the first rows written, by part: the view is made of them
+    # rather than read back.
+    heads: dict[str, tuple] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.table = self.tables.open(self.stage.asset, self.run)
+        at = self.table.schema.get_field_index
+        self._head_columns = [at(column) for column in self.stage.view.columns]
 
     def stored(self, name: str) -> Part | None:
         """The stored part of ``name``, if any."""
@@ -100,6 +107,13 @@ class StagePass:
         self.table.write_row(name, row, key, info)
         self.kept.add(name)
         self.written.add(name)
+        heads = self.heads
+        if name not in heads and len(heads) >= self.stage.view.rows:
+            last = max(heads)
+            if name > last:  # parts are mostly written in order: this is the common case
+                return
+            del heads[last]
+        heads[name] = tuple(row[i] for i in self._head_columns)
 
     def write(
         self, name: str, rows: pa.Table, key: str, info: dict[str, Any], data: int | None = None
@@ -114,6 +128,7 @@ class StagePass:
         self.table.drop(name)
         self.kept.discard(name)
         self.written.discard(name)
+        self.heads.pop(name, None)
 
     def finish(self, fingerprint: str, **marks: Any) -> None:
         """Drop the parts neither kept nor made, mark the table (its inputs' ``fingerprint``
@@ -124,7 +139,7 @@ class StagePass:
         self.fingerprint = fingerprint
         table.mark(**marks, fingerprint=fingerprint)
         release_if_large()  # what the writing freed, before the view reads
-        self.shown = self.stage.view.of(table)
+        self.shown = self.stage.view.of(table, self.heads)
         table.save()
         update_rejects(self.tables.layout, self.run, self.stage.rejects, self.rejects)
 
@@ -165,24 +180,39 @@ class StagePass:
 
 
 def cached_view(
-    table: RunTable, label: str, columns: list[str], rows: int, render: Callable[[pa.Table], str]
+    table: RunTable,
+    label: str,
+    columns: list[str],
+    rows: int,
+    render: Callable[[pa.Table], str],
+    written: dict[str, tuple] | None = None,
 ) -> str:
     """``render`` of the table's first ``rows`` rows, kept in its marks while the checkpoints
     that hold them stay: a grown run's preview reads nothing (its first part may hold 512
-    checkpoints, a footer that grows with the run). Call it before the table's ``save``."""
-    shown, count = [label, *columns, str(rows)], 0
+    checkpoints, a footer that grows with the run). Call it before the table's ``save``.
+
+    ``written``: ``columns`` of one-row parts just written, by part; where they are the first
+    rows, the view is made of them, not of the rows read back.
+    """
+    shown, count, first = [label, *columns, str(rows)], 0, []
     for name in table.names():
         if count >= rows:
             break
         part = table.parts[name]
         shown.append(f"{name}:{part.key}")
         count += part.info.get("rows", 1)
+        first.append(name)
     key = hashlib.blake2b("\0".join(shown).encode(), digest_size=16).hexdigest()
     views = table.marks.get(VIEWS)
     cached = views.get(label) if isinstance(views, dict) else None
     if isinstance(cached, list) and len(cached) == 2 and cached[0] == key:
         return cached[1]
-    text = render(table.head(columns, rows))
+    if written is not None and count == len(first) and all(n in written for n in first):
+        schema = pa.schema([table.schema.field(c) for c in columns])
+        head = rows_table(schema, [written[n] for n in first])
+    else:
+        head = table.head(columns, rows)
+    text = render(head)
     views = {k: v for k, v in (views or {}).items() if k != label}
     if len(text) <= VIEW_CHARS:  # a huge first prompt is read again, never indexed
         views[label] = [key, text]
