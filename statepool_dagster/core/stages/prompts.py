@@ -180,12 +180,16 @@ def _read_state(states: RunTable, name: str) -> CheckpointState:
     return state
 
 
-def _first_prompt(head: pa.Table) -> str:
-    first = head["prompt"].to_pylist()
-    return f"```\n{first[0]}\n```" if first else "_no prompts_"
+def _first_prompt(rows: list[tuple[str]]) -> str:
+    return f"```\n{rows[0][0]}\n```" if rows else "_no prompts_"
 
 
-STAGE = Stage(PROMPTS, RejectSource.PROMPTS, View("first_prompt", ["prompt"], 1, _first_prompt))
+def _first_prompt_read(head: pa.Table) -> str:
+    return _first_prompt([(prompt,) for prompt in head["prompt"].to_pylist()])
+
+
+FIRST_PROMPT = View("first_prompt", ["prompt"], 1, _first_prompt_read, _first_prompt)
+STAGE = Stage(PROMPTS, RejectSource.PROMPTS, FIRST_PROMPT)
 
 
 def build_prompts(

@@ -19,8 +19,8 @@ from ..rejects import Reject
 from ..store.layout import update_rejects
 from ..store.part_files import Part
 from ..store.parts import RunTable
-from ..store.preview import markdown_preview
-from ..store.rows import release_if_large, rows_table
+from ..store.preview import markdown_preview, markdown_rows
+from ..store.rows import release_if_large
 from .job import OpenTables, StageReport, reject_lines
 
 VIEWS = "views"  # the table's mark: rendered first rows, by the keys of their checkpoints
@@ -29,19 +29,53 @@ VIEW_CHARS = 1 << 16  # a rendered view longer than this is not kept in the inde
 
 @dataclass(frozen=True)
 class View:
-    """What a stage shows of its table in the UI: ``render`` of its first ``rows`` rows,
-    under ``label`` in the report's Markdown."""
+    """What a stage shows of its table in the UI: its first ``rows`` rows of ``columns``,
+    rendered, under ``label`` in the report's Markdown (by default as a Markdown table).
+
+    ``from_table`` renders rows read back from the table; ``from_rows`` the same rows as
+    they were written (tuples of Python values, as Arrow gives them back): both render
+    the same text.
+    """
 
     label: str
     columns: list[str]
     rows: int = 10
-    render: Callable[[pa.Table], str] | None = None  # None: the rows as a Markdown table
+    from_table: Callable[[pa.Table], str] | None = None
+    from_rows: Callable[[list[tuple]], str] | None = None
 
     def of(self, table: RunTable, written: dict[str, tuple] | None = None) -> str:
-        """The view of ``table``; ``written``: the view's columns of rows written this build,
-        by part, which are then not read back."""
-        render = self.render or partial(markdown_preview, columns=self.columns)
-        return cached_view(table, self.label, self.columns, self.rows, render, written)
+        """The view of ``table``, kept in its marks while the checkpoints that hold its rows
+        stay: a grown run's view reads nothing (its first part may hold 512 checkpoints, a
+        footer that grows with the run). Call it before the table's ``save``.
+
+        ``written``: the view's columns of one-row parts written this build, by part; where
+        they are the first rows, the view is made of them, never read back.
+        """
+        label, columns, rows = self.label, self.columns, self.rows
+        shown, count, first = [label, *columns, str(rows)], 0, []
+        for name in table.names():
+            if count >= rows:
+                break
+            part = table.parts[name]
+            shown.append(f"{name}:{part.key}")
+            count += part.info.get("rows", 1)
+            first.append(name)
+        key = hashlib.blake2b("\0".join(shown).encode(), digest_size=16).hexdigest()
+        views = table.marks.get(VIEWS)
+        cached = views.get(label) if isinstance(views, dict) else None
+        if isinstance(cached, list) and len(cached) == 2 and cached[0] == key:
+            return cached[1]
+        if written is not None and count == len(first) and all(n in written for n in first):
+            from_rows = self.from_rows or partial(markdown_rows, columns)
+            text = from_rows([written[n] for n in first])
+        else:
+            from_table = self.from_table or partial(markdown_preview, columns=columns)
+            text = from_table(table.head(columns, rows))
+        views = {k: v for k, v in (views or {}).items() if k != label}
+        if len(text) <= VIEW_CHARS:  # a huge first prompt is read again, never indexed
+            views[label] = [key, text]
+        table.mark(**{VIEWS: views})
+        return text
 
 
 def preview(columns: list[str]) -> View:
@@ -177,44 +211,3 @@ class StagePass:
         if self.rejects:
             report.markdown[self.stage.reject_details] = reject_lines(self.rejects)
         return report
-
-
-def cached_view(
-    table: RunTable,
-    label: str,
-    columns: list[str],
-    rows: int,
-    render: Callable[[pa.Table], str],
-    written: dict[str, tuple] | None = None,
-) -> str:
-    """``render`` of the table's first ``rows`` rows, kept in its marks while the checkpoints
-    that hold them stay: a grown run's preview reads nothing (its first part may hold 512
-    checkpoints, a footer that grows with the run). Call it before the table's ``save``.
-
-    ``written``: ``columns`` of one-row parts just written, by part; where they are the first
-    rows, the view is made of them, not of the rows read back.
-    """
-    shown, count, first = [label, *columns, str(rows)], 0, []
-    for name in table.names():
-        if count >= rows:
-            break
-        part = table.parts[name]
-        shown.append(f"{name}:{part.key}")
-        count += part.info.get("rows", 1)
-        first.append(name)
-    key = hashlib.blake2b("\0".join(shown).encode(), digest_size=16).hexdigest()
-    views = table.marks.get(VIEWS)
-    cached = views.get(label) if isinstance(views, dict) else None
-    if isinstance(cached, list) and len(cached) == 2 and cached[0] == key:
-        return cached[1]
-    if written is not None and count == len(first) and all(n in written for n in first):
-        schema = pa.schema([table.schema.field(c) for c in columns])
-        head = rows_table(schema, [written[n] for n in first])
-    else:
-        head = table.head(columns, rows)
-    text = render(head)
-    views = {k: v for k, v in (views or {}).items() if k != label}
-    if len(text) <= VIEW_CHARS:  # a huge first prompt is read again, never indexed
-        views[label] = [key, text]
-    table.mark(**{VIEWS: views})
-    return text
