@@ -33,6 +33,7 @@ from ..store.rows import (
     episode_row,
     episodes_table,
     release_arrow_memory,
+    release_if_large,
     utf8_views,
 )
 from .job import TABLE_FORMAT, OpenTables, StageReport, digest_pieces, round3, run_folder
@@ -243,6 +244,7 @@ def build_episodes(
         "crc32": None if f is None else crc,
         "format": TABLE_FORMAT,
     }
+    release_if_large()  # what the batches' writing freed, before the view reads them back
     stage.finish(fingerprint.digest, seen=None if unreadable else mark)
     infos = sorted(stage.infos(), key=lambda i: i["version"])
     return _report(stage, infos, blank + tail_blank, run_notes(run_dir) + notes)

@@ -20,7 +20,6 @@ from ..store.layout import update_rejects
 from ..store.part_files import Part
 from ..store.parts import RunTable
 from ..store.preview import markdown_preview, markdown_rows
-from ..store.rows import release_if_large
 from .job import OpenTables, StageReport, reject_lines
 
 VIEWS = "views"  # the table's mark: rendered first rows, by the keys of their checkpoints
@@ -172,7 +171,6 @@ class StagePass:
             table.drop(name)
         self.fingerprint = fingerprint
         table.mark(**marks, fingerprint=fingerprint)
-        release_if_large()  # what the writing freed, before the view reads
         self.shown = self.stage.view.of(table, self.heads)
         table.save()
         update_rejects(self.tables.layout, self.run, self.stage.rejects, self.rejects)
