@@ -258,8 +258,12 @@ def build_prompts(
         }
         stage.write_row(name, record, key, info)
     stage.finish(states.marks.get("fingerprint", ""))
+    return _report(stage, rendered)
+
+
+def _report(stage: StagePass, rendered: int) -> StageReport:
     lengths = [info["chars"] for info in stage.infos()]
-    reused = len(lengths) - rendered
+    reused = len(lengths) - rendered  # a prompt whose text was kept is not rendered again
     return stage.report(
         {
             "prompts": len(lengths),

@@ -18,9 +18,9 @@ import msgspec
 
 from ..config import Settings
 from ..names import EPISODES, IGNORED_SIDECARS, SNAPSHOTS, STATES, RejectSource
-from ..runs.opening import read_sidecars
+from ..runs.opening import SidecarsRead, read_sidecars
 from ..states.digest import state_text_digest
-from ..states.join import PlannedState, join_checkpoint, plan_states
+from ..states.join import PlannedState, SkippedCheckpoint, join_checkpoint, plan_states
 from ..states.models import decode_stored
 from ..states.reference_ops import op_counts, ops_json
 from ..store.layout import file_digest, state_pool_names, update_state_pool, write_state_file
@@ -195,6 +195,15 @@ def build_states(
     state_ids = {info["state_id"] for info in stage.infos()}
     present = on_disk | fresh.keys()  # we hold the run's lock: nobody else wrote meanwhile
     update_state_pool(layout, run, writes, state_ids, fresh, present)
+    return _report(stage, settings, skipped, sidecars)
+
+
+def _report(
+    stage: StagePass,
+    settings: Settings,
+    skipped: list[SkippedCheckpoint],
+    sidecars: SidecarsRead,
+) -> StageReport:
     return stage.report(
         {
             "states": len(stage.kept),
