@@ -155,6 +155,7 @@ class StagePass:
         self.table.write(name, rows, key, info, data)
         self.kept.add(name)
         self.written.add(name)
+        self.heads.pop(name, None)  # its view is read back: only one-row parts are kept
 
     def drop(self, name: str) -> None:
         """``name`` has no part any more."""
