@@ -18,14 +18,13 @@ import pyarrow.compute as pc
 
 from ..config import Settings
 from ..errors import BadRecordError
-from ..locations import AnyPath
 from ..names import EPISODES, EPISODES_FILE, RejectSource
 from ..rejects import UNSTORABLE, Reject
 from ..runs.episodes import EpisodesRead, chunks, open_episodes, parse_episodes, same_prefix
 from ..runs.files import Fingerprint
 from ..runs.json_read import storable
 from ..runs.opening import run_notes
-from ..store.layout import read_rejects, update_rejects
+from ..store.layout import read_rejects
 from ..store.part_files import part_name
 from ..store.parts import RunTable
 from ..store.preview import recent
@@ -37,30 +36,26 @@ from ..store.rows import (
     release_if_large,
     utf8_views,
 )
-from .job import (
-    TABLE_FORMAT,
-    OpenTables,
-    StageReport,
-    digest_pieces,
-    preview,
-    reject_lines,
-    round3,
-    run_folder,
-)
+from .job import TABLE_FORMAT, OpenTables, StageReport, digest_pieces, round3, run_folder
+from .runner import Stage, StagePass, preview
 
-PREVIEW = ["line", "version", "id", "task", "gt", "response", "correct"]
+STAGE = Stage(
+    EPISODES,
+    RejectSource.EPISODES,
+    preview(["line", "version", "id", "task", "gt", "response", "correct"]),
+)
 NOTES_LIMIT = 50  # notes about values kept whole but left out of a flat column
 
 
-def _write_batch(table: RunTable, version: int, batch: pa.Table, data: int | None) -> bool:
-    """Store one batch's part unless the stored one holds the same lines; True if written."""
+def _write_batch(stage: StagePass, version: int, batch: pa.Table, data: int | None) -> None:
+    """Store one batch's part unless the stored one holds the same lines."""
     lines = batch["line"].to_pylist()
     records = utf8_views(batch["record"])
     numbered = ((f"{n}:".encode(), r) for n, r in zip(lines, records, strict=True))
     key = digest_pieces([(TABLE_FORMAT.encode(),), *numbered])
     name = part_name(version)
-    if name in table.parts and table.parts[name].key == key:
-        return False
+    if stage.reuse(name, key):
+        return
     flags = [c for c in batch["correct"].to_pylist() if c is not None]
     info = {
         "version": version,
@@ -72,8 +67,7 @@ def _write_batch(table: RunTable, version: int, batch: pa.Table, data: int | Non
         "correct": sum(flags),
     }
     del records
-    table.write(name, batch, key, info, data)
-    return True
+    stage.write(name, batch, key, info, data)
 
 
 ROWS_IN_PYTHON = 4096  # rows of a batch held as tuples before they become Arrow columns
@@ -83,14 +77,14 @@ class Batches:
     """Rows grouped by version; a batch is written once a whole chunk of the file passed
     without it (so interleaved versions are not written again and again)."""
 
-    def __init__(self, table: RunTable, keep_lines: int | None):
-        self.table = table
+    def __init__(self, stage: StagePass, keep_lines: int | None):
+        self.stage = stage
+        self.table = stage.table
         self.keep_lines = keep_lines  # a grown file: stored rows up to this line stay
         self.pending: dict[int, list[EpisodeRow]] = {}
         self.converted: dict[int, list[pa.Table]] = {}  # a long batch's earlier rows
         self.in_chunk: set[int] = set()
         self.done: set[int] = set()
-        self.written: set[int] = set()
 
     def add(self, version: int, row: EpisodeRow) -> None:
         rows = self.pending.setdefault(version, [])
@@ -148,20 +142,21 @@ class Batches:
         batch = pa.concat_tables(parts) if len(parts) > 1 else fresh
         self.done.add(version)
         if batch.num_rows:
-            if _write_batch(self.table, version, batch, data):
-                self.written.add(version)
+            _write_batch(self.stage, version, batch, data)
         else:
-            self.table.drop(name)
+            self.stage.drop(name)
 
     def finish(self) -> None:
         """Write the last batch; drop (or, for a grown file, trim) batches no line came for."""
         self.flush()
-        for part in list(self.table.parts.values()):
+        for name, part in list(self.table.parts.items()):
             version = part.info["version"]
             if version in self.done:
                 continue
             if self.keep_lines is None or part.info["max_line"] > self.keep_lines:
                 self._store(version, episodes_table([]))
+            else:  # a grown file: its lines before the mark stay as stored
+                self.stage.keep(name)
 
 
 def _stored_lines(table: RunTable, seen: dict) -> int:
@@ -198,7 +193,8 @@ def build_episodes(
     display = f"{run}/{EPISODES_FILE}"
     strict = settings.strict
     run_dir = run_folder(settings, run)
-    table = tables.open(EPISODES, run)
+    stage = StagePass(STAGE, run, tables)
+    table = stage.table
     f, unreadable = open_episodes(run_dir, display, strict)
     seen = table.marks.get("seen")
     with f if f is not None else contextlib.nullcontext():
@@ -219,7 +215,7 @@ def build_episodes(
         if not grown:
             crc = 0
         marked, lines, blank = (seen["bytes"], seen["lines"], seen["blank"]) if grown else (0, 0, 0)
-        batches = Batches(table, lines if grown else None)
+        batches = Batches(stage, lines if grown else None)
         tail_blank = 0
         notes: list[str] = []
         for chunk, complete in chunks(f) if f is not None else ():
@@ -236,10 +232,11 @@ def build_episodes(
             rejects += _add_episodes(batches, read, display, strict)
             rejects += read.rejects
             batches.end_chunk()
-        if unreadable is None:  # a file that cannot be read now keeps what was stored
+        if unreadable is None:
             batches.finish()
-    rejects += [unreadable] if unreadable else []
-    update_rejects(tables.layout, run, RejectSource.EPISODES, rejects)
+        else:  # a file that cannot be read now keeps what was stored
+            stage.keep(*table.parts)
+    stage.rejects = rejects + ([unreadable] if unreadable else [])
     mark = {
         "bytes": marked,
         "lines": lines,
@@ -247,53 +244,33 @@ def build_episodes(
         "crc32": None if f is None else crc,
         "format": TABLE_FORMAT,
     }
-    table.mark(seen=None if unreadable else mark, fingerprint=fingerprint.digest)
-    release_if_large()  # what the batches' writing freed, before the preview reads
-    shown = preview(table, PREVIEW)
-    table.save()
-    written = len(batches.written)
-    report = _report(run, run_dir, table, fingerprint.digest, rejects, blank + tail_blank, written)
-    report.markdown["preview"] = shown
-    report.notes += notes
-    return report
+    release_if_large()  # what the batches' writing freed, before the view reads them back
+    stage.finish(fingerprint.digest, seen=None if unreadable else mark)
+    infos = sorted(stage.infos(), key=lambda i: i["version"])
+    return _report(stage, infos, blank + tail_blank, run_notes(run_dir) + notes)
 
 
-def _report(
-    run: str,
-    run_dir: AnyPath,
-    table: RunTable,
-    fingerprint: str,
-    rejects: list[Reject],
-    blank_lines: int,
-    written: int,
-) -> StageReport:
-    infos = sorted((p.info for p in table.parts.values()), key=lambda i: i["version"])
+def _report(stage: StagePass, infos: list[dict], blank_lines: int, notes: list[str]) -> StageReport:
     total = sum(i["rows"] for i in infos)
-    reused = len(infos) - written
     scored = [i for i in infos if i["scored"]]
-    report = StageReport(
-        run,
-        fingerprint,
-        total,
-        values={
+    report = stage.report(
+        {
             "episodes": total,
-            "rejects": len(rejects),
+            "rejects": len(stage.rejects),
             "blank_lines": blank_lines,
             "batches": len(infos),
-            "batches_written": written,
+            "batches_written": len(stage.written),
         },
+        rows=total,
         json={
             "versions": [i["version"] for i in recent(infos)],
             "accuracy_by_version": {
                 str(i["version"]): round3(i["correct"] / i["scored"]) for i in recent(scored)
             },
         },
-        notes=run_notes(run_dir),
-        reused=reused,
+        notes=notes,
     )
     if scored:
         flags = sum(i["scored"] for i in scored)
         report.values["accuracy"] = round(sum(i["correct"] for i in scored) / flags, 4)
-    if rejects:
-        report.markdown["reject_details"] = reject_lines(rejects)
     return report

@@ -1,15 +1,12 @@
-"""What the build stages share: a run's folder, its open tables, a stage's report, a table's
-cached first rows, the digests that key what a stage can reuse."""
+"""What the build stages share: a run's folder, its open tables, a stage's report, the
+digests that key what a stage can reuse."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
-
-import pyarrow as pa
 
 from ..config import Settings
 from ..locations import AnyPath, as_path
@@ -19,7 +16,6 @@ from ..runs.files import READER_VERSION
 from ..states.models import BytesLike
 from ..store.layout import StoreLayout
 from ..store.parts import RunTable
-from ..store.preview import markdown_preview
 from ..store.schemas import SCHEMAS
 
 # Bump when what a stage writes for the same inputs changes: its parts are rebuilt.
@@ -27,8 +23,6 @@ from ..store.schemas import SCHEMAS
 TABLE_FORMAT = f"4.{READER_VERSION}"
 STATE_VERSION = "1"  # join.py / models.py: what a state looks like
 RENDER_VERSION = "1"  # render.py: what a prompt looks like
-VIEWS = "views"  # the table's mark: rendered first rows, by the keys of their checkpoints
-VIEW_CHARS = 1 << 16  # a rendered view longer than this is not kept in the index
 
 
 @dataclass
@@ -67,37 +61,6 @@ class OpenTables:
             table = RunTable(self.layout.table(asset, run), SCHEMAS[asset], apart)
             self._open[asset, run] = table
         return table
-
-
-def preview(table: RunTable, columns: list[str], rows: int = 10) -> str:
-    """The table's first rows as Markdown (kept while they stay; call before ``save``)."""
-    return cached_view(table, "preview", columns, rows, partial(markdown_preview, columns=columns))
-
-
-def cached_view(
-    table: RunTable, label: str, columns: list[str], rows: int, render: Callable[[pa.Table], str]
-) -> str:
-    """``render`` of the table's first ``rows`` rows, kept in its marks while the checkpoints
-    that hold them stay: a grown run's preview reads nothing (its first part may hold 512
-    checkpoints, a footer that grows with the run). Call it before the table's ``save``."""
-    shown, count = [label, *columns, str(rows)], 0
-    for name in table.names():
-        if count >= rows:
-            break
-        part = table.parts[name]
-        shown.append(f"{name}:{part.key}")
-        count += part.info.get("rows", 1)
-    key = hashlib.blake2b("\0".join(shown).encode(), digest_size=16).hexdigest()
-    views = table.marks.get(VIEWS)
-    cached = views.get(label) if isinstance(views, dict) else None
-    if isinstance(cached, list) and len(cached) == 2 and cached[0] == key:
-        return cached[1]
-    text = render(table.head(columns, rows))
-    views = {k: v for k, v in (views or {}).items() if k != label}
-    if len(text) <= VIEW_CHARS:  # a huge first prompt is read again, never indexed
-        views[label] = [key, text]
-    table.mark(**{VIEWS: views})
-    return text
 
 
 def digest(*parts: str) -> str:

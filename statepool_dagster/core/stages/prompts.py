@@ -21,17 +21,10 @@ from ..prompts.template import format_episodes, surrogate_problem
 from ..rejects import Reject
 from ..states.join import PlannedState
 from ..states.models import CheckpointState
-from ..store.layout import update_rejects
 from ..store.parts import RunTable
 from ..store.rows import PromptRow, release_arrow_memory, utf8_views
-from .job import (
-    RENDER_VERSION,
-    OpenTables,
-    StageReport,
-    cached_view,
-    digest,
-    reject_lines,
-)
+from .job import RENDER_VERSION, OpenTables, StageReport, digest
+from .runner import Stage, StagePass, View
 
 COLUMNS = ["state_id", "version", "library_version", "reference_ops", "input_key"]
 
@@ -187,9 +180,16 @@ def _read_state(states: RunTable, name: str) -> CheckpointState:
     return state
 
 
-def _first_prompt(head: pa.Table) -> str:
-    first = head["prompt"].to_pylist()
-    return f"```\n{first[0]}\n```" if first else "_no prompts_"
+def _first_prompt(rows: list[tuple[str]]) -> str:
+    return f"```\n{rows[0][0]}\n```" if rows else "_no prompts_"
+
+
+def _first_prompt_read(head: pa.Table) -> str:
+    return _first_prompt([(prompt,) for prompt in head["prompt"].to_pylist()])
+
+
+FIRST_PROMPT = View("first_prompt", ["prompt"], 1, _first_prompt_read, _first_prompt)
+STAGE = Stage(PROMPTS, RejectSource.PROMPTS, FIRST_PROMPT)
 
 
 def build_prompts(
@@ -199,10 +199,9 @@ def build_prompts(
     be rendered is a reject. ``handover``: the prompts the step's states stage rendered.
     """
     spec_key = handover.spec_key if handover and handover.spec is spec else spec_digest(spec)
-    states, table = tables.open(STATES, run), tables.open(PROMPTS, run)
-    fingerprint = states.marks.get("fingerprint", "")
-    kept: set[str] = set()
-    rejects: list[Reject] = []
+    states = tables.open(STATES, run)
+    stage = StagePass(STAGE, run, tables)
+    table = stage.table
     rendered = 0
     for name in states.names():
         state_part = states.parts[name]
@@ -211,14 +210,13 @@ def build_prompts(
         # run's prompts are checked without computing one each).
         made_from = [spec_key, state_part.key, state_part.info.get("text")]
         if part is not None and part.info.get("from") == made_from:
-            kept.add(name)
+            stage.keep(name)
             continue
         # A prompt shows the state, never its reference ops: a new key with the same
         # rendering (e.g. the last state once a next library exists) keeps its text.
         render_key = digest(spec_key, state_part.info.get("text", state_part.key))
         key = digest(render_key, state_part.key)
-        if part is not None and part.key == key:
-            kept.add(name)
+        if stage.reuse(name, key):
             continue
         handed = None if handover is None else handover.take(state_part.key, render_key)
         if handed is not None:
@@ -237,8 +235,8 @@ def build_prompts(
             if problem is not None:  # the state is kept as the original keeps it
                 library = f"{run}/{SNAPSHOTS_DIR}/skills_v{row['library_version']}.json"
                 error = f"{row['state_id']}: {problem}"
-                rejects.append(Reject(file=library, line=None, error=error, raw=None))
-                table.drop(name)
+                stage.rejects.append(Reject(file=library, line=None, error=error, raw=None))
+                stage.drop(name)
                 continue
             rendered += 1
         record = PromptRow(
@@ -258,30 +256,22 @@ def build_prompts(
             "render": render_key,
             "from": made_from,
         }
-        table.write_row(name, record, key, info)
-        kept.add(name)
-    for name in set(table.parts) - kept:
-        table.drop(name)
-    table.mark(fingerprint=fingerprint)
-    first = cached_view(table, "first_prompt", ["prompt"], 1, _first_prompt)
-    table.save()
-    update_rejects(tables.layout, run, RejectSource.PROMPTS, rejects)
-    lengths = [table.parts[name].info["chars"] for name in table.names()]
-    report = StageReport(
-        run,
-        fingerprint,
-        len(lengths),
-        values={
+        stage.write_row(name, record, key, info)
+    stage.finish(states.marks.get("fingerprint", ""))
+    return _report(stage, rendered)
+
+
+def _report(stage: StagePass, rendered: int) -> StageReport:
+    lengths = [info["chars"] for info in stage.infos()]
+    reused = len(lengths) - rendered  # a prompt whose text was kept is not rendered again
+    return stage.report(
+        {
             "prompts": len(lengths),
-            "reused": len(lengths) - rendered,
-            "rejects": len(rejects),
+            "reused": reused,
+            "rejects": len(stage.rejects),
             "prompt_chars_min": min(lengths, default=0),
             "prompt_chars_median": float(statistics.median(lengths)) if lengths else 0.0,
             "prompt_chars_max": max(lengths, default=0),
         },
-        markdown={"first_prompt": first},
-        reused=len(lengths) - rendered,
+        reused=reused,
     )
-    if rejects:
-        report.markdown["reject_details"] = reject_lines(rejects)
-    return report

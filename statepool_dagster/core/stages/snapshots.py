@@ -11,21 +11,15 @@ from ..runs.files import Fingerprint
 from ..runs.json_read import storable
 from ..runs.opening import FolderGate, run_notes
 from ..runs.snapshots import list_snapshots, read_snapshot
-from ..store.layout import update_rejects
 from ..store.part_files import part_name
 from ..store.preview import recent
 from ..store.rows import snapshot_row
-from .job import (
-    TABLE_FORMAT,
-    OpenTables,
-    StageReport,
-    digest,
-    preview,
-    reject_lines,
-    run_folder,
-)
+from .job import TABLE_FORMAT, OpenTables, StageReport, digest, run_folder
+from .runner import Stage, StagePass, preview
 
-PREVIEW = ["version", "file", "declared_version", "n_cards"]
+STAGE = Stage(
+    SNAPSHOTS, RejectSource.SNAPSHOTS, preview(["version", "file", "declared_version", "n_cards"])
+)
 
 
 def build_snapshots(
@@ -39,10 +33,7 @@ def build_snapshots(
     run_dir = run_folder(settings, run)
     gate = FolderGate(run_dir)
     listing = list_snapshots(run_dir / SNAPSHOTS_DIR)
-    table = tables.open(SNAPSHOTS, run)
-    rejects: list[Reject] = []
-    kept: set[str] = set()
-    reused = 0
+    stage = StagePass(STAGE, run, tables)
     for version, file_name in listing.named:
         display = f"{run}/{SNAPSHOTS_DIR}/{file_name}"
         name = part_name(version)
@@ -53,22 +44,19 @@ def build_snapshots(
             snapshot_file = listing.file(version, file_name)
             stamp = str(file_stamp(snapshot_file.path) or "")
         key = digest(TABLE_FORMAT, display, stamp)
-        part = table.parts.get(name)
-        if stamp and part is not None and part.key == key:
-            kept.add(name)
-            reused += 1
+        if stamp and stage.reuse(name, key):
             continue
         snapshot_file = snapshot_file or listing.file(version, file_name)
         read = read_snapshot(snapshot_file, display, strict=settings.strict, gate=gate)
         if isinstance(read, Reject):
-            rejects.append(read)
+            stage.rejects.append(read)
             continue
         row = snapshot_row(read, stamp if stamp else "")
         if not storable(row.library):
             reject = Reject(file=display, line=None, error=UNSTORABLE, raw=None)
             if settings.strict:
                 raise BadRecordError(reject.describe()) from None
-            rejects.append(reject)
+            stage.rejects.append(reject)
             continue
         info = {
             "version": row.version,
@@ -83,30 +71,17 @@ def build_snapshots(
             info["note"] = (
                 f"{display}: version is not a 64-bit integer ({kind}); its column is empty"
             )
-        table.write_row(name, row, key if stamp else digest(key, row.library), info)
-        kept.add(name)
-    for name in set(table.parts) - kept:
-        table.drop(name)
-    table.mark(fingerprint=fingerprint.digest)
-    markdown = {"preview": preview(table, PREVIEW)}
-    table.save()
-    update_rejects(tables.layout, run, RejectSource.SNAPSHOTS, rejects)
-    infos = [table.parts[name].info for name in table.names()]
+        stage.write_row(name, row, key if stamp else digest(key, row.library), info)
+    stage.finish(fingerprint.digest)
+    infos = stage.infos()
     # declared versions kept in the library that the column cannot hold, reused parts too
     notes = [i["note"] for i in infos if "note" in i]
-    if rejects:
-        markdown["reject_details"] = reject_lines(rejects)
-    return StageReport(
-        run,
-        fingerprint.digest,
-        len(infos),
-        values={"snapshots": len(infos), "rejects": len(rejects), "reused": reused},
+    return stage.report(
+        {"snapshots": len(infos), "rejects": len(stage.rejects), "reused": stage.reused},
         json={
             "versions": [i["version"] for i in recent(infos)],
             "cards_by_version": {str(i["version"]): i["n_cards"] for i in recent(infos)},
             IGNORED_FILES: dict(listing.ignored),
         },
-        markdown=markdown,
         notes=run_notes(run_dir) + notes,
-        reused=reused,
     )

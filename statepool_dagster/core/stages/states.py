@@ -18,18 +18,12 @@ import msgspec
 
 from ..config import Settings
 from ..names import EPISODES, IGNORED_SIDECARS, SNAPSHOTS, STATES, RejectSource
-from ..runs.opening import read_sidecars
+from ..runs.opening import SidecarsRead, read_sidecars
 from ..states.digest import state_text_digest
-from ..states.join import PlannedState, join_checkpoint, plan_states
+from ..states.join import PlannedState, SkippedCheckpoint, join_checkpoint, plan_states
 from ..states.models import decode_stored
 from ..states.reference_ops import op_counts, ops_json
-from ..store.layout import (
-    file_digest,
-    state_pool_names,
-    update_rejects,
-    update_state_pool,
-    write_state_file,
-)
+from ..store.layout import file_digest, state_pool_names, update_state_pool, write_state_file
 from ..store.part_files import part_name
 from ..store.parts import RunTable
 from ..store.rows import LARGE, StateRow, release_arrow_memory, utf8_views
@@ -41,13 +35,14 @@ from .job import (
     combined,
     digest,
     digest_pieces,
-    preview,
-    reject_lines,
     run_folder,
 )
 from .prompts import PromptHandOver, RenderedPrompts
+from .runner import Stage, StagePass, preview
 
 PREVIEW = ["state_id", "version", "batch_version", "n_cards", "n_episodes"]
+# A state's rejects are its sidecars' (the join keeps a bad record, never sets it aside).
+STAGE = Stage(STATES, RejectSource.SIDECARS, preview(PREVIEW), "sidecar_reject_details")
 _encode = msgspec.json.Encoder().encode
 NO_INPUT = digest("0")  # what a state key holds for no library or batch (computed once)
 
@@ -139,7 +134,6 @@ def build_states(
         episodes.marks.get("fingerprint", ""), snapshots.marks.get("fingerprint", "")
     )
     sidecars = read_sidecars(run_folder(settings, run), run, strict=settings.strict)
-    update_rejects(layout, run, RejectSource.SIDECARS, sidecars.rejects)
     inputs = CheckpointInputs(snapshots, episodes)
     planned, skipped = plan_states(
         inputs.library_versions(),
@@ -147,27 +141,24 @@ def build_states(
         pairing=settings.pairing,
         followup=settings.followup,
     )
-    table = tables.open(STATES, run)
+    stage = StagePass(STAGE, run, tables)
+    stage.rejects = sidecars.rejects
     settings_key = digest(STATE_VERSION, TABLE_FORMAT, run, settings.dataset, settings.pairing)
     on_disk = state_pool_names(layout, run)
     writes: dict[str, memoryview] = {}
     fresh: dict[str, str] = {}  # digests of the state files written one by one (manifests)
     manifest = not layout.local  # a local folder has none: no digest to compute
-    kept: set[str] = set()
-    reused = 0
     sidecar_maps = (sidecars.analyses, sidecars.receipts)
     handing = PromptHandOver(run, tables, handover)
     for plan in planned:
         name = part_name(plan.version)
         key = state_key(settings_key, plan, inputs, sidecars)
-        part = table.parts.get(name)
-        if part is not None and part.key == key:
-            kept.add(name)
-            reused += 1
-            if part.info["state_id"] not in on_disk:  # a state file deleted by hand
-                state = table.read_part(name, ["state"])["state"]
-                writes[part.info["state_id"]] = utf8_views(state)[0]
+        if stage.reuse(name, key):
+            if stage.table.parts[name].info["state_id"] not in on_disk:  # deleted by hand
+                state = stage.table.read_part(name, ["state"])["state"]
+                writes[stage.table.parts[name].info["state_id"]] = utf8_views(state)[0]
             continue
+        part = stage.stored(name)
         joined = join_checkpoint(run, settings.dataset, plan, inputs, *sidecar_maps)
         sid, data, ops = joined.state_id, joined.data, ops_json(joined.reference_ops)
         info = {
@@ -195,31 +186,28 @@ def build_states(
             input_key=key,
         )
         same_text = part is not None and part.info.get("text") == info["text"]
-        table.write_row(name, row, key, info)
+        stage.write_row(name, row, key, info)
         if not (same_text and sid in on_disk):  # e.g. only the reference ops moved on
             write_state_file(layout, run, sid, data)
             fresh[sid] = file_digest(data) if manifest else ""
         del row, data
-        kept.add(name)
-    for name in set(table.parts) - kept:
-        table.drop(name)
-    table.mark(fingerprint=fingerprint)
-    shown = preview(table, PREVIEW)
-    table.save()
-    state_ids = {table.parts[name].info["state_id"] for name in kept}
+    stage.finish(fingerprint)
+    state_ids = {info["state_id"] for info in stage.infos()}
     present = on_disk | fresh.keys()  # we hold the run's lock: nobody else wrote meanwhile
     update_state_pool(layout, run, writes, state_ids, fresh, present)
-    return _report(run, settings, shown, fingerprint, len(kept), reused, skipped, sidecars)
+    return _report(stage, settings, skipped, sidecars)
 
 
-def _report(run, settings, shown, fingerprint, states, reused, skipped, sidecars) -> StageReport:
-    report = StageReport(
-        run,
-        fingerprint,
-        states,
-        values={
-            "states": states,
-            "reused": reused,
+def _report(
+    stage: StagePass,
+    settings: Settings,
+    skipped: list[SkippedCheckpoint],
+    sidecars: SidecarsRead,
+) -> StageReport:
+    return stage.report(
+        {
+            "states": len(stage.kept),
+            "reused": stage.reused,
             "skipped_checkpoints": len(skipped),
             "pairing": settings.pairing,
             "followup": settings.followup,
@@ -227,13 +215,9 @@ def _report(run, settings, shown, fingerprint, states, reused, skipped, sidecars
             "receipts": len(sidecars.receipts),
             "sidecar_rejects": len(sidecars.rejects),
         },
+        rows=len(stage.kept),
         json={
             "skipped": {str(s.version): s.reason for s in skipped},
             IGNORED_SIDECARS: dict(sidecars.ignored),
         },
-        markdown={"preview": shown},
-        reused=reused,
     )
-    if sidecars.rejects:
-        report.markdown["sidecar_reject_details"] = reject_lines(sidecars.rejects)
-    return report

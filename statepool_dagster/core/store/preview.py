@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -50,14 +51,30 @@ def _cut_strings(table: pa.Table) -> pa.Table:
     return table
 
 
+def _cut_text(text: str) -> str:
+    """A text cell cut as :func:`_cut_strings` cuts it in Arrow."""
+    size, limit = len(text), PREVIEW_CELL_CHARS
+    return text if size <= limit else f"{text[:limit]}… (+{size - limit} chars)"
+
+
 def markdown_preview(table: pa.Table, columns: list[str], rows: int = 10) -> str:
     """The first ``rows`` rows of ``columns`` as a Markdown table.
 
     Each cell is cut to :data:`PREVIEW_CELL_CHARS` characters.
     """
-    if not table.num_rows:
-        return "_no rows_"
+    cut = _cut_strings(table.select(columns).slice(0, rows))
+    return _markdown(columns, zip(*(cut[c].to_pylist() for c in columns), strict=True))
+
+
+def markdown_rows(columns: list[str], rows: Sequence[Sequence[Any]]) -> str:
+    """:func:`markdown_preview` of rows not yet in Arrow: each a tuple of the values of
+    ``columns`` as Arrow would give them back (text as ``str``)."""
+    cut = _cut_text
+    return _markdown(columns, ([cut(v) if isinstance(v, str) else v for v in row] for row in rows))
+
+
+def _markdown(columns: list[str], rows: Iterable[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in _cut_strings(table.select(columns).slice(0, rows)).to_pylist():
-        lines.append("| " + " | ".join(_cell(row[c]) for c in columns) + " |")
-    return "\n".join(lines)
+    for row in rows:
+        lines.append("| " + " | ".join(_cell(value) for value in row) + " |")
+    return "\n".join(lines) if len(lines) > 2 else "_no rows_"
