@@ -418,7 +418,7 @@ def test_verl_v1_builds_the_live_replay_buffer_and_its_sample_refreshes_the_pool
 def test_the_live_verl_bench_runs_on_a_small_pool(pool, tmp_path):
     _need("verl", "torch")
     copy = _copy(pool, tmp_path)
-    bench = Path(__file__).resolve().parents[1] / "bench" / "live_verl.py"
+    bench = Path(__file__).resolve().parents[2] / "bench" / "live_verl.py"
     done = subprocess.run(
         [sys.executable, str(bench), "--store", str(copy.store), "--sessions", str(copy.sessions),
          "--tokenizer", str(pool.tokenizer), "--segments", "2", "--cache", str(tmp_path)],

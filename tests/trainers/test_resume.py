@@ -1,6 +1,6 @@
 """A trainer killed and resumed draws exactly what an uninterrupted run draws.
 
-Real GRPO (TRL) on the live pool, on CPU, in trainer processes (tests/trl_resume_run.py):
+Real GRPO (TRL) on the live pool, on CPU, in trainer processes (tests/trainers/trl_resume_run.py):
 one run uninterrupted; one SIGKILLed during step k and resumed from its checkpoint at step
 c < k, states sealed while it was down. From step c + 1 on, both draw the same state ids
 in the same order: none skipped, none drawn twice.
