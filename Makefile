@@ -49,16 +49,16 @@ demo: install  ## generate sample runs (if ./runs is empty), sync them into ./st
 test: install $(TBIN)/.installed  ## lint, then the whole test suite (the trainer tests in .venv-trainer)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	-$(BIN)/python tests/dagster_suite.py
+	-$(BIN)/python tests/storages/dagster_suite.py
 	$(BIN)/python -m pytest -m "not trainer"
 	$(TBIN)/python -m pytest -m trainer
 
-# Dagster's own event-log contract suite (tests/test_contract_*.py) is not in its wheels: this
+# Dagster's own event-log contract suite (tests/storages/test_contract_*.py) is not in its wheels: this
 # downloads the pinned releases' source distributions with pip and keeps the suite's files in
 # .dagster_suite/ (git-ignored). `make test` runs it first; offline, the suite's tests skip
 # (and fail under CI=true).
 contract-suite: install  ## fetch Dagster's event-log contract suite from its source releases
-	$(BIN)/python tests/dagster_suite.py
+	$(BIN)/python tests/storages/dagster_suite.py
 
 # The inner loop: every test but those marked `slow` (servers, daemons, browsers, trainers,
 # many processes; see [tool.pytest.ini_options] markers). `make test` still runs them all.
@@ -102,7 +102,7 @@ docs-generated: install  ## write the generated parts of the docs pages again
 docs-serve: install  ## the documentation site on http://127.0.0.1:8000, rebuilt on change
 	$(BIN)/mkdocs serve -a 127.0.0.1:8000
 
-# A throwaway PostgreSQL on 127.0.0.1:$(PG_PORT) for tests/test_postgres.py (as .ci/run does):
+# A throwaway PostgreSQL on 127.0.0.1:$(PG_PORT) for tests/project/test_postgres.py (as .ci/run does):
 #   make pg-up && STATEPOOL_TEST_PG_URL=postgresql://postgres@127.0.0.1:54329/postgres make test
 PG_DIR ?= /tmp/statepool_pg
 PG_PORT ?= 54329
@@ -114,7 +114,7 @@ pg-up:  ## start the throwaway PostgreSQL cluster (data in $(PG_DIR))
 pg-down:  ## stop it and delete its data
 	bash deploy/postgres/cluster.sh stop $(PG_DIR)
 
-# A throwaway Redis on 127.0.0.1:$(REDIS_PORT), the Celery broker for tests/test_celery.py
+# A throwaway Redis on 127.0.0.1:$(REDIS_PORT), the Celery broker for tests/project/test_celery.py
 # (which otherwise starts its own when redis-server is installed):
 #   make redis-up && STATEPOOL_TEST_REDIS_URL=redis://127.0.0.1:6390/0 make test
 REDIS_DIR ?= /tmp/statepool_redis

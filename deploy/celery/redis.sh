@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A throwaway Redis on loopback, the Celery broker and result backend for tests/test_celery.py
+# A throwaway Redis on loopback, the Celery broker and result backend for tests/project/test_celery.py
 # (used by .ci/run and `make redis-up` / `make redis-down`). Nothing is installed here:
 # redis-server must exist (Debian: apt-get install redis-server).
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A throwaway PostgreSQL cluster on loopback, for tests/test_postgres.py (used by .ci/run and
+# A throwaway PostgreSQL cluster on loopback, for tests/project/test_postgres.py (used by .ci/run and
 # `make pg-up` / `make pg-down`). Nothing is installed here: PostgreSQL's server binaries
 # must exist (Debian: apt-get install postgresql).
 #

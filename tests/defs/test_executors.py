@@ -1,6 +1,6 @@
 """``STATEPOOL_EXECUTOR`` picks the jobs' executor when the code location loads.
 
-Celery execution itself, on real workers, is tested in tests/test_celery.py.
+Celery execution itself, on real workers, is tested in tests/project/test_celery.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A trainer killed and resumed draws exactly what an uninterrupted run draws.
 
-Real GRPO (TRL) on the live pool, on CPU, in trainer processes (tests/trl_resume_run.py):
+Real GRPO (TRL) on the live pool, on CPU, in trainer processes (tests/trainers/trl_resume_run.py):
 one run uninterrupted; one SIGKILLed during step k and resumed from its checkpoint at step
 c < k, states sealed while it was down. From step c + 1 on, both draw the same state ids
 in the same order: none skipped, none drawn twice.
@@ -16,15 +16,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from test_trainers import SPEC, _need, train_tokenizer
+from test_trainers import _need
 
-from statepool_dagster import load_prompts
 from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.live import LivePool
 from statepool_dagster.live.versions import VersionGone
 from statepool_dagster.trainers.cursor import CursorError, DrawOrder
 
-from helpers import cli_env, generated_state, local_sync, statepool
+from helpers import cli_env, generated_state, statepool
 
 pytestmark = pytest.mark.trainer
 
@@ -34,13 +33,9 @@ SEALED = [501, 502]
 
 
 @pytest.fixture(scope="module")
-def synced(tmp_path_factory) -> SimpleNamespace:
+def synced(tokenized_store) -> SimpleNamespace:
     _need("trl", "torch")
-    root = tmp_path_factory.mktemp("resume")
-    store = local_sync(root, SPEC)
-    prompts = load_prompts(store)
-    tokenizer = train_tokenizer([*prompts["prompt"], *prompts["reference_ops"]], root / "tok")
-    return SimpleNamespace(root=root, store=store, tokenizer=tokenizer)
+    return tokenized_store
 
 
 def _copy(synced, where: Path) -> SimpleNamespace:

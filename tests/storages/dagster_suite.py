@@ -4,7 +4,7 @@ Dagster tests every event log storage with ``TestEventLogStorage``
 (``dagster_tests/storage_tests/utils/event_log_storage.py``) and dagster-postgres its own with
 ``TestPostgresEventLogStorage`` (``dagster_postgres_tests/test_event_log.py``). Neither is in
 the wheels and neither is committed here: :func:`fetch` (``make contract-suite``, or
-``python tests/dagster_suite.py``) has pip download the source releases of the installed
+``python tests/storages/dagster_suite.py``) has pip download the source releases of the installed
 ``dagster`` and ``dagster-postgres`` and extracts only those files into ``.dagster_suite/``
 (git-ignored); the tests load them from there, never from the network.
 
@@ -12,7 +12,7 @@ Adapted, no test body changed: the package ``__init__`` of ``storage_tests/utils
 ``run_storage``, which needs Dagster's unpublished ``dagster_test`` package (that import is
 dropped); the PostgreSQL file calls ``ensure_dagster_tests_import()``, which asserts Dagster's
 repository layout (a no-op while the file loads: ``dagster_tests`` is on the path). The rest
-(fixtures, the class under test) is in ``tests/test_contract_*.py``.
+(fixtures, the class under test) is in ``tests/storages/test_contract_*.py``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from unittest import mock
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".dagster_suite"
 
 # Per source release: the files the suite needs, as named inside the archive's top folder.

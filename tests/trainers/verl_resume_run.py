@@ -1,5 +1,5 @@
-"""verl's legacy training loop over the live dataset, as a trainer process: tests/test_resume.py
-starts it.
+"""verl's legacy training loop over the live dataset, as a trainer process:
+tests/trainers/test_resume.py starts it.
 
     python verl_resume_run.py CONFIG.json
 
@@ -31,7 +31,8 @@ from verl.utils.dataset.rl_dataset import collate_fn
 
 from statepool_dagster.core.sessions import StateWriter
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/: helpers
+sys.path.insert(0, str(Path(__file__).parent))  # tests/trainers/: test_trainers
 from test_trainers import _verl_config
 
 from helpers import generated_state

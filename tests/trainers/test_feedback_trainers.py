@@ -18,7 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from test_trainers import SPEC, _need, _verl_config, train_tokenizer
+from test_trainers import _need, _verl_config
 
 from statepool_dagster import load_prompts
 from statepool_dagster.core.feedback.folders import stats_folder
@@ -27,7 +27,7 @@ from statepool_dagster.core.feedback.select import Selection, SelectionOptions
 from statepool_dagster.core.feedback.stats_store import read_stats
 from statepool_dagster.core.segments import SegmentWriter, iter_segment_lines, list_segments
 
-from helpers import STATEPOOL, cli_env, generated_state, local_sync, sync_json
+from helpers import STATEPOOL, cli_env, generated_state, sync_json
 
 pytestmark = pytest.mark.trainer  # needs the trainer extra (.venv-trainer)
 
@@ -35,14 +35,9 @@ SESSION = "rollouts"
 
 
 @pytest.fixture(scope="module")
-def pool(tmp_path_factory) -> SimpleNamespace:
+def pool(tokenized_store) -> SimpleNamespace:
     """A synced store of two sample runs and a tokenizer trained on its prompts."""
-    _need("tokenizers", "transformers")
-    root = tmp_path_factory.mktemp("live")
-    store = local_sync(root, SPEC)
-    prompts = load_prompts(store)
-    tokenizer = train_tokenizer([*prompts["prompt"], *prompts["reference_ops"]], root / "tok")
-    return SimpleNamespace(root=root, tokenizer=tokenizer)
+    return tokenized_store
 
 
 def _copy(pool, tmp_path: Path) -> SimpleNamespace:
@@ -418,7 +413,7 @@ def test_verl_v1_builds_the_live_replay_buffer_and_its_sample_refreshes_the_pool
 def test_the_live_verl_bench_runs_on_a_small_pool(pool, tmp_path):
     _need("verl", "torch")
     copy = _copy(pool, tmp_path)
-    bench = Path(__file__).resolve().parents[1] / "bench" / "live_verl.py"
+    bench = Path(__file__).resolve().parents[2] / "bench" / "live_verl.py"
     done = subprocess.run(
         [sys.executable, str(bench), "--store", str(copy.store), "--sessions", str(copy.sessions),
          "--tokenizer", str(pool.tokenizer), "--segments", "2", "--cache", str(tmp_path)],

@@ -12,7 +12,6 @@ Screenshots of every step land in the test's tmp_path (the docs' pictures are ta
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import time
@@ -24,6 +23,7 @@ import pytest
 
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
+from browser_helpers import CHROMIUM, CHROMIUM_ARGS, require
 from helpers import BIN, REPO, cli_env, daemon, free_port, process_group
 
 pytestmark = pytest.mark.slow  # a webserver, a daemon and a browser
@@ -31,29 +31,10 @@ pytestmark = pytest.mark.slow  # a webserver, a daemon and a browser
 SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=3)
 ASSETS = ("run_episodes", "skill_snapshots", "checkpoint_states", "curator_prompts")
 CHECKS = {"checkpoint_states": ("inputs_clean",), "curator_prompts": ("states_complete",)}
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 VIEWPORT = {"width": 1400, "height": 900}
 # The UI's "Join the Dagster community" dialog (shown on localhost) reads this key.
 NO_NUX = "window.localStorage.setItem('communityNux', JSON.stringify('1'))"
 TIMEOUT_MS = 30_000
-
-
-def require(ok: bool, reason: str) -> None:
-    """Skip without the browser locally; in CI (CI=true) a missing browser is a failure."""
-    if ok:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true: the browser test must run)")
-    pytest.skip(reason)
 
 
 def wait_until_serving(url: str, proc: subprocess.Popen, log: Path, timeout: float = 90) -> None:

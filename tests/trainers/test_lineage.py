@@ -3,7 +3,8 @@ records, never from a log of its own; bad checkpoints refused in one line.
 
 The checkpoints are made by the live stream's own code (``DrawOrder`` drawing from a
 ``LivePool``, its cursor saved as ``LivePoolCheckpoint`` saves it), the feedback by the
-recorder the reward functions use. verl's ``data.pt`` from its real loop: tests/test_resume.py.
+recorder the reward functions use. verl's ``data.pt`` from its real loop:
+tests/trainers/test_resume.py.
 """
 
 from __future__ import annotations

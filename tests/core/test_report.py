@@ -15,7 +15,6 @@ from types import SimpleNamespace
 
 import pytest
 from dagster import AssetKey, instance_for_test
-from test_ui import CHROMIUM, CHROMIUM_ARGS, require
 
 from statepool_dagster import load_prompts
 from statepool_dagster.cli.sync import sync
@@ -28,6 +27,7 @@ from statepool_dagster.core.store.reading import read_run_table
 from statepool_dagster.definitions import defs
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
+from browser_helpers import CHROMIUM, CHROMIUM_ARGS, require
 from helpers import cli_env, latest_metadata, new_instance
 
 SPEC = SampleSpec(n_runs=3, n_checkpoints=4, n_cards=5, emb_dim=4, episodes_per_batch=4)

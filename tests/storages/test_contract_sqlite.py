@@ -1,7 +1,7 @@
 """Dagster's own event-log contract suite against the project's SQLite event log.
 
 Dagster's ``TestSqliteEventLogStorage`` (``TestEventLogStorage`` and SQLite's own tests) from
-the installed Dagster release's source (``tests/dagster_suite.py`` fetches it: ``make
+the installed Dagster release's source (``tests/storages/dagster_suite.py`` fetches it: ``make
 contract-suite``), its fixtures giving the class under test: a fresh instance per test whose
 event log is ours (``storages/sqlite.py``). It must pass what Dagster's ``SqliteEventLogStorage``
 passes (``docs/development.md`` has the counts). Without the suite on the machine the tests

@@ -18,7 +18,7 @@ from statepool_dagster.core.states.join import OFFLINE_RECEIPT
 from helpers import latest_metadata, materialize_run
 
 DEFAULTS = (
-    Path(__file__).resolve().parents[1] / "statepool_dagster" / "core" / "prompts" / "defaults"
+    Path(__file__).resolve().parents[2] / "statepool_dagster" / "core" / "prompts" / "defaults"
 )
 
 LIBRARIES = {

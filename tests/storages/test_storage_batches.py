@@ -1,13 +1,13 @@
 """What the project's event logs add that Dagster's contract suite never reaches, on both.
 
-``tests/test_contract_*.py`` run Dagster's own suite, which never opens ``batched_writes``,
+``tests/storages/test_contract_*.py`` run Dagster's own suite, which never opens ``batched_writes``,
 fails a batch, forks, or builds a shard where hard links are refused. Here, on the SQLite
 (``storages/sqlite.py``) and the PostgreSQL (``storages/postgres.py``) storage alike: several
 materializations of one asset in one batch leave the rows Dagster's storage leaves for the same
 events stored one by one; a failed batch, nested or not, keeps none of its asset rows; the
 partition reads are answered once per batch. Then SQLite's own: a shard built Dagster's way
 when the copy cannot be linked, and ``upgrade()``. (A failed batch of plain events, nested
-batches and a forked child: ``tests/test_event_storage.py``.)
+batches and a forked child: ``tests/storages/test_event_storage.py``.)
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Pool versions and cursors without a trainer: what is kept, what is refused, what survives a kill.
 
-The resume tests with the real trainers are tests/test_resume.py.
+The resume tests with the real trainers are tests/trainers/test_resume.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One GRPO run on the live pool, as a trainer process: tests/test_resume.py starts it.
+"""One GRPO run on the live pool, as a trainer process: tests/trainers/test_resume.py starts it.
 
     python trl_resume_run.py CONFIG.json
 
@@ -23,7 +23,7 @@ from trl import GRPOConfig, GRPOTrainer
 from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.trainers.trl import LivePoolCheckpoint, live_trl_dataset
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/: helpers
 from helpers import generated_state
 
 

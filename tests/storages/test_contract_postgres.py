@@ -1,7 +1,7 @@
 """Dagster's own event-log contract suite against the project's PostgreSQL event log.
 
 dagster-postgres's ``TestPostgresEventLogStorage`` (``TestEventLogStorage`` and PostgreSQL's own
-tests) from the installed release's source (``tests/dagster_suite.py`` fetches it: ``make
+tests) from the installed release's source (``tests/storages/dagster_suite.py`` fetches it: ``make
 contract-suite``), twice: against ``StatepoolPostgresEventLogStorage`` as the instance uses it,
 and with every ``store_event`` inside its own ``batched_writes`` (the path a step's recording
 takes, which the suite never calls). Each class has a fresh database on the server

@@ -1,7 +1,7 @@
 """Celery execution (``STATEPOOL_EXECUTOR=celery``, deploy/celery/) on real servers and workers.
 
 Two Celery workers (``deploy/celery/workers.sh``, each its own process group) share a
-PostgreSQL instance (``STATEPOOL_TEST_PG_URL``, as in tests/test_postgres.py) and a Redis
+PostgreSQL instance (``STATEPOOL_TEST_PG_URL``, as in tests/project/test_postgres.py) and a Redis
 broker: ``STATEPOOL_TEST_REDIS_URL`` (its database is flushed), or else a throwaway
 ``redis-server`` started here with ``deploy/celery/redis.sh``. Without them the tests skip,
 except under ``CI=true``, where they fail.
