@@ -1,4 +1,4 @@
-"""What an export holds: its options, run-level splits, one row per state, de-duplication keys."""
+"""What an export holds: its options, run-level splits, one row per state."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..config import Settings
 from ..names import EXPORT_FORMATS
-from ..states.digest import state_digest
 
 Format = Literal["verl", "trl", "pool"]  # the words of EXPORT_FORMATS, for type checkers
 
@@ -103,11 +102,6 @@ def split_of(run: str, options: ExportOptions) -> str:
     if draw < options.test_fraction + options.val_fraction:
         return "val"
     return "train"
-
-
-def state_key(state: dict[str, Any]) -> str:
-    """:func:`state_digest` as hex text."""
-    return state_digest(state).hex()
 
 
 @dataclass(frozen=True)
