@@ -53,7 +53,7 @@ class Served:
     def row(self, i: int) -> dict:
         if NEW_API:
             return self.pool[i]
-        from statepool_dagster.core.export.records import verl_record
+        from statepool_dagster.core.export.formats import verl_record
 
         rows = self.pool.rows
         if getattr(self, "_flags_of", None) is not rows:  # the export's columns: sources, weight

@@ -26,7 +26,7 @@ from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.errors import StatepoolError
 from statepool_dagster.core.export.collect import collect_export
-from statepool_dagster.core.export.records import TRL_SCHEMA, VERL_SCHEMA
+from statepool_dagster.core.export.formats import TRL_SCHEMA, VERL_SCHEMA
 from statepool_dagster.core.export.rows import MANIFEST, ExportOptions, split_of
 from statepool_dagster.core.export.write import stream_export
 from statepool_dagster.core.names import PROMPTS, SNAPSHOTS, STATES
