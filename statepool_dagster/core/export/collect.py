@@ -4,14 +4,13 @@ prompts, split by run, duplicates named.
 ``export_rows`` yields the rows as it reads them and keeps none: memory does not grow with
 the pool. De-duplication (``export.selection.CopyRules``, the rules the live pool serves by)
 keeps one 16-byte digest (blake2b of a state's library and batch) per distinct state,
-mapped to the id of the state that kept it: about 150 bytes a state in a Python dict (15 MB
-at 100,000 states), never the states themselves. Runs are read in
-natural order and each run's checkpoints in order, so the earliest run by name keeps a
-duplicate, exactly as when the whole pool was held.
+mapped to the id of the state that kept it, never the states themselves (the performance
+page gives its size). Runs are read in natural order and each run's checkpoints in order,
+so the earliest run by name keeps a duplicate.
 
 Sessions are read after the runs (``export.sessions``), 16 states at a time. Where the
 store has sessions, the ids of run states and of kept session states are kept too
-(another ~100 bytes a state), so that a run state wins over a session's of its id.
+(an id a state), so that a run state wins over a session's of its id.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Single-row checkpoints gathered, then turned into Arrow together: one conversion per column.
 
-Turning one row into an Arrow table costs ~10 µs a column, whatever the row; a batch of
-checkpoints pays it once. Each checkpoint is then a slice of the batch's table.
+Turning rows into an Arrow table costs a fixed amount a column, however few the rows; a
+batch of checkpoints pays it once. Each checkpoint is then a slice of the batch's table.
 """
 
 from __future__ import annotations
