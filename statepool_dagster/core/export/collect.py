@@ -45,9 +45,9 @@ from .rows import (
 from .selection import CopyRules
 from .sessions import SessionRows
 
-STATE_COLUMNS = ["state_id", "version", "state", "reference_ops"]
+STATE_COLUMNS_READ = ["state_id", "version", "state", "reference_ops"]
 DIGEST = "digest"  # a state row's recorded digest (None: its part's facts have none)
-PROMPT_COLUMNS = ["state_id", "prompt", "reference_ops"]
+PROMPT_COLUMNS_READ = ["state_id", "prompt", "reference_ops"]
 
 
 class _Disagree(Exception):
@@ -113,10 +113,10 @@ def _run_pairs(layout: StoreLayout, run: str) -> Iterator[tuple[dict, dict | Non
     for _ in range(READ_ATTEMPTS):
         prompts, states = _agreeing_tables(layout, run)
         try:
-            for names, prompt_rows in prompts.batches(PROMPT_COLUMNS, BATCH, skip=done):
+            for names, prompt_rows in prompts.batches(PROMPT_COLUMNS_READ, BATCH, skip=done):
                 parts = states.table.parts
                 have = [n for n in names if n in parts]
-                state_rows = states.read(have, STATE_COLUMNS).to_pylist()
+                state_rows = states.read(have, STATE_COLUMNS_READ).to_pylist()
                 for name, row in zip(have, state_rows, strict=True):
                     row[DIGEST] = parts[name].info.get("digest")
                 by_id = {row["state_id"]: row for row in state_rows}

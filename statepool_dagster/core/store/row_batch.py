@@ -11,10 +11,10 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
+from .part_writer import SLAB_BYTES, SLAB_ROWS
 from .rows import LARGE, rows_table
 
-ROWS = 32  # checkpoints gathered at most
-BYTES = 1 << 20  # text gathered at most (a row group's); a row of LARGE text or more alone
+# A batch is gathered up to a row group's size (a row of LARGE text or more alone).
 
 
 def row_bytes(row: tuple) -> int:
@@ -45,7 +45,7 @@ class RowBatch:
         self.entries.append((name, key, info))
         self.names.add(name)
         self.size += size
-        return len(self.rows) >= ROWS or self.size >= BYTES
+        return len(self.rows) >= SLAB_ROWS or self.size >= SLAB_BYTES
 
     def discard(self, name: str) -> None:
         if name in self.names:
