@@ -53,11 +53,13 @@ class Served:
     def row(self, i: int) -> dict:
         if NEW_API:
             return self.pool[i]
-        from statepool_dagster.core.export.records import _flags, verl_record
+        from statepool_dagster.core.export.formats import verl_record
 
-        if getattr(self, "_flags_of", None) is not self.pool.rows:
-            self._flags, self._flags_of = _flags(self.pool.rows), self.pool.rows
-        return verl_record(self.pool.rows[i], *self._flags)
+        rows = self.pool.rows
+        if getattr(self, "_flags_of", None) is not rows:  # the export's columns: sources, weight
+            flags = any(r.session for r in rows), any(r.weight is not None for r in rows)
+            self._flags, self._flags_of = flags, rows
+        return verl_record(rows[i], *self._flags)
 
     def state_ids(self) -> list[str]:
         if NEW_API:

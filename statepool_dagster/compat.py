@@ -47,6 +47,8 @@ def state_file_order(name: str) -> tuple:
 def load_state_pool(pool_dir: str | os.PathLike[str]) -> list[CheckpointState]:
     """Every state in ``pool_dir``, in run then checkpoint order; temp files are skipped.
 
+    The original's signature, one folder; ``statepool_dagster.load_state_pool`` reads a
+    whole store (every run's folder of its ``state_pool/``) with this one.
     ``pool_dir`` may be an fsspec URL: a folder the store wrote there is read by its manifest.
     """
     folder = as_path(pool_dir)

@@ -57,7 +57,8 @@ def _pool_runs(layout: StoreLayout) -> list[str]:
 def load_state_pool(
     store: StorePath | None = None, runs: Iterable[str] | None = None
 ) -> list[CheckpointState]:
-    """Every state in ``<store>/state_pool/``, in run (natural) then checkpoint order.
+    """Every state in ``<store>/state_pool/``, in run (natural) then checkpoint order: the
+    original's ``load_state_pool`` (:func:`.compat.load_state_pool`) over each run's folder.
 
     ``store`` defaults to ``STATEPOOL_STORE_DIR``; ``runs`` limits the runs read.
     """

@@ -29,7 +29,7 @@ from .resources import StatepoolSettings
 # The runs sensor's tick interval unless STATEPOOL_SENSOR_INTERVAL sets another when the code
 # location loads; the other sensors tick at least this often.
 DEFAULT_INTERVAL = Settings.model_fields["sensor_interval"].default
-FAST_INTERVAL = 15  # sessions and the export: a sealed segment reaches training_dataset in 90 s
+FAST_INTERVAL = 15  # sessions and the export: a sealed segment reaches training_dataset soon
 
 
 def sensor_interval() -> int:

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 from ..core.export.selection import CopyRules, kept_alone
 from ..core.locations import AnyPath
-from ..core.segments.names import parse_segment_name
+from ..core.segments.naming import parse_segment_name
 from ..core.store.part_files import part_version
 
 RUN, STORED, SEGMENT = 0, 1, 2  # where a copy's row is read from

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..core.export.records import verl_record
+from ..core.export.formats import verl_record
 from ..core.export.rows import SPLITS, ExportOptions, ExportRow
 from ..core.feedback.folders import folded_segments, stats_folder
 from ..core.feedback.select import Selection, SelectionOptions
@@ -32,7 +32,7 @@ from ..core.locations import file_stamp, is_local, storage_errors
 from ..core.prompts.spec import PromptSpec
 from ..core.segments import list_segments
 from .entries import SEGMENT, Candidates, Entry, StateSource
-from .rows import ROW_ERRORS, RowReader, Stale
+from .row_reader import ROW_ERRORS, RowReader, Stale
 from .runs import RunIndex
 from .segments import Rejects, SegmentIndex
 from .served import Served

@@ -19,7 +19,7 @@ from ..core.export.rows import ExportOptions, split_of
 from ..core.locations import AnyPath, Stamp, is_local, open_ranged
 from ..core.names import SESSION_STATES
 from ..core.runs.files import natural_key
-from ..core.segments.names import parse_segment_name
+from ..core.segments.naming import parse_segment_name
 from ..core.sessions.layout import session_name_problem
 from ..core.sessions.store import INDEX, SessionFolders
 from ..core.states.digest import state_text_digest

@@ -8,8 +8,7 @@ Names sort by time: versions are monotonic in the store's own order.
 
 Growth is bounded: each write removes the versions older than ``keep_days`` beyond the
 newest ``keep`` (the settings ``keep_versions`` and ``keep_version_days``: by default 100
-versions and 30 days). A version is about 40 bytes a state compressed (4 MB at
-100,000 states).
+versions and 30 days). A version holds an id and a digest a state, compressed.
 """
 
 from __future__ import annotations

@@ -138,8 +138,8 @@ class StatepoolSqliteEventLogStorage(PartitionsReadOncePerBatch, SqliteEventLogS
     def _initdb(self, engine: Engine, for_index_shard: bool = False) -> None:
         path = engine.url.database
         if path and os.path.exists(path) and _stamped(engine):
-            # Set up already: Dagster's own check would load its ~90 migration scripts (some
-            # 40 ms a shard, each process) to find the stamp and do nothing more.
+            # Set up already: Dagster's own check would load every migration script it has
+            # (for each shard, in each process) only to find the stamp and do nothing more.
             return
         if (
             path

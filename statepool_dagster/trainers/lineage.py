@@ -34,7 +34,7 @@ from .trl import CURSOR_FILE, load_cursor
 from .verl_checkpoint import DATA_FILE, LATEST_FILE, checkpoint_folder
 
 TRL, VERL = "trl", "verl"
-SOURCES = {TRL: ("trl",), VERL: ("verl", "verl-dump")}  # the feedback sources of each trainer
+FEEDBACK_SOURCES = {TRL: ("trl",), VERL: ("verl", "verl-dump")}  # what each trainer records
 _STEP = {TRL: re.compile(r"checkpoint-(\d+)"), VERL: re.compile(r"global_step_(\d+)")}
 
 # Why a record is not counted for the checkpoint (the keys of ``left_out``).
@@ -193,7 +193,7 @@ def lineage(
     pool = _pool_as_of(store, sessions, state)
     ids = pool.as_of.state_ids
     at = {sid: i for i, sid in enumerate(ids)}
-    sources = SOURCES[trainer]
+    sources = FEEDBACK_SOURCES[trainer]
     if trainer == TRL:
         try:
             drawn = [ids[i] for i in served_positions(state, len(ids))]

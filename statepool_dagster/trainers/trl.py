@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core.export.records import trl_record, trl_schema
+from ..core.export.formats import trl_record, trl_schema
 from ..core.feedback.select import SelectionOptions
 from ..core.locations import storage_errors
 from ..live import LivePool, PoolUnavailable

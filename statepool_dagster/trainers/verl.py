@@ -47,7 +47,7 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.utils.tokenizer import normalize_token_ids
 
 from ..core.config import Settings
-from ..core.export.records import verl_record, verl_schema
+from ..core.export.formats import verl_record, verl_schema
 from ..core.export.rows import ExportRow
 from ..core.feedback.importers import feedback_folder
 from ..core.feedback.select import SelectionOptions

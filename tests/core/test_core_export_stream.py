@@ -19,7 +19,7 @@ import pytest
 
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.export import write as export_write
-from statepool_dagster.core.export.records import TRL_SCHEMA, VERL_SCHEMA
+from statepool_dagster.core.export.formats import TRL_SCHEMA, VERL_SCHEMA
 from statepool_dagster.core.export.rows import MANIFEST, ExportOptions, split_of
 from statepool_dagster.core.export.write import stream_export
 from statepool_dagster.core.names import PROMPTS, STATES

@@ -26,11 +26,12 @@ from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.errors import StatepoolError
 from statepool_dagster.core.export.collect import collect_export
-from statepool_dagster.core.export.records import TRL_SCHEMA, VERL_SCHEMA
-from statepool_dagster.core.export.rows import MANIFEST, ExportOptions, split_of, state_key
+from statepool_dagster.core.export.formats import TRL_SCHEMA, VERL_SCHEMA
+from statepool_dagster.core.export.rows import MANIFEST, ExportOptions, split_of
 from statepool_dagster.core.export.write import stream_export
 from statepool_dagster.core.names import PROMPTS, SNAPSHOTS, STATES
 from statepool_dagster.core.stages import build_run
+from statepool_dagster.core.states.digest import state_digest
 from statepool_dagster.core.states.models import CheckpointState
 from statepool_dagster.definitions import defs
 from statepool_dagster.defs.runs.partitions import RUNS
@@ -166,7 +167,7 @@ def test_identical_states_appear_once(workspace, instance):
     export = collect_export(workspace.store, ExportOptions(val_fraction=0.5))
     assert [r.state_id for r in export.rows] == [f"run000_ckpt{k}" for k in range(3)]
     assert export.duplicates == {f"run000-copy_ckpt{k}": f"run000_ckpt{k}" for k in range(3)}
-    keys = [state_key(json.loads(r.state)) for r in export.rows]
+    keys = [state_digest(json.loads(r.state)) for r in export.rows]
     assert len(set(keys)) == len(keys)
     dropped = [p for p in export.problems if p.startswith("run000-copy:")]
     assert dropped == [

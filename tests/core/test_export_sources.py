@@ -14,7 +14,7 @@ import pytest
 
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.export.collect import collect_export
-from statepool_dagster.core.export.records import SESSIONS_INDEX
+from statepool_dagster.core.export.formats import SESSIONS_INDEX
 from statepool_dagster.core.export.rows import MANIFEST, ExportOptions, SourceOptions, split_of
 from statepool_dagster.core.export.write import stream_export
 from statepool_dagster.core.feedback.select import Selection, SelectionOptions

@@ -14,7 +14,7 @@ import pytest
 
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.export.collect import collect_export
-from statepool_dagster.core.export.records import verl_record
+from statepool_dagster.core.export.formats import verl_record
 from statepool_dagster.core.export.rows import ExportOptions
 from statepool_dagster.core.feedback.select import Selection, SelectionOptions
 from statepool_dagster.core.feedback.stats_store import update_stats

@@ -135,7 +135,7 @@ def test_a_rebuilt_runs_changed_rows_have_new_row_keys_and_the_others_keep_their
 
 def test_the_trl_stream_writes_the_trl_exports_rows(pool):
     from statepool_dagster.core.export.collect import collect_export
-    from statepool_dagster.core.export.records import trl_record
+    from statepool_dagster.core.export.formats import trl_record
     from statepool_dagster.trainers.trl import live_rows
 
     export = collect_export(pool.store, test_live_pool.OPTIONS)

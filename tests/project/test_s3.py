@@ -24,7 +24,7 @@ from statepool_dagster.core.export.rows import FORMATS
 from statepool_dagster.core.export.write import stream_export
 from statepool_dagster.core.locations import RANGED_BLOCK, as_path, open_ranged, upload_tree
 from statepool_dagster.core.segments import list_segments
-from statepool_dagster.core.segments.names import segment_name
+from statepool_dagster.core.segments.naming import segment_name
 from statepool_dagster.core.segments.reader import iter_segment_lines
 from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.core.sessions.layout import discover_sessions

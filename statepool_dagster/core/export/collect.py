@@ -4,14 +4,13 @@ prompts, split by run, duplicates named.
 ``export_rows`` yields the rows as it reads them and keeps none: memory does not grow with
 the pool. De-duplication (``export.selection.CopyRules``, the rules the live pool serves by)
 keeps one 16-byte digest (blake2b of a state's library and batch) per distinct state,
-mapped to the id of the state that kept it: about 150 bytes a state in a Python dict (15 MB
-at 100,000 states), never the states themselves. Runs are read in
-natural order and each run's checkpoints in order, so the earliest run by name keeps a
-duplicate, exactly as when the whole pool was held.
+mapped to the id of the state that kept it, never the states themselves (the performance
+page gives its size). Runs are read in natural order and each run's checkpoints in order,
+so the earliest run by name keeps a duplicate.
 
 Sessions are read after the runs (``export.sessions``), 16 states at a time. Where the
 store has sessions, the ids of run states and of kept session states are kept too
-(another ~100 bytes a state), so that a run state wins over a session's of its id.
+(an id a state), so that a run state wins over a session's of its id.
 """
 
 from __future__ import annotations
@@ -46,9 +45,9 @@ from .rows import (
 from .selection import CopyRules
 from .sessions import SessionRows
 
-STATE_COLUMNS = ["state_id", "version", "state", "reference_ops"]
+STATE_COLUMNS_READ = ["state_id", "version", "state", "reference_ops"]
 DIGEST = "digest"  # a state row's recorded digest (None: its part's facts have none)
-PROMPT_COLUMNS = ["state_id", "prompt", "reference_ops"]
+PROMPT_COLUMNS_READ = ["state_id", "prompt", "reference_ops"]
 
 
 class _Disagree(Exception):
@@ -114,10 +113,10 @@ def _run_pairs(layout: StoreLayout, run: str) -> Iterator[tuple[dict, dict | Non
     for _ in range(READ_ATTEMPTS):
         prompts, states = _agreeing_tables(layout, run)
         try:
-            for names, prompt_rows in prompts.batches(PROMPT_COLUMNS, BATCH, skip=done):
+            for names, prompt_rows in prompts.batches(PROMPT_COLUMNS_READ, BATCH, skip=done):
                 parts = states.table.parts
                 have = [n for n in names if n in parts]
-                state_rows = states.read(have, STATE_COLUMNS).to_pylist()
+                state_rows = states.read(have, STATE_COLUMNS_READ).to_pylist()
                 for name, row in zip(have, state_rows, strict=True):
                     row[DIGEST] = parts[name].info.get("digest")
                 by_id = {row["state_id"]: row for row in state_rows}

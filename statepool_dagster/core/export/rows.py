@@ -1,4 +1,4 @@
-"""What an export holds: its options, run-level splits, one row per state, de-duplication keys."""
+"""What an export holds: its options, run-level splits, one row per state."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..config import Settings
 from ..names import EXPORT_FORMATS
-from ..states.digest import state_digest
 
 Format = Literal["verl", "trl", "pool"]  # the words of EXPORT_FORMATS, for type checkers
 
@@ -31,7 +30,7 @@ NO_REFERENCE = {"next_version": None, "ops": [], "note": "a session state: no re
 NO_REFERENCE_JSON = json.dumps(NO_REFERENCE)
 
 RUNS, SESSIONS = "runs", "sessions"
-SOURCES = (RUNS, SESSIONS)
+STATE_SOURCES = (RUNS, SESSIONS)
 
 
 class ExportOptions(BaseModel):
@@ -69,12 +68,12 @@ class SourceOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    sources: tuple[str, ...] = SOURCES
+    sources: tuple[str, ...] = STATE_SOURCES
     max_staleness: int | None = Field(None, ge=0)
 
     @model_validator(mode="after")
     def _known(self) -> SourceOptions:
-        unknown = [s for s in self.sources if s not in SOURCES]
+        unknown = [s for s in self.sources if s not in STATE_SOURCES]
         if unknown or not self.sources:
             raise ValueError(f"sources {','.join(self.sources)!r}: a list of runs, sessions")
         return self
@@ -82,7 +81,9 @@ class SourceOptions(BaseModel):
     @staticmethod
     def parse(text: str | None, max_staleness: int | None = None) -> SourceOptions:
         """From ``"runs,sessions"`` (``None``: both)."""
-        names = SOURCES if not text else tuple(s.strip() for s in text.split(",") if s.strip())
+        if not text:
+            return SourceOptions(sources=STATE_SOURCES, max_staleness=max_staleness)
+        names = tuple(s.strip() for s in text.split(",") if s.strip())
         return SourceOptions(sources=names, max_staleness=max_staleness)
 
     @staticmethod
@@ -91,7 +92,7 @@ class SourceOptions(BaseModel):
 
     @property
     def active(self) -> bool:
-        return self.sources != SOURCES or self.max_staleness is not None
+        return self.sources != STATE_SOURCES or self.max_staleness is not None
 
 
 def split_of(run: str, options: ExportOptions) -> str:
@@ -103,11 +104,6 @@ def split_of(run: str, options: ExportOptions) -> str:
     if draw < options.test_fraction + options.val_fraction:
         return "val"
     return "train"
-
-
-def state_key(state: dict[str, Any]) -> str:
-    """:func:`state_digest` as hex text."""
-    return state_digest(state).hex()
 
 
 @dataclass(frozen=True)

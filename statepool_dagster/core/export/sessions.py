@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..locations import AnyPath, forget_listing, is_local
-from ..segments.names import parse_segment_name
+from ..segments.naming import parse_segment_name
 from ..sessions.build import session_totals
 from ..sessions.store import SessionFolders
 from ..states.digest import state_digest

@@ -17,11 +17,11 @@ from ..feedback.select import Selection, SelectionOptions
 from ..locations import AnyPath, absolute, as_path
 from .collect import export_rows
 from .folder import StagedFolder
-from .gate import LengthFilter
-from .records import (
+from .formats import (
     RECORDS,
     SESSIONS_INDEX,
 )
+from .gate import LengthFilter
 from .rows import (
     FORMATS,
     MANIFEST,

@@ -23,7 +23,6 @@ import msgspec
 from ..ranges import FINITE, check
 
 PART_KEYS = ("format", "validity", "agreement", "has_reference", "outcome", "ops", "invalid_ops")
-SOURCES = ("verl", "trl", "verl-dump", "scores")
 MATCH_EPS = 1e-9
 
 
@@ -51,7 +50,7 @@ class FeedbackRecord(msgspec.Struct, omit_defaults=False):
     score: float
     group: str
     time: float
-    source: str
+    source: str  # who recorded it: verl, trl, verl-dump or scores
     step: int | None = None
     ops_match: int | None = None
     parts: dict[str, float] = {}

@@ -33,7 +33,8 @@ PLACEHOLDERS = (
 # Values the original prints the same in every process (no memory address in their repr;
 # a class prints as its name).
 PLAIN_TYPES = (str, int, float, bool, type(None), list, dict, type)
-# Width and precision of a format spec: a larger one only allocates (1e9: a 1 GB prompt).
+# Width and precision of a format spec: a larger one only allocates (a width of 10**9 pads
+# one value to a gigabyte).
 MAX_WIDTH = 100_000
 # Per-state values a template is tried with: the version in every JSON type, texts that
 # are empty-ish or digits (a nested spec ``{version:{last_receipt}}`` can then succeed).

@@ -29,7 +29,7 @@ import msgspec
 from ..feedback.stats_store import iter_history
 from ..locations import AnyPath
 from ..names import POOL_VERSIONS, PROMPTS
-from ..segments.names import parse_segment_name
+from ..segments.naming import parse_segment_name
 from ..sessions.layout import stored_sessions
 from ..store.atomic import read_parquet
 from ..store.batches import CheckpointBatches

@@ -124,7 +124,7 @@ def lines_with_ends(data: bytes | bytearray) -> Iterator[bytes | bytearray]:
 def iter_lines(path: AnyPath, run_dir: AnyPath | None = None) -> Iterator[tuple[int, bytes]]:
     """Yield ``(line_number, raw_bytes)`` (with its line end), streaming the file.
 
-    Locally the file is opened through ``run_files.open_run_file`` (never a FIFO, never
+    Locally the file is opened through ``opening.open_run_file`` (never a FIFO, never
     out of ``run_dir``, by default the file's folder).
     """
     if is_local(path):

@@ -105,8 +105,8 @@ _SLICE = 1 << 20  # characters encoded at a time: a huge text is never copied wh
 def storable(text: str) -> bool:
     """Whether ``text`` can be stored as UTF-8: no lone surrogate (``\\ud800`` read alone).
 
-    Encoding is ~3 times faster than searching for one; each character encodes on its own,
-    so slices tell the same.
+    Encoding is faster than searching for one; each character encodes on its own, so
+    slices tell the same.
     """
     if text.isascii():
         return True

@@ -26,8 +26,8 @@ from .opening import FolderGate, read_run_file, run_file_problem
 
 SNAPSHOT_NAME = re.compile(r"skills_v([0-9]+)\.json")  # ASCII digits only
 SNAPSHOT_TEMPLATE = "skills_v<ASCII digits>.json"
-# Below this size the exact reader is as fast: blanking pays off on embedding arrays (measured:
-# a 39 KB library of 30 cards × 64-d, 150 µs blanked against 280 µs exact).
+# Below this size the exact reader is as fast: blanking pays off on embedding arrays, and
+# a small library has few ([Input rules](docs/input-rules.md) gives the figures).
 FAST_PATH_BYTES = 16 * 1024
 # ``cards`` values the original iterates as no card at all: it keeps such a library as is.
 NO_CARDS = ([], {}, "")

@@ -18,7 +18,7 @@ from ..locations import (
     info_fields,
     is_local,
 )
-from .names import parse_segment_name
+from .naming import parse_segment_name
 
 DEFAULT_MAX_LINE = 256 << 20
 _SKIP_CHUNK = 1 << 20

@@ -49,7 +49,7 @@ _FLOATS = _Floats()
 
 def state_text_digest(text: str | bytes | memoryview) -> bytes:
     """:func:`state_digest` of a state's JSON text: the same 16 bytes, parsed and written
-    by msgspec (several times faster), by ``json`` wherever the two could write it
+    by msgspec (faster), by ``json`` wherever the two could write it
     differently (a float in exponent form, a NaN, a lone surrogate, not an object).
     ``text`` may be a view of UTF-8 where Arrow holds it."""
     floats = _FLOATS

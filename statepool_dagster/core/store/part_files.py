@@ -42,15 +42,14 @@ def writer_options(schema: pa.Schema) -> dict[str, Any]:
     """How parts are written: LZ4 (raw) for the large text columns only; no dictionary;
     statistics only for non-text columns.
 
-    A row group is one checkpoint, so per-row-group costs dominate: a zstd column chunk
-    costs ~25 µs of set-up however small (LZ4 a few), and compressing an id or a number
-    saves less than it costs. Measured on 200 runs × 20 checkpoints × 30 cards: LZ4
-    instead of zstd is 10% less CPU per run for a 10% larger store (also on 10 × 60 ×
-    150 cards × 768-d). Dictionaries and min/max statistics of large text cells (a state,
-    a prompt) cost a third of the write and make the file larger; numeric statistics
-    stay, for readers that filter on them. Both are also copies of a cell, of any size
-    (a 100 MB episode field). Data pages v2 are compressed straight from the encoder's
-    buffer: one copy of a huge cell less.
+    A row group holds few checkpoints, so per-row-group costs dominate: a zstd column
+    chunk costs a set-up however small (LZ4 far less), and compressing an id or a number
+    saves less than it costs; LZ4 on the text columns only trades a slightly larger store
+    for less CPU per run. Dictionaries and min/max statistics of large text cells (a state,
+    a prompt) cost much of the write and make the file larger; numeric statistics stay,
+    for readers that filter on them. Both are also copies of a cell, of any size (a huge
+    episode field). Data pages v2 are compressed straight from the encoder's buffer: one
+    copy of a huge cell less.
     """
     numeric = [
         f.name for f in schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
@@ -122,9 +121,8 @@ def read_spans(
 
 
 MERGE = 8  # parts of a size tier merged into one at a time
-# Checkpoints a part holds at most: what a writer or an open footer keeps in memory (~10 KB
-# per row group of the widest table, an entry per checkpoint) stays bounded however long
-# the run.
+# Checkpoints a part holds at most: what a writer or an open footer keeps in memory (an
+# entry per row group and per checkpoint) stays bounded however long the run.
 PART_ROWS = 512
 OPEN_PARTS = 4  # part files a table keeps open at once (each holds its footer)
 NEXT_PART = "next_part"  # the table's mark: the number the next part file gets

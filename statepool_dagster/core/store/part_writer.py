@@ -20,8 +20,8 @@ from .part_files import ROWS_META, SPANS_META, writer_options
 from .rows import note_written
 
 BUFFER = 256 << 10  # bytes gathered before a write to a local part (larger ones go straight)
-# A row group costs ~10 µs a column however small: checkpoints share one, up to these sizes
-# (what reading one checkpoint back from disk reads at most).
+# A row group costs a fixed amount a column however small: checkpoints share one, up to
+# these sizes (what reading one checkpoint back from disk reads at most).
 SLAB_ROWS = 32
 SLAB_BYTES = 1 << 20
 
@@ -110,15 +110,15 @@ class PartWriter:
 
 
 def _json(value: Any) -> str:
-    """A footer entry's JSON (msgspec: several times faster than ``json`` on these lists)."""
+    """A footer entry's JSON (msgspec: faster than ``json`` on these lists)."""
     try:
         return msgspec.json.encode(value).decode("utf-8")
     except (msgspec.EncodeError, TypeError, ValueError, OverflowError):  # e.g. a huge integer
         return json.dumps(value)
 
 
-# Measured: each Arrow buffer of a table costs 0.5–0.65 KB of C++ objects and padding beyond
-# its bytes; a small checkpoint (11 columns, 29 buffers) holds 18 KB for 4.5 KB of data.
+# Each Arrow buffer of a table costs C++ objects and padding beyond its bytes, a little less
+# than this: a small checkpoint holds several times its data.
 BUFFER_OVERHEAD = 768
 
 
@@ -128,7 +128,7 @@ def table_cost(table: pa.Table, data: int | None = None) -> int:
     # Three a column (two for numbers: a little over), per chunk of the first.
     chunks = table.column(0).num_chunks if table.num_columns else 0
     buffers = 3 * table.num_columns * chunks
-    if data is None:  # whole buffers, and ~30 times cheaper than ``nbytes``
+    if data is None:  # whole buffers, and far cheaper than ``nbytes``
         data = table.get_total_buffer_size()
     return data + 4096 + BUFFER_OVERHEAD * buffers
 

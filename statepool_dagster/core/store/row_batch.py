@@ -1,7 +1,7 @@
 """Single-row checkpoints gathered, then turned into Arrow together: one conversion per column.
 
-Turning one row into an Arrow table costs ~10 µs a column, whatever the row; a batch of
-checkpoints pays it once. Each checkpoint is then a slice of the batch's table.
+Turning rows into an Arrow table costs a fixed amount a column, however few the rows; a
+batch of checkpoints pays it once. Each checkpoint is then a slice of the batch's table.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
+from .part_writer import SLAB_BYTES, SLAB_ROWS
 from .rows import LARGE, rows_table
 
-ROWS = 32  # checkpoints gathered at most
-BYTES = 1 << 20  # text gathered at most (a row group's); a row of LARGE text or more alone
+# A batch is gathered up to a row group's size (a row of LARGE text or more alone).
 
 
 def row_bytes(row: tuple) -> int:
@@ -45,7 +45,7 @@ class RowBatch:
         self.entries.append((name, key, info))
         self.names.add(name)
         self.size += size
-        return len(self.rows) >= ROWS or self.size >= BYTES
+        return len(self.rows) >= SLAB_ROWS or self.size >= SLAB_BYTES
 
     def discard(self, name: str) -> None:
         if name in self.names:

@@ -156,8 +156,8 @@ def _array(values: tuple, type: pa.DataType) -> pa.Array:
         offsets = pa.array([0, len(one)], pa.int64()).buffers()[1]
         return pa.Array.from_buffers(type, 1, [None, offsets, pa.py_buffer(one)])
     if type == pa.large_string() and values and all(_ascii_bytes(v) for v in values):
-        # Arrow checks UTF-8 bytes for text at ~0.4 GB/s (a state: its largest cost here);
-        # ASCII is UTF-8, and ``isascii`` tells at memory speed. Taken as bytes, then viewed.
+        # Arrow validates UTF-8 bytes for text (for a state, its largest cost here); ASCII
+        # is UTF-8, and ``isascii`` tells at memory speed. Taken as bytes, then viewed.
         return pa.array(values, type=pa.large_binary()).view(type)
     return pa.array(values, type=type)
 
@@ -205,7 +205,7 @@ def release_if_large() -> None:
     cannot tell, as releasing never lowers it.)
 
     Handing memory back is not free: the allocator's next block is then a fresh (huge) page
-    the kernel zeroes, ~1 ms a stage of a small run.
+    the kernel zeroes.
     """
     global _written
     if _written >= RELEASE_AFTER:

@@ -9,8 +9,8 @@ export_automation_sensor = AutomationConditionSensorDefinition(
     "training_dataset_automation",
     target=AssetSelection.assets(training_dataset),
     default_status=DefaultSensorStatus.RUNNING,
-    # A sealed segment reaches training_dataset within 90 s: sessions tick (15 s), the
-    # session's build, this tick (15 s), the export's run.
+    # A sealed segment reaches training_dataset after the sessions sensor's tick, the
+    # session's build, this sensor's tick and the export's run: both sensors tick fast.
     minimum_interval_seconds=15,
     description="Rebuilds training_dataset once run or session partitions (or state_stats) "
     "changed and none is in progress.",

@@ -25,7 +25,7 @@ from ..ticks import FAST_INTERVAL, Tick, result, sensor_interval, watching
 SessionCursor = dict[str, dict[str, list[int]]]  # session -> writer -> [highest seq, count]
 
 
-def load_cursor(text: str | None) -> SessionCursor:
+def load_session_cursor(text: str | None) -> SessionCursor:
     try:
         cursor = json.loads(text or "{}")
     except ValueError:
@@ -55,7 +55,7 @@ def sessions_tick(instance: DagsterInstance, settings: Settings, cursor: str | N
     """New session folders become partitions; a session with new sealed segments is requested."""
     sessions, invalid = discover_sessions(settings.sessions_dir)
     known = set(instance.get_dynamic_partitions(SESSIONS_PARTITIONS))
-    seen = None if cursor is None else load_cursor(cursor)
+    seen = None if cursor is None else load_session_cursor(cursor)
     next_cursor: SessionCursor = {}
     requests: list[RunRequest] = []
     for session in sessions:

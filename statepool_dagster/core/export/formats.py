@@ -142,18 +142,3 @@ def trl_record(r: ExportRow, sources: bool = False, weighted: bool = False) -> d
 
 
 RECORDS = {"verl": (verl_record, verl_schema), "trl": (trl_record, trl_schema)}
-
-
-def _flags(rows: list[ExportRow]) -> tuple[bool, bool]:
-    return any(r.session for r in rows), any(r.weight is not None for r in rows)
-
-
-def verl_table(rows: list[ExportRow]) -> pa.Table:
-    """verl rows; with source fields when a row is a session's, a weight when one has it."""
-    flags = _flags(rows)
-    return pa.Table.from_pylist([verl_record(r, *flags) for r in rows], schema=verl_schema(*flags))
-
-
-def trl_table(rows: list[ExportRow]) -> pa.Table:
-    flags = _flags(rows)
-    return pa.Table.from_pylist([trl_record(r, *flags) for r in rows], schema=trl_schema(*flags))

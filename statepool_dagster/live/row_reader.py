@@ -38,8 +38,8 @@ from .unavailable import at_once
 OPEN_FILES = 16  # Parquet files kept open (each holds its footer)
 GROUPS_BYTES = 32 << 20  # row groups last read, kept for the next rows of the same group
 MAX_PATHS = 4096  # part files' paths kept made
-PROMPT_COLUMNS = ("prompt", "reference_ops", "state_key")
-STATE_COLUMNS = ("version", "state", "reference_ops", "input_key")
+PROMPT_COLUMNS_READ = ("prompt", "reference_ops", "state_key")
+STATE_COLUMNS_READ = ("version", "state", "reference_ops", "input_key")
 
 
 # What reading a part or a line no reader expects raises (Arrow's errors derive from these),
@@ -155,8 +155,8 @@ class RowReader:
         if entry.kind == RUN:
             run, where = entry.copy[0], entry.where
             return [
-                ((PROMPTS, run, where.prompts_file), where.prompts_span, PROMPT_COLUMNS),
-                ((STATES, run, where.states_file), where.states_span, STATE_COLUMNS),
+                ((PROMPTS, run, where.prompts_file), where.prompts_span, PROMPT_COLUMNS_READ),
+                ((STATES, run, where.states_file), where.states_span, STATE_COLUMNS_READ),
             ]
         if entry.kind == STORED:
             place = entry.where
