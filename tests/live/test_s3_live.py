@@ -167,7 +167,9 @@ def test_an_outage_costs_each_call_at_most_the_deadline_and_the_pool_catches_up(
             worst = max(worst, timed(pool.refresh)[0], timed(lambda: pool.refresh(force=True))[0])
             assert pool.state_ids() == first
         print(f"{outage}: the longest call took {worst:.2f} s")
-        assert worst <= (0.5 if outage == "refuse" else deadline + 0.25)
+        # Refused: the TCP check ends a wait in about 0.2 s, well before the deadline (a call
+        # alone here takes 0.2 s; a long suite's leftover threads and collections add some).
+        assert worst <= (0.75 * deadline if outage == "refuse" else deadline + 0.25)
         assert (failed > 0) != stand_ins and (stood_in > 0) == stand_ins
         seal(s.sessions, range(5, 7))  # sealed while the endpoint is out
         sync(s.env, s.cwd)  # Dagster stores the session meanwhile (not through the fault)
