@@ -103,6 +103,7 @@ def keep_receipt(instance, settings: Settings) -> bool:
     """Keep the instance's answers for the next sync, when its files hold still while they are
     read; True when kept."""
     from ..core.names import RUNS, SESSIONS_PARTITIONS
+    from ..core.store.atomic import write_bytes_atomic
     from ..defs.runs.fingerprints import recorded_fingerprints
 
     home = Path(instance.root_directory)
@@ -122,7 +123,5 @@ def keep_receipt(instance, settings: Settings) -> bool:
     if instance_stamp(home) != before:  # written meanwhile: these answers may be half old
         path.unlink(missing_ok=True)
         return False
-    temp = path.with_name(f".{RECEIPT}.{os.getpid()}")
-    temp.write_text(json.dumps(receipt), encoding="utf-8")
-    os.replace(temp, path)
+    write_bytes_atomic(path, json.dumps(receipt).encode())
     return True
