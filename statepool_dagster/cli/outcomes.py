@@ -1,9 +1,8 @@
-"""What ``statepool sync`` built: each run's outcome, read from the Dagster run's events."""
+"""What ``statepool sync`` built: each Dagster run's outcome, read from its result's events."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..core.names import IGNORED_METADATA, REJECT_COUNTS, STATE_COUNT, STATES, Change
 from ..core.runs.changes import SyncPlan
@@ -113,37 +112,12 @@ def run_outcome(found: dict, run: str, status: str, seconds: float) -> RunOutcom
 
 def first_error(result) -> str:
     """The root cause of the first failed step, without Dagster's wrapping."""
-    for event in result.all_events:
-        if event.is_step_failure and event.step_failure_data.error:
-            error = event.step_failure_data.error
-            while error.cause is not None:
-                error = error.cause
+    for event in result.get_step_failure_events():
+        error = event.step_failure_data.error
+        while error is not None and error.cause is not None:
+            error = error.cause
+        if error is not None:
             message = error.message.strip()
-            prefix = f"{error.cls_name}: "
-            if prefix in message:
-                message = message.split(prefix, 1)[1]
+            message = message.split(f"{error.cls_name}: ", 1)[-1]
             return message.splitlines()[0] if message else error.cls_name
     return "run failed"
-
-
-def summary_json(summary: SyncSummary) -> dict[str, Any]:
-    """The ``--json`` report: counts, each run, each session, the feedback fold."""
-    return {
-        **summary.counts(),
-        "runs": [
-            {
-                "run": o.run,
-                "status": o.status,
-                "success": o.success,
-                "states": o.states,
-                "rejects": o.rejects,
-                "ignored": o.ignored,
-                "seconds": round(o.seconds, 3),
-                "error": o.error,
-            }
-            for o in summary.outcomes
-        ],
-        "invalid": summary.plan.invalid,
-        "sessions": [vars(o) for o in summary.sessions],
-        "feedback": vars(summary.feedback),
-    }
