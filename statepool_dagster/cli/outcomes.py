@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core.names import IGNORED_METADATA, REJECT_COUNTS, STATE_COUNT, STATES, Change
+from ..core.names import IGNORED_METADATA, REJECT_COUNTS, STATE_COUNT, STATE_STATS, STATES, Change
 from ..core.runs.changes import SyncPlan
 
 
@@ -44,6 +44,15 @@ class FeedbackOutcome:
     states: int = 0
     bad_lines: int = 0
     error: str = ""
+
+
+# FeedbackOutcome's counts: state_stats' metadata key of each.
+FOLD_COUNTS = {
+    "records": "new_records",
+    "segments": "new_segments",
+    "states": "states",
+    "bad_lines": "new_bad_lines",
+}
 
 
 @dataclass
@@ -88,26 +97,30 @@ def materialized(result) -> dict[tuple[str, str | None], dict]:
     return found
 
 
-def count(metadata: dict | None, key: str) -> int:
-    return int(metadata[key].value) if metadata and key in metadata else 0
-
-
 def run_outcome(found: dict, run: str, status: str, seconds: float) -> RunOutcome:
     """A built run's outcome from its materializations' metadata (``found``)."""
-    ignored = sum(
-        len(found[(asset, run)][key].value or {})
-        for asset, key in IGNORED_METADATA
-        if key in found.get((asset, run), {})
-    )
+
+    def value(asset: str, key: str):
+        metadata = found.get((asset, run), {})
+        return metadata[key].value if key in metadata else None
+
     return RunOutcome(
         run,
         status,
         True,
-        states=count(found.get((STATES, run)), STATE_COUNT),
-        rejects=sum(count(found.get((asset, run)), key) for asset, key in REJECT_COUNTS),
-        ignored=ignored,
+        states=int(value(STATES, STATE_COUNT) or 0),
+        rejects=sum(int(value(asset, key) or 0) for asset, key in REJECT_COUNTS),
+        ignored=sum(len(value(asset, key) or {}) for asset, key in IGNORED_METADATA),
         seconds=seconds,
     )
+
+
+def feedback_outcome(result) -> FeedbackOutcome:
+    """A fold's outcome from its run's materialization of ``state_stats``."""
+    metadata = materialized(result).get((STATE_STATS, None), {})
+    counts = {f: int(metadata[k].value) for f, k in FOLD_COUNTS.items() if k in metadata}
+    error = "" if result.success else first_error(result)
+    return FeedbackOutcome(ran=True, ok=result.success, error=error, **counts)
 
 
 def first_error(result) -> str:
@@ -117,7 +130,6 @@ def first_error(result) -> str:
         while error is not None and error.cause is not None:
             error = error.cause
         if error is not None:
-            message = error.message.strip()
-            message = message.split(f"{error.cls_name}: ", 1)[-1]
+            message = error.message.strip().split(f"{error.cls_name}: ", 1)[-1]
             return message.splitlines()[0] if message else error.cls_name
     return "run failed"

@@ -4,12 +4,10 @@ The runs, sessions and feedback sensors' tick functions (``defs/<domain>/sensors
 as they do for the daemon; their partitions are added and their runs executed with the code
 location's jobs (``execute_in_process``; with ``STATEPOOL_EXECUTOR=celery`` the runs' job
 through ``execute_job``, its steps on the workers). Requested runs of consecutive partitions
-run as one Dagster run over their range, as a single-run backfill does; one that fails in a
-batch runs again alone. A partition is built once however syncs and the daemon's runs
-interleave: a sync holds the store lock of every run of a batch, then asks the instance again
-what each was last built from (a run built meanwhile is skipped), and leaves the partitions of
-another process's run under way to its end, once that run is over. A signal stops the sync
-between runs (``interrupts.py``).
+run as one Dagster run over their range, as a single-run backfill does. A partition is built
+once however syncs and the daemon's runs interleave: a sync holds the store lock of every run
+of a batch, then asks the instance again what each was last built from, and leaves the
+partitions of another process's run to its end, once that run is over.
 """
 
 from __future__ import annotations
@@ -22,32 +20,29 @@ from collections.abc import Callable
 from dagster import DagsterInstance, DagsterRunStatus, RunRequest, RunsFilter
 
 from ..core.config import Settings
-from ..core.names import FINAL_ASSET, JOB, RUNS, SESSIONS_JOB, STATE_STATS, STATE_STATS_JOB
+from ..core.names import FINAL_ASSET, JOB, RUNS, SESSIONS_JOB, STATE_STATS_JOB
 from ..core.runs.changes import SyncPlan
 from ..core.store.layout import StoreLayout
+from ..defs import tags
 from ..defs.feedback.sensors import feedback_tick
 from ..defs.runs.fingerprints import recorded_fingerprints
 from ..defs.runs.sensors import runs_tick
 from ..defs.sessions.sensors import sessions_tick
-from ..defs.tags import CHANGE, NEW_SEGMENTS, PARTITION, SOURCE_FINGERPRINT, SYNC_PID
-from ..defs.tags import PARTITION_RANGE_END as RANGE_END
-from ..defs.tags import PARTITION_RANGE_START as RANGE_START
-from ..defs.ticks import Tick
 from .interrupts import raise_if_signalled
 from .outcomes import (
     FeedbackOutcome,
     RunOutcome,
     SessionOutcome,
     SyncSummary,
-    count,
+    feedback_outcome,
     first_error,
     materialized,
     run_outcome,
 )
 
 # Runs per Dagster run. Each run costs Dagster a fixed amount however many partitions it
-# covers (figures on the performance page): fewer runs spend less, while progress still
-# shows between batches; a run that fails in a batch is retried alone, so a failure costs little.
+# covers (figures on the performance page): fewer runs spend less, while progress still shows
+# between batches; a run that fails in a batch is retried alone, so a failure costs little.
 BATCH_SIZE = 96
 BUSY_POLL_SECONDS = 0.5
 BUSY_WAIT_SECONDS = 600.0  # then build anyway: the store locks still keep writers apart
@@ -70,22 +65,18 @@ def sync(
     settings = Settings.from_env()
     # A killed sync's runs, left as started, would hold their partition's run-queue slot forever.
     for run in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.NOT_STARTED, *UNDER_WAY])):
-        pid = run.tags.get(SYNC_PID)
+        pid = run.tags.get(tags.SYNC_PID)
         if pid is not None and not _alive(int(pid)):
-            instance.report_run_failed(
-                run, message=f"the statepool sync running it (pid {pid}) died"
-            )
-    settled = settings.model_copy(update={"settle_seconds": settle_seconds})
-    tick = _added(instance, runs_tick(instance, settled))
-    assert tick.plan is not None
+            died = f"the statepool sync running it (pid {pid}) died"
+            instance.report_run_failed(run, message=died)
+    tick = runs_tick(instance, settings.model_copy(update={"settle_seconds": settle_seconds}))
+    requests = _requested(instance, tick.result)
     if on_plan:
         on_plan(tick.plan)
     summary = SyncSummary(tick.plan)
-    requests = list(tick.result.run_requests or ())
     if requests:  # an idle sync: no more queries, nothing of the report (nor Arrow)
-        order = instance.get_dynamic_partitions(RUNS)
-        busy = _under_way(instance, order)
-        position = {key: i for i, key in enumerate(order)}
+        position = {key: i for i, key in enumerate(instance.get_dynamic_partitions(RUNS))}
+        busy = _under_way(instance, position)
         # Partitions another process's run is building: last, once that run is over.
         requests.sort(key=lambda r: (r.partition_key in busy, position[r.partition_key]))
         for batch in _batches(requests, position, batch_size):
@@ -103,13 +94,14 @@ def sync(
 def sync_sessions(instance: DagsterInstance, settings: Settings, log_level: str = "ERROR"):
     """The sessions sensor's requests built: each session with sealed segments not built."""
     outcomes = []
-    tick = _added(instance, sessions_tick(instance, settings, None))
-    for request in tick.result.run_requests or ():
+    for request in _requested(instance, sessions_tick(instance, settings, None).result):
         raise_if_signalled()
         session = request.partition_key
-        result = execute(instance, SESSIONS_JOB, log_level, {**request.tags, PARTITION: session})
+        result = execute(
+            instance, SESSIONS_JOB, log_level, {**request.tags, tags.PARTITION: session}
+        )
         error = "" if result.success else first_error(result)
-        pending = int(request.tags.get(NEW_SEGMENTS, 0))
+        pending = int(request.tags.get(tags.NEW_SEGMENTS, 0))
         outcomes.append(SessionOutcome(session, pending, result.success, error))
     return outcomes
 
@@ -123,32 +115,22 @@ def fold_feedback(
     raise_if_signalled()
     store = {"store_dir": settings.store_dir, "feedback_dir": settings.feedback_dir}
     config = {"resources": {"statepool": {"config": {k: v for k, v in store.items() if v}}}}
-    result = execute(instance, STATE_STATS_JOB, log_level, run_config=config)
-    meta = materialized(result).get((STATE_STATS, None))
-    return FeedbackOutcome(
-        ran=True,
-        ok=result.success,
-        records=count(meta, "new_records"),
-        segments=count(meta, "new_segments"),
-        states=count(meta, "states"),
-        bad_lines=count(meta, "new_bad_lines"),
-        error="" if result.success else first_error(result),
-    )
+    return feedback_outcome(execute(instance, STATE_STATS_JOB, log_level, run_config=config))
 
 
 def execute(
     instance: DagsterInstance,
     job: str,
     log_level: str,
-    tags: dict[str, str] | None = None,
+    run_tags: dict[str, str] | None = None,
     run_config: dict | None = None,
     executor: str = "in_process",
 ):
-    """One run of the code location's ``job``, started here; its result (never raises)."""
+    """One run of the code location's ``job``, from this process; its result (never raises)."""
     from ..definitions import defs, statepool_job
 
     config = {"loggers": {"console": {"config": {"log_level": log_level}}}, **(run_config or {})}
-    run = {"run_config": config, "tags": {**(tags or {}), SYNC_PID: str(os.getpid())}}
+    run = {"run_config": config, "tags": {**(run_tags or {}), tags.SYNC_PID: str(os.getpid())}}
     if executor == "in_process":
         job_def = defs().resolve_job_def(job)
         return job_def.execute_in_process(instance=instance, raise_on_error=False, **run)
@@ -160,15 +142,12 @@ def execute(
 
 
 def _build(
-    instance: DagsterInstance,
-    settings: Settings,
-    batch: list[RunRequest],
-    log_level: str,
+    instance: DagsterInstance, settings: Settings, batch: list[RunRequest], log_level: str
 ) -> list[RunOutcome]:
-    """``batch`` (consecutive partitions) built in one run; the runs it could not build, alone.
+    """``batch`` (consecutive partitions) built in one run; the runs it did not build, alone.
 
     A batch records every run it built even when another fails; the failed ones run again
-    alone, so each reports its own error; so do those left once some were built elsewhere.
+    alone, so each reports its own error. Runs another process built meanwhile are skipped.
     """
     started = time.perf_counter()
     with contextlib.ExitStack() as locks:
@@ -179,24 +158,26 @@ def _build(
             for request in batch:  # in key order, as every sync takes them: no deadlock
                 locks.enter_context(layout.lock(request.partition_key))
         recorded = recorded_fingerprints(instance)
-        todo = [r for r in batch if recorded.get(r.partition_key) != r.tags[SOURCE_FINGERPRINT]]
-        if len(todo) < len(batch):  # built meanwhile by another process: skipped
-            # the locks are re-entrant
-            built = {o.run: o for r in todo for o in _build(instance, settings, [r], log_level)}
-            skipped = [
-                RunOutcome(r.partition_key, r.tags[CHANGE], True, elsewhere=True) for r in batch
+        built = [
+            r for r in batch if recorded.get(r.partition_key) == r.tags[tags.SOURCE_FINGERPRINT]
+        ]
+        if built:  # by another process, meanwhile: the others alone (the locks are re-entrant)
+            return [
+                RunOutcome(r.partition_key, r.tags[tags.CHANGE], True, elsewhere=True)
+                if r in built
+                else _build(instance, settings, [r], log_level)[0]
+                for r in batch
             ]
-            return [built.get(o.run, o) for o in skipped]
         first, last = batch[0].partition_key, batch[-1].partition_key
-        one = {**batch[0].tags, PARTITION: first}
-        tags = one if len(batch) == 1 else {RANGE_START: first, RANGE_END: last}
-        result = execute(instance, JOB, log_level, tags, executor=settings.executor)
+        ranged = {tags.PARTITION_RANGE_START: first, tags.PARTITION_RANGE_END: last}
+        run_tags = {**batch[0].tags, tags.PARTITION: first} if len(batch) == 1 else ranged
+        result = execute(instance, JOB, log_level, run_tags, executor=settings.executor)
     raise_if_signalled()  # a stopped sync neither goes on nor retries one by one
     found = materialized(result)
     seconds = (time.perf_counter() - started) / len(batch)
     outcomes = []
     for request in batch:
-        run, change = request.partition_key, request.tags[CHANGE]
+        run, change = request.partition_key, request.tags[tags.CHANGE]
         if result.success or (FINAL_ASSET, run) in found:
             outcomes.append(run_outcome(found, run, change, seconds))
         elif len(batch) > 1:
@@ -219,22 +200,22 @@ def _batches(requests: list[RunRequest], position: dict[str, int], size: int):
         yield batch
 
 
-def _added(instance: DagsterInstance, tick: Tick) -> Tick:
-    """``tick``, its partitions added (before any of its runs, as the daemon does)."""
-    for request in tick.result.dynamic_partitions_requests or ():
+def _requested(instance: DagsterInstance, result) -> list[RunRequest]:
+    """A sensor result's run requests, its partitions added first (as the daemon does)."""
+    for request in result.dynamic_partitions_requests or ():
         instance.add_dynamic_partitions(request.partitions_def_name, request.partition_keys)
-    return tick
+    return list(result.run_requests or ())
 
 
-def _under_way(instance: DagsterInstance, order: list[str]) -> dict[str, str]:
+def _under_way(instance: DagsterInstance, position: dict[str, int]) -> dict[str, str]:
     """``{partition: run id}`` of the runs' job's runs another process is executing; a run names
     its partition or its range (read in the instance's key order)."""
-    position = {key: i for i, key in enumerate(order)}
+    order = list(position)
     found: dict[str, str] = {}
     for run in instance.get_runs(RunsFilter(job_name=JOB, statuses=UNDER_WAY)):
-        first = run.tags.get(RANGE_START, run.tags.get(PARTITION))
-        last = run.tags.get(RANGE_END, first)
-        if run.tags.get(SYNC_PID) != str(os.getpid()) and first in position and last in position:
+        first = run.tags.get(tags.PARTITION_RANGE_START, run.tags.get(tags.PARTITION))
+        last = run.tags.get(tags.PARTITION_RANGE_END, first)
+        if run.tags.get(tags.SYNC_PID) != str(os.getpid()) and {first, last} <= position.keys():
             found.update(dict.fromkeys(order[position[first] : position[last] + 1], run.run_id))
     return found
 
