@@ -12,14 +12,7 @@ from ..core.config import Settings
 from ..core.names import EXPORT_FORMATS, TRAINING_DATASET
 from ..core.words import plural
 from . import feedback, values
-from .console import (
-    Reporter,
-    dagster_instance,
-    ensure_dagster_home,
-    start_up,
-    summary_json,
-    summary_table,
-)
+from .console import Reporter, dagster_instance, ensure_dagster_home, start_up, summary_table
 from .file_commands import cmd_export, cmd_report, cmd_score, pool_report_path, write_pool_report
 from .ingest import add_parser as add_ingest_parser
 from .lineage import add_parser as add_lineage_parser
@@ -88,6 +81,8 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
 
 def _summed_up(args: argparse.Namespace, settings: Settings, summary, announce_report: bool) -> int:
     """What a sync prints at the end, the report it writes, and its exit code."""
+    from .console import summary_json
+
     for failed in summary.failed_sessions:
         print(f"statepool sync: session {failed.session}: {failed.error}", file=sys.stderr)
     if not summary.feedback.ok:
