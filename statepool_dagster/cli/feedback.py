@@ -12,8 +12,7 @@ import argparse
 import json
 import sys
 
-from ..core.config import Settings
-from ..core.words import plural
+from ..core import Settings, plural
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -39,8 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_feedback(args: argparse.Namespace) -> int:
-    from ..core.errors import StatepoolError
-    from ..core.feedback.importers import (
+    from ..core import StatepoolError
+    from ..core.feedback import (
         ImportReport,
         feedback_folder,
         import_scores,
@@ -92,7 +91,7 @@ def cmd_feedback(args: argparse.Namespace) -> int:
 
 def _fold(settings: Settings, folder: str) -> dict:
     """``state_stats`` materialized through Dagster, folding ``folder``'s new segments."""
-    from ..core.errors import StatepoolError
+    from ..core import StatepoolError
     from .console import dagster_instance, start_up
     from .sync import fold_feedback
 

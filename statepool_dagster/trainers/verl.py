@@ -46,12 +46,9 @@ from omegaconf import OmegaConf
 from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.utils.tokenizer import normalize_token_ids
 
-from ..core.config import Settings
-from ..core.export.formats import verl_record, verl_schema
-from ..core.export.rows import ExportRow
-from ..core.feedback.importers import feedback_folder
-from ..core.feedback.select import SelectionOptions
-from ..core.locations import storage_errors
+from ..core import Settings, storage_errors
+from ..core.export import ExportRow, verl_record, verl_schema
+from ..core.feedback import SelectionOptions, feedback_folder
 from ..live import LivePool
 from .cursor import (
     CURSOR_FORMAT,
