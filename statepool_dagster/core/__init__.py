@@ -21,8 +21,10 @@ __all__ = [
     "Settings",
     "Stamp",
     "StatepoolError",
+    "UserCodeError",
     "absolute",
     "as_path",
+    "call_user",
     "entry_name",
     "escape_bytes",
     "file_stamp",
@@ -42,7 +44,7 @@ __getattr__ = lazy_face(
     __all__,
     {
         "config": "Settings",
-        "errors": "PromptInputError StatepoolError",
+        "errors": "PromptInputError StatepoolError UserCodeError call_user",
         "locations": "RANGED_BLOCK AnyPath Stamp absolute as_path entry_name file_stamp"
         " forget_listing forget_tree is_local open_ranged storage_errors upload_tree",
         "ranges": "INT64_MAX Range",
