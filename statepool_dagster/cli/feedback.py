@@ -39,12 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_feedback(args: argparse.Namespace) -> int:
     from ..core import StatepoolError
-    from ..core.feedback import (
-        ImportReport,
-        feedback_folder,
-        import_scores,
-        import_verl_dump,
-    )
+    from ..core.feedback import ImportReport, feedback_folder, import_scores, import_verl_dump
 
     if not (args.from_verl_dump or args.from_scores or args.fold):
         raise StatepoolError(
