@@ -316,21 +316,28 @@ class LiveRLDataset(RLHFDataset):
         template = functools.partial(
             self.tokenizer.apply_chat_template, add_generation_prompt=True, tokenize=True, **kwargs
         )
+
+        def batch(batch_rows: list[ExportRow]) -> list[int]:
+            ids = template([r.messages() for r in batch_rows])
+            ids = ids["input_ids"] if hasattr(ids, "keys") else ids
+            return [len(one) if isinstance(one, list) else len(normalize_token_ids(one))
+                    for one in ids]  # fmt: skip
+
+        def alone(row: ExportRow) -> int:
+            return len(normalize_token_ids(template(row.messages())))
+
+        # Every error, as verl's own doc2len catches: a chat template is the model's Jinja
+        # and tokenizer code, and a prompt verl drops must not stop training here.
         try:
             counts = []
             for start in range(0, len(rows), COUNT_ROWS):
-                ids = call_user(template, [r.messages() for r in rows[start : start + COUNT_ROWS]])
-                ids = ids["input_ids"] if hasattr(ids, "keys") else ids
-                counts += [len(one) if isinstance(one, list) else len(normalize_token_ids(one))
-                           for one in ids]  # fmt: skip
+                counts += call_user(batch, rows[start : start + COUNT_ROWS])
             return counts
-        # Every error, as verl's own doc2len catches: a chat template is the model's Jinja
-        # and tokenizer code, and a prompt verl drops must not stop training here.
         except UserCodeError:  # one prompt spoilt the batch: each alone
             counts = []
             for row in rows:
                 try:
-                    counts.append(len(normalize_token_ids(call_user(template, row.messages()))))
+                    counts.append(call_user(alone, row))
                 except UserCodeError as error:  # as above; verl drops such a prompt too
                     log.warning(
                         "statepool: state %s: prompt not templated: %s", row.state_id, error.raised
