@@ -112,7 +112,7 @@ SETUP_LOCK = ".statepool-setup.lock"
 def _setup_lock(home: Path) -> Iterator[None]:
     """Held while the instance is opened: Dagster sets up a new SQLite home in several
     statements, and two commands doing it at once fail ("table ... already exists")."""
-    from ..core.store.layout import file_lock
+    from ..core.store import file_lock
 
     with file_lock(home / SETUP_LOCK):
         yield
