@@ -18,11 +18,10 @@ import os
 import time
 from pathlib import Path
 
-from ..core.config import Settings
-from ..core.feedback.folders import unfolded_segments
-from ..core.runs.changes import plan_sync
-from ..core.runs.files import discover_runs
-from ..core.sessions.layout import discover_sessions
+from ..core import Settings
+from ..core.feedback import unfolded_segments
+from ..core.runs import discover_runs, plan_sync
+from ..core.sessions import discover_sessions
 from .outcomes import SyncSummary
 
 RECEIPT = "statepool-idle.json"
@@ -85,7 +84,7 @@ def idle_summary(settings: Settings, home: Path, settle_seconds: float) -> SyncS
     if set(sessions) - set(receipt["sessions"]):
         return None
     if sessions:
-        from ..core.sessions.build import pending_segments
+        from ..core.sessions import pending_segments
 
         if any(pending_segments(settings.sessions_dir, settings.store_dir, s) for s in sessions):
             return None
@@ -96,7 +95,7 @@ def keep_receipt(instance, settings: Settings) -> bool:
     """Keep the instance's answers for the next sync, when its files hold still while they are
     read; True when kept."""
     from ..core.names import RUNS, SESSIONS_PARTITIONS
-    from ..core.store.atomic import write_bytes_atomic
+    from ..core.store import write_bytes_atomic
     from ..defs.runs.fingerprints import recorded_fingerprints
 
     home = Path(instance.root_directory)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core.names import IGNORED_METADATA, REJECT_COUNTS, STATE_COUNT, STATE_STATS, STATES, Change
-from ..core.runs.changes import SyncPlan
+from ..core.runs import SyncPlan
 
 
 @dataclass

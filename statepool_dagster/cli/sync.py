@@ -19,10 +19,10 @@ from collections.abc import Callable
 
 from dagster import DagsterInstance, DagsterRunStatus, RunRequest, RunsFilter
 
-from ..core.config import Settings
+from ..core import Settings
 from ..core.names import FINAL_ASSET, JOB, RUNS, SESSIONS_JOB, STATE_STATS_JOB
-from ..core.runs.changes import SyncPlan
-from ..core.store.layout import StoreLayout
+from ..core.runs import SyncPlan
+from ..core.store import StoreLayout
 from ..defs import tags
 from ..defs.feedback.sensors import feedback_tick
 from ..defs.runs.fingerprints import recorded_fingerprints
