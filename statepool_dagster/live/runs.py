@@ -22,10 +22,10 @@ from ..core.locations import AnyPath, Stamp, file_stamp, is_local
 from ..core.names import PROMPTS, STATES, TABLE_INDEX, run_name_problem
 from ..core.runs.files import natural_key
 from ..core.states.digest import state_digest_hex, state_text_digest
-from ..core.store.batches import CheckpointBatches
 from ..core.store.layout import StoreLayout
 from ..core.store.part_files import read_spans
 from ..core.store.parts import RunTable
+from ..core.store.reading import CheckpointBatches
 from ..core.store.rows import utf8_views
 from ..core.store.schemas import SCHEMAS
 from .entries import RUN, Entry, run_place
