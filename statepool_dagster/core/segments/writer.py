@@ -25,8 +25,7 @@ from types import TracebackType
 from typing import Any, BinaryIO, TypeVar
 
 from ..locations import AnyPath, as_path, entry_name, fresh_listing, is_local
-from ..store.atomic import put_new
-from ..store.renames import move_new
+from ..store.atomic import move_new, put_new
 from .naming import check_writer_name, parse_segment_name, segment_name, unsealed_name
 
 DEFAULT_MAX_BYTES = 64 << 20

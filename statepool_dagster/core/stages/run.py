@@ -16,8 +16,8 @@ from ..config import Settings
 from ..errors import StatepoolError
 from ..names import EPISODES, PROMPTS, RUN_ASSETS, SNAPSHOTS, STATES
 from ..runs.files import fingerprint_run
+from ..store.atomic import libc_function
 from ..store.layout import StoreLayout
-from ..store.renames import libc_function
 from ..store.rows import load_arrow, release_if_large
 from .episodes import build_episodes
 from .job import OpenTables, StageReport, run_folder

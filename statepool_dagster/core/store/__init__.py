@@ -30,10 +30,10 @@ __getattr__ = lazy_face(
     __all__,
     {
         "atomic": "read_parquet write_bytes_atomic write_parquet_atomic",
-        "batches": "CheckpointBatches",
         "layout": "StoreLayout file_lock reject_line",
         "part_files": "part_version read_spans",
         "parts": "RunTable",
+        "reading": "CheckpointBatches",
         "rows": "utf8_views",
         "schemas": "SCHEMAS",
     },
