@@ -20,8 +20,7 @@ def collect(args: argparse.Namespace | None = None) -> dict[str, Any]:
         preflight.runs_folder(settings)
         preflight.store_folder(settings.store_dir, store_name, must_exist=True)
         # Dagster only once the settings pass: a refusal is one line, at once.
-        from .status import run_statuses
-        from .status_sessions import feedback_status, session_statuses
+        from .status import feedback_status, run_statuses, session_statuses
 
         instance = dagster_instance()
     return {
