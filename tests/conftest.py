@@ -8,15 +8,18 @@ import os
 import shutil
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from helpers import cli_env, new_instance, unavailable
+from cli_helpers import cli_env
+from instance_helpers import new_instance
+from process_helpers import unavailable
 
 REPO = Path(__file__).resolve().parents[1]
 SEED_PATH = REPO.parent / "shared" / "reference" / "statepool_seed.py"
@@ -50,6 +53,32 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
     monkeypatch.setenv("STATEPOOL_RUNS_DIR", str(runs))
     monkeypatch.setenv("STATEPOOL_STORE_DIR", str(store))
     return Workspace(tmp_path, runs, store)
+
+
+@pytest.fixture(scope="session")
+def synced_store(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Any], Path]:
+    """``synced_store(spec)``: sample runs for ``spec`` (in ``runs/`` beside the store),
+    synced in-process once per spec and test process, and the store they were synced into.
+
+    Tests read it; a test that changes it works on a copy in its ``tmp_path``.
+    """
+    from statepool_dagster.cli.sync import sync
+    from statepool_dagster.demo.sample_runs import generate_runs
+
+    stores: dict[Any, Path] = {}
+
+    def synced(spec: Any) -> Path:
+        if spec not in stores:
+            root = tmp_path_factory.mktemp("synced")
+            generate_runs(root / "runs", spec)
+            with pytest.MonkeyPatch.context() as env, new_instance(root / "home") as instance:
+                env.setenv("STATEPOOL_RUNS_DIR", str(root / "runs"))
+                env.setenv("STATEPOOL_STORE_DIR", str(root / "store"))
+                assert not sync(instance).failed
+            stores[spec] = root / "store"
+        return stores[spec]
+
+    return synced
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from ..core.names import Change
 
@@ -111,7 +112,7 @@ SETUP_LOCK = ".statepool-setup.lock"
 def _setup_lock(home: Path) -> Iterator[None]:
     """Held while the instance is opened: Dagster sets up a new SQLite home in several
     statements, and two commands doing it at once fail ("table ... already exists")."""
-    from ..core.store.layout import file_lock
+    from ..core.store import file_lock
 
     with file_lock(home / SETUP_LOCK):
         yield
@@ -225,3 +226,26 @@ def summary_table(summary) -> str:
         f"{'feedback folded':<16}{folded}" + ("" if fold.ok else f"  FAILED: {fold.error}")
     )
     return "\n".join(lines)
+
+
+def summary_json(summary) -> dict[str, Any]:
+    """The ``--json`` report: counts, each run, each session, the feedback fold."""
+    return {
+        **summary.counts(),
+        "runs": [
+            {
+                "run": o.run,
+                "status": o.status,
+                "success": o.success,
+                "states": o.states,
+                "rejects": o.rejects,
+                "ignored": o.ignored,
+                "seconds": round(o.seconds, 3),
+                "error": o.error,
+            }
+            for o in summary.outcomes
+        ],
+        "invalid": summary.plan.invalid,
+        "sessions": [vars(o) for o in summary.sessions],
+        "feedback": vars(summary.feedback),
+    }

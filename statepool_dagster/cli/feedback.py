@@ -12,8 +12,7 @@ import argparse
 import json
 import sys
 
-from ..core.config import Settings
-from ..core.words import plural
+from ..core import Settings, plural
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -39,13 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_feedback(args: argparse.Namespace) -> int:
-    from ..core.errors import StatepoolError
-    from ..core.feedback.importers import (
-        ImportReport,
-        feedback_folder,
-        import_scores,
-        import_verl_dump,
-    )
+    from ..core import StatepoolError
+    from ..core.feedback import ImportReport, feedback_folder, import_scores, import_verl_dump
 
     if not (args.from_verl_dump or args.from_scores or args.fold):
         raise StatepoolError(
@@ -92,7 +86,7 @@ def cmd_feedback(args: argparse.Namespace) -> int:
 
 def _fold(settings: Settings, folder: str) -> dict:
     """``state_stats`` materialized through Dagster, folding ``folder``'s new segments."""
-    from ..core.errors import StatepoolError
+    from ..core import StatepoolError
     from .console import dagster_instance, start_up
     from .sync import fold_feedback
 

@@ -7,19 +7,18 @@ import json
 import logging
 import sys
 
-from ..core.config import Settings
-from ..core.words import plural
+from ..core import Settings, plural
 
 
 def pool_report_path(settings: Settings):
     from ..core.report import report_path
-    from ..core.store.layout import StoreLayout
+    from ..core.store import StoreLayout
 
     return report_path(StoreLayout(settings.store_dir))
 
 
 def write_pool_report(settings: Settings, collect: bool = True) -> str:
-    from ..core.export.rows import ExportOptions
+    from ..core.export import ExportOptions
     from ..core.report import write_report
 
     options = ExportOptions.from_settings(settings)
@@ -53,8 +52,8 @@ def _export_settings(args: argparse.Namespace) -> Settings:
     """The export's settings; a bad value raises one line naming its flag (or variable)."""
     from pydantic import ValidationError
 
-    from ..core.errors import StatepoolError
-    from ..core.export.rows import ExportOptions, SourceOptions
+    from ..core import StatepoolError
+    from ..core.export import ExportOptions, SourceOptions
 
     given = {field: getattr(args, attr) for field, (_, attr) in EXPORT_FLAGS.items()}
     try:
@@ -81,12 +80,17 @@ def _export_settings(args: argparse.Namespace) -> Settings:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write one trainer-ready export of the store, streaming; reads files only, never Dagster."""
-    from ..core.errors import StatepoolError
-    from ..core.export.collect import empty_train_problem
-    from ..core.export.rows import ExportOptions, ExportSet, SourceOptions
-    from ..core.export.write import ExportRefused, check_target, stream_export
-    from ..core.feedback.select import SelectionOptions
-    from ..core.locations import absolute, as_path, is_local
+    from ..core import StatepoolError, absolute, as_path, is_local
+    from ..core.export import (
+        ExportOptions,
+        ExportRefused,
+        ExportSet,
+        SourceOptions,
+        check_target,
+        empty_train_problem,
+        stream_export,
+    )
+    from ..core.feedback import SelectionOptions
     from . import preflight
 
     settings = _export_settings(args)
@@ -98,7 +102,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     preflight.store_folder(settings.store_dir, store_name, must_exist=True)
     lengths = None
     if args.tokenizer is not None or args.max_prompt_tokens is not None:
-        from ..core.export.gate import LengthFilter, load_counter
+        from ..core.export import LengthFilter, load_counter
 
         lengths = LengthFilter(load_counter(args.tokenizer), args.max_prompt_tokens)
     try:
@@ -182,7 +186,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def _as_of(store: str, version: str) -> frozenset[str]:
     """The states of a pool version (``--as-of``); those gone or changed since, told."""
-    from ..core.errors import StatepoolError
+    from ..core import StatepoolError
     from ..live import LivePool
     from ..live.versions import VersionGone
 
@@ -208,10 +212,8 @@ def _as_of(store: str, version: str) -> frozenset[str]:
 
 def cmd_score(args: argparse.Namespace) -> int:
     """Grade a completions file against the store's states; reads files only, never Dagster."""
-    from ..core.errors import StatepoolError
-    from ..core.rewards.completions import score_completions, store_states
-    from ..core.rewards.grader import Grader
-    from ..core.rewards.report import score_table
+    from ..core import StatepoolError
+    from ..core.rewards import Grader, score_completions, score_table, store_states
     from . import preflight
 
     settings = Settings.from_env(store_dir=args.store)

@@ -1,14 +1,12 @@
 """An idle ``statepool sync`` answered without opening Dagster: the instance's answers kept.
 
-Before it knows there is nothing to do, a sync asks the instance three things: the runs and
-the sessions registered as partitions, and the fingerprint each run was last built from. In
-the project's own instance (its ``dagster.yaml``: SQLite files under ``DAGSTER_HOME``), no
-answer changes without one of those database files changing, so a sync keeps the answers
-beside the files' stamps (``<DAGSTER_HOME>/statepool-idle.json``). The next sync that finds the
-same stamps and settings plans with them through the same rule as the runs sensor
-(``plan_sync``), and asks the store what the sessions and feedback sensors ask. Anything to
-build, or any doubt (another instance config, a database file changed, no receipt), and the
-sync opens Dagster as always: opening it costs most of an idle sync's CPU.
+Before it knows there is nothing to do, a sync asks the instance for the runs and sessions
+registered as partitions and the fingerprint each run was last built from. With the project's
+instance config (SQLite files under ``DAGSTER_HOME``) no answer changes unless one of those
+files does, so a sync keeps the answers beside the files' stamps (``statepool-idle.json``). The
+next sync finding the same stamps and settings plans with them by the runs sensor's rule
+(``plan_sync``) and asks the store what the sessions and feedback sensors ask. Anything to build,
+or any doubt, and it opens Dagster as always: opening it costs most of an idle sync's CPU.
 """
 
 from __future__ import annotations
@@ -19,24 +17,20 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
 
-from ..core.config import Settings
-from ..core.feedback.folders import unfolded_segments
-from ..core.runs.changes import plan_sync
-from ..core.runs.files import discover_runs
-from ..core.sessions.layout import discover_sessions
+from ..core import Settings
+from ..core.feedback import unfolded_segments
+from ..core.runs import discover_runs, plan_sync
+from ..core.sessions import discover_sessions
 from .outcomes import SyncSummary
 
 RECEIPT = "statepool-idle.json"
 RECEIPT_VERSION = 1
-# The instance's files are stamped only once older than this: a write within the clock's
-# granularity of an earlier one could leave a file's stamp as it was.
+# A write within the clock's granularity of an earlier one could leave a file's stamp as it was.
 SETTLED_SECONDS = 1.0
-_INSTANCE_FOLDERS = ("history", "history/runs", "schedules")
 
 
-def instance_stamp(home: Path) -> list[list[Any]] | None:
+def instance_stamp(home: Path) -> list[list] | None:
     """Name, size, mtime and inode of every database file of the instance; ``None`` when its
     config is not the project's (then its storage may be anywhere)."""
     import yaml
@@ -44,13 +38,12 @@ def instance_stamp(home: Path) -> list[list[Any]] | None:
     from .console import INSTANCE_CONFIG
 
     try:
-        config = yaml.safe_load((home / "dagster.yaml").read_bytes())
+        if yaml.safe_load((home / "dagster.yaml").read_bytes()) != yaml.safe_load(INSTANCE_CONFIG):
+            return None
     except (OSError, yaml.YAMLError):
         return None
-    if config != yaml.safe_load(INSTANCE_CONFIG):
-        return None
     found = []
-    for folder in _INSTANCE_FOLDERS:
+    for folder in ("history", "history/runs", "schedules"):
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             for entry in os.scandir(home / folder):
                 # -shm is shared memory readers touch too; the database and its WAL hold the data
@@ -61,8 +54,9 @@ def instance_stamp(home: Path) -> list[list[Any]] | None:
 
 
 def _key(settings: Settings, home: Path) -> str:
-    fields = [RECEIPT_VERSION, str(home), settings.model_dump(mode="json")]
-    text = json.dumps(fields, sort_keys=True)
+    text = json.dumps(
+        [RECEIPT_VERSION, str(home), settings.model_dump(mode="json")], sort_keys=True
+    )
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
@@ -87,41 +81,36 @@ def idle_summary(settings: Settings, home: Path, settle_seconds: float) -> SyncS
     if plan.to_materialize or plan.new_keys:
         return None
     sessions, _ = discover_sessions(settings.sessions_dir)
+    if set(sessions) - set(receipt["sessions"]):
+        return None
     if sessions:
-        if set(sessions) - set(receipt["sessions"]):
-            return None
-        from ..core.sessions.build import pending_segments
+        from ..core.sessions import pending_segments
 
         if any(pending_segments(settings.sessions_dir, settings.store_dir, s) for s in sessions):
             return None
-    if unfolded_segments(settings):
-        return None
-    return SyncSummary(plan)
+    return None if unfolded_segments(settings) else SyncSummary(plan)
 
 
 def keep_receipt(instance, settings: Settings) -> bool:
     """Keep the instance's answers for the next sync, when its files hold still while they are
     read; True when kept."""
     from ..core.names import RUNS, SESSIONS_PARTITIONS
-    from ..core.store.atomic import write_bytes_atomic
+    from ..core.store import write_bytes_atomic
     from ..defs.runs.fingerprints import recorded_fingerprints
 
     home = Path(instance.root_directory)
-    path = home / RECEIPT
     before = instance_stamp(home)
     newest = max((f[2] for f in before or ()), default=0) / 1e9
-    if before is None or time.time() - newest < SETTLED_SECONDS:
-        path.unlink(missing_ok=True)
-        return False
-    receipt = {
-        "key": _key(settings, home),
-        "stamp": before,
-        "runs": sorted(instance.get_dynamic_partitions(RUNS)),
-        "recorded": recorded_fingerprints(instance),
-        "sessions": sorted(instance.get_dynamic_partitions(SESSIONS_PARTITIONS)),
-    }
-    if instance_stamp(home) != before:  # written meanwhile: these answers may be half old
-        path.unlink(missing_ok=True)
-        return False
-    write_bytes_atomic(path, json.dumps(receipt).encode())
-    return True
+    if before is not None and time.time() - newest >= SETTLED_SECONDS:
+        receipt = {
+            "key": _key(settings, home),
+            "stamp": before,
+            "runs": sorted(instance.get_dynamic_partitions(RUNS)),
+            "recorded": recorded_fingerprints(instance),
+            "sessions": sorted(instance.get_dynamic_partitions(SESSIONS_PARTITIONS)),
+        }
+        if instance_stamp(home) == before:  # else written meanwhile: the answers may be half old
+            write_bytes_atomic(home / RECEIPT, json.dumps(receipt).encode())
+            return True
+    (home / RECEIPT).unlink(missing_ok=True)
+    return False

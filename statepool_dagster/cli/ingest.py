@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..core.config import Settings
-from ..core.words import plural
+from ..core import Settings, plural
 from .values import STEP
 
 
@@ -35,14 +34,17 @@ def add_parser(sub: Any) -> None:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Each good line becomes a session line; each bad one is named (file, line) and set aside."""
-    from ..core.errors import StatepoolError
-    from ..core.rejects import RAW_LIMIT, Reject, escape_bytes
-    from ..core.segments.reader import OversizeLine, iter_segment_lines
-    from ..core.segments.writer import SegmentWriter
-    from ..core.sessions.layout import check_session_name, segments_dir, session_dir
-    from ..core.sessions.read import parse_state_line
-    from ..core.sessions.spec import ensure_spec
-    from ..core.sessions.writer import default_writer_name, session_line
+    from ..core import RAW_LIMIT, Reject, StatepoolError, escape_bytes
+    from ..core.segments import OversizeLine, SegmentWriter, iter_segment_lines
+    from ..core.sessions import (
+        check_session_name,
+        default_writer_name,
+        ensure_spec,
+        parse_state_line,
+        segments_dir,
+        session_dir,
+        session_line,
+    )
 
     settings = Settings.from_env(sessions_dir=args.sessions, store_dir=args.store)
     source = Path(args.file).absolute()  # rejects name the file wherever they are read
@@ -101,9 +103,8 @@ def _keep_rejects(settings: Settings, session: str, writer: str, rejects: list) 
     import contextlib
 
     from ..core.names import RejectSource
-    from ..core.sessions.store import SessionFolders
-    from ..core.store.atomic import write_bytes_atomic
-    from ..core.store.layout import reject_line
+    from ..core.sessions import SessionFolders
+    from ..core.store import reject_line, write_bytes_atomic
 
     lines = [reject_line(r, RejectSource.INGEST) for r in rejects]
     path = SessionFolders(settings.store_dir, session).ingest_rejects(writer)

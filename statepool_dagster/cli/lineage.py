@@ -9,8 +9,7 @@ import argparse
 import json
 from typing import Any
 
-from ..core.config import Settings
-from ..core.words import plural
+from ..core import Settings, plural
 
 
 def add_parser(sub: Any) -> None:
@@ -42,9 +41,8 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
-    from ..core.errors import StatepoolError
-    from ..core.feedback.folders import feedback_folder
-    from ..core.locations import as_path
+    from ..core import StatepoolError, as_path
+    from ..core.feedback import feedback_folder
     from ..trainers.lineage import lineage, read_checkpoint
 
     checkpoint = read_checkpoint(args.checkpoint)

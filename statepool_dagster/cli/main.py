@@ -8,9 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..core.config import Settings
+from ..core import Settings, plural
 from ..core.names import EXPORT_FORMATS, TRAINING_DATASET
-from ..core.words import plural
 from . import feedback, values
 from .console import Reporter, dagster_instance, ensure_dagster_home, start_up, summary_table
 from .file_commands import cmd_export, cmd_report, cmd_score, pool_report_path, write_pool_report
@@ -81,7 +80,7 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
 
 def _summed_up(args: argparse.Namespace, settings: Settings, summary, announce_report: bool) -> int:
     """What a sync prints at the end, the report it writes, and its exit code."""
-    from .outcomes import summary_json
+    from .console import summary_json
 
     for failed in summary.failed_sessions:
         print(f"statepool sync: session {failed.session}: {failed.error}", file=sys.stderr)
@@ -107,7 +106,7 @@ DEMO_SPEC_FIELDS = {"n_runs": 4, "run_prefix": "demo_run"}
 def cmd_demo(args: argparse.Namespace) -> int:
     import tempfile
 
-    from ..core.locations import is_local, upload_tree
+    from ..core import is_local, upload_tree
     from ..core.names import PROMPTS
     from ..demo.sample_runs import SampleSpec, generate_runs
     from . import preflight
@@ -308,7 +307,7 @@ CLOSED_STDOUT = 141
 def main(argv: list[str] | None = None) -> int:
     from pydantic import ValidationError
 
-    from ..core.errors import StatepoolError
+    from ..core import StatepoolError
 
     args = build_parser().parse_args(argv)
     command = f"statepool {args.command}"

@@ -1,12 +1,11 @@
-"""What ``statepool sync`` built: each run's outcome, read from the Dagster run's events."""
+"""What ``statepool sync`` built: each Dagster run's outcome, read from its result's events."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from ..core.names import IGNORED_METADATA, REJECT_COUNTS, STATE_COUNT, STATES, Change
-from ..core.runs.changes import SyncPlan
+from ..core.names import IGNORED_METADATA, REJECT_COUNTS, STATE_COUNT, STATE_STATS, STATES, Change
+from ..core.runs import SyncPlan
 
 
 @dataclass
@@ -45,6 +44,15 @@ class FeedbackOutcome:
     states: int = 0
     bad_lines: int = 0
     error: str = ""
+
+
+# FeedbackOutcome's counts: state_stats' metadata key of each.
+FOLD_COUNTS = {
+    "records": "new_records",
+    "segments": "new_segments",
+    "states": "states",
+    "bad_lines": "new_bad_lines",
+}
 
 
 @dataclass
@@ -89,61 +97,39 @@ def materialized(result) -> dict[tuple[str, str | None], dict]:
     return found
 
 
-def count(metadata: dict | None, key: str) -> int:
-    return int(metadata[key].value) if metadata and key in metadata else 0
-
-
 def run_outcome(found: dict, run: str, status: str, seconds: float) -> RunOutcome:
     """A built run's outcome from its materializations' metadata (``found``)."""
-    ignored = sum(
-        len(found[(asset, run)][key].value or {})
-        for asset, key in IGNORED_METADATA
-        if key in found.get((asset, run), {})
-    )
+
+    def value(asset: str, key: str):
+        metadata = found.get((asset, run), {})
+        return metadata[key].value if key in metadata else None
+
     return RunOutcome(
         run,
         status,
         True,
-        states=count(found.get((STATES, run)), STATE_COUNT),
-        rejects=sum(count(found.get((asset, run)), key) for asset, key in REJECT_COUNTS),
-        ignored=ignored,
+        states=int(value(STATES, STATE_COUNT) or 0),
+        rejects=sum(int(value(asset, key) or 0) for asset, key in REJECT_COUNTS),
+        ignored=sum(len(value(asset, key) or {}) for asset, key in IGNORED_METADATA),
         seconds=seconds,
     )
 
 
+def feedback_outcome(result) -> FeedbackOutcome:
+    """A fold's outcome from its run's materialization of ``state_stats``."""
+    metadata = materialized(result).get((STATE_STATS, None), {})
+    counts = {f: int(metadata[k].value) for f, k in FOLD_COUNTS.items() if k in metadata}
+    error = "" if result.success else first_error(result)
+    return FeedbackOutcome(ran=True, ok=result.success, error=error, **counts)
+
+
 def first_error(result) -> str:
     """The root cause of the first failed step, without Dagster's wrapping."""
-    for event in result.all_events:
-        if event.is_step_failure and event.step_failure_data.error:
-            error = event.step_failure_data.error
-            while error.cause is not None:
-                error = error.cause
-            message = error.message.strip()
-            prefix = f"{error.cls_name}: "
-            if prefix in message:
-                message = message.split(prefix, 1)[1]
+    for event in result.get_step_failure_events():
+        error = event.step_failure_data.error
+        while error is not None and error.cause is not None:
+            error = error.cause
+        if error is not None:
+            message = error.message.strip().split(f"{error.cls_name}: ", 1)[-1]
             return message.splitlines()[0] if message else error.cls_name
     return "run failed"
-
-
-def summary_json(summary: SyncSummary) -> dict[str, Any]:
-    """The ``--json`` report: counts, each run, each session, the feedback fold."""
-    return {
-        **summary.counts(),
-        "runs": [
-            {
-                "run": o.run,
-                "status": o.status,
-                "success": o.success,
-                "states": o.states,
-                "rejects": o.rejects,
-                "ignored": o.ignored,
-                "seconds": round(o.seconds, 3),
-                "error": o.error,
-            }
-            for o in summary.outcomes
-        ],
-        "invalid": summary.plan.invalid,
-        "sessions": [vars(o) for o in summary.sessions],
-        "feedback": vars(summary.feedback),
-    }

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import os
 
-from ..core.config import Settings
-from ..core.errors import StatepoolError
-from ..core.locations import AnyPath, as_path
+from ..core import AnyPath, Settings, StatepoolError, as_path
 
 RUNS_SETTING = Settings.env_name("runs_dir")
 STORE_SETTING = Settings.env_name("store_dir")

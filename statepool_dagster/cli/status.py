@@ -29,8 +29,7 @@ from dagster import (
     RunsFilter,
 )
 
-from ..core.config import Settings
-from ..core.locations import as_path
+from ..core import Settings, as_path
 from ..core.names import (
     FINGERPRINT,
     IGNORED_METADATA,
@@ -40,7 +39,7 @@ from ..core.names import (
     STATES,
     RunStatus,
 )
-from ..core.runs.files import fingerprint_run
+from ..core.runs import fingerprint_run
 from ..defs.runs.fingerprints import FINAL_ASSET
 from ..defs.runs.partitions import RUNS
 

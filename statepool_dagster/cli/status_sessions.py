@@ -18,9 +18,8 @@ from typing import Any
 
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from ..core.config import Settings
-from ..core.feedback.folders import MANIFEST, STATS_DIR, feedback_folder
-from ..core.locations import AnyPath, as_path, is_local
+from ..core import AnyPath, Settings, as_path, is_local
+from ..core.feedback import MANIFEST, STATS_DIR, feedback_folder
 from ..core.names import (
     SESSION_PROMPTS,
     SESSION_REJECTS,
@@ -30,8 +29,8 @@ from ..core.names import (
     STATE_STATS,
     RunStatus,
 )
-from ..core.segments.reader import list_segments
-from ..core.sessions.layout import INDEX, discover_sessions, segments_dir, stored_sessions
+from ..core.segments import list_segments
+from ..core.sessions import INDEX, discover_sessions, segments_dir, stored_sessions
 from .status import PARTITION_TAG, latest_ids, records
 
 _SESSION_ASSETS = {AssetKey(SESSION_STATES), AssetKey(SESSION_PROMPTS)}

@@ -12,7 +12,7 @@ from .console import dagster_instance, start_up
 def collect(args: argparse.Namespace | None = None) -> dict[str, Any]:
     """``{"runs": [...], "sessions": [...], "feedback": {...}}`` from the instance and indexes."""
     with start_up():
-        from ..core.config import Settings
+        from ..core import Settings
         from . import preflight
 
         store_name = preflight.use_store_flag(args)

@@ -1,11 +1,13 @@
-"""``statepool sync``: the code location's sensors ticked once, what they ask for built here.
+"""``statepool sync``: the sensors' ticks say what to run; their requests run here, on Dagster.
 
-The runs, sessions and feedback sensors' tick functions (``defs/<domain>/sensors.py``)
-decide, as they do for the daemon; the partitions they add are added and the runs they request
-executed with the code location's jobs (``launch.py``). Requested runs of consecutive
-partitions are built together, one Dagster run over their range, as a single-run backfill
-does. Concurrent syncs and the daemon's runs share the work (``claims.py``); a signal stops
-the sync between runs (``interrupts.py``).
+The runs, sessions and feedback sensors' tick functions (``defs/<domain>/sensors.py``) decide,
+as they do for the daemon; their partitions are added and their runs executed with the code
+location's jobs (``execute_in_process``; with ``STATEPOOL_EXECUTOR=celery`` the runs' job
+through ``execute_job``, its steps on the workers). Requested runs of consecutive partitions
+run as one Dagster run over their range, as a single-run backfill does. A partition is built
+once however syncs and the daemon's runs interleave: a sync holds the store lock of every run
+of a batch, then asks the instance again what each was last built from, and leaves the
+partitions of another process's run to its end, once that run is over.
 """
 
 from __future__ import annotations
@@ -15,184 +17,36 @@ import os
 import time
 from collections.abc import Callable
 
-from dagster import DagsterInstance
+from dagster import DagsterInstance, DagsterRunStatus, RunRequest, RunsFilter
 
-from ..core.config import Settings
-from ..core.names import FINAL_ASSET, SESSIONS_JOB, STATE_STATS, STATE_STATS_JOB
-from ..core.runs.changes import SyncPlan
-from ..core.store.layout import StoreLayout
+from ..core import Settings
+from ..core.names import FINAL_ASSET, JOB, RUNS, SESSIONS_JOB, STATE_STATS_JOB
+from ..core.runs import SyncPlan
+from ..core.store import StoreLayout
+from ..defs import tags
 from ..defs.feedback.sensors import feedback_tick
+from ..defs.runs.fingerprints import recorded_fingerprints
 from ..defs.runs.sensors import runs_tick
 from ..defs.sessions.sensors import sessions_tick
-from ..defs.tags import CHANGE, NEW_SEGMENTS, SOURCE_FINGERPRINT, SYNC_PID
-from .claims import Target, built_elsewhere, partitions_under_way, wait_for_runs
 from .interrupts import raise_if_signalled
-from .launch import add_partitions, run_job, run_partitions
 from .outcomes import (
     FeedbackOutcome,
     RunOutcome,
     SessionOutcome,
     SyncSummary,
-    count,
+    feedback_outcome,
     first_error,
     materialized,
     run_outcome,
 )
 
 # Runs per Dagster run. Each run costs Dagster a fixed amount however many partitions it
-# covers (creating it, its plan, its start and end events, its step's worker pool; figures
-# on the performance page): fewer runs spend less, while progress still shows between
-# batches; a run that fails in a batch is retried alone, so a failure costs little.
+# covers (figures on the performance page): fewer runs spend less, while progress still shows
+# between batches; a run that fails in a batch is retried alone, so a failure costs little.
 BATCH_SIZE = 96
-
-
-def materialize_runs(
-    instance: DagsterInstance, settings: Settings, targets: list[Target], log_level: str
-) -> list[RunOutcome]:
-    """Materialize consecutive partitions in one run; the runs it could not build, each alone.
-
-    A batch records every run it built even when another fails; the failed ones are run
-    again alone, so each reports its own error. Runs another process built meanwhile (seen
-    once their store locks are held) are skipped (``claims.py``).
-    """
-    layout = StoreLayout(settings.store_dir)
-    started = time.perf_counter()
-    with contextlib.ExitStack() as locks:
-        # Held by this process, the locks would block the steps elsewhere (Celery workers),
-        # which take each run's lock themselves for every stage.
-        if settings.executor == "in_process":
-            for target in targets:  # in key order, as every sync takes them: no deadlock
-                locks.enter_context(layout.lock(target.run))
-        elsewhere = built_elsewhere(instance, targets)
-        if elsewhere:
-            skipped = [RunOutcome(t.run, t.status, True, elsewhere=True) for t in targets]
-            todo = [t for t in targets if t.run not in elsewhere]
-            order = [t.run for t in targets]
-            built: dict[str, RunOutcome] = {}
-            for batch in batches(todo, order):  # the locks are re-entrant
-                outcomes = materialize_runs(instance, settings, batch, log_level)
-                built.update((o.run, o) for o in outcomes)
-            return [built.get(o.run, o) for o in skipped]
-        one = {SOURCE_FINGERPRINT: targets[0].fingerprint, CHANGE: targets[0].status}
-        partitions = [t.run for t in targets]
-        result = run_partitions(instance, settings, partitions, one, log_level)
-    raise_if_signalled()  # a stopped sync neither goes on nor retries one by one
-    found = materialized(result)
-    share = (time.perf_counter() - started) / len(targets)
-    outcomes = []
-    for target in targets:
-        if result.success or (FINAL_ASSET, target.run) in found:
-            outcomes.append(run_outcome(found, target.run, target.status, share))
-        elif len(targets) > 1:
-            outcomes.extend(materialize_runs(instance, settings, [target], log_level))
-        else:
-            error = first_error(result)
-            outcomes.append(RunOutcome(target.run, target.status, False, error=error))
-    return outcomes
-
-
-def batches(targets: list[Target], order: list[str], size: int = BATCH_SIZE):
-    """Split ``targets`` into runs of consecutive partitions (in the instance's key order)."""
-    position = {key: i for i, key in enumerate(order)}
-    batch: list[Target] = []
-    for target in sorted(targets, key=lambda t: position[t.run]):
-        if batch and (len(batch) >= size or position[target.run] != position[batch[-1].run] + 1):
-            yield batch
-            batch = []
-        batch.append(target)
-    if batch:
-        yield batch
-
-
-def fail_orphaned_runs(instance: DagsterInstance) -> list[str]:
-    """Mark failed the runs of an earlier ``statepool sync`` that was killed mid-run.
-
-    Left as STARTED they would hold their partition's slot in the run queue forever.
-    """
-    from dagster import DagsterRunStatus, RunsFilter
-
-    unfinished = [DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
-    failed = []
-    for run in instance.get_runs(RunsFilter(statuses=unfinished)):
-        pid = run.tags.get(SYNC_PID)
-        if pid is None or _alive(int(pid)):
-            continue
-        instance.report_run_failed(run, message=f"the statepool sync running it (pid {pid}) died")
-        failed.append(run.run_id)
-    return failed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def build_runs(
-    instance: DagsterInstance,
-    settings: Settings,
-    targets: list[Target],
-    on_outcome: Callable[[RunOutcome], None],
-    log_level: str,
-    batch_size: int,
-) -> None:
-    """Every target built, a batch of consecutive partitions at a time."""
-    from ..core.names import RUNS
-
-    order = instance.get_dynamic_partitions(RUNS)
-    # Partitions another process's run is building: last, once that run is over.
-    under_way = partitions_under_way(instance, order)
-    first = [t for t in targets if t.run not in under_way]
-    last = [t for t in targets if t.run in under_way]
-    # The report counts its figures where it is built (report/cache.py keeps them there).
-    for group in (first, last):
-        if group is last and last:
-            wait_for_runs(instance, {under_way[t.run] for t in last})
-        for batch in batches(group, order, batch_size):
-            raise_if_signalled()
-            for outcome in materialize_runs(instance, settings, batch, log_level):
-                on_outcome(outcome)
-
-
-def sync_sessions(instance: DagsterInstance, settings: Settings, log_level: str = "ERROR"):
-    """The sessions sensor's requests built: each session with sealed segments not built."""
-    tick = sessions_tick(instance, settings, None)
-    add_partitions(instance, tick.result)
-    outcomes = []
-    for request in tick.result.run_requests or ():
-        raise_if_signalled()
-        session = request.partition_key
-        result = run_job(instance, SESSIONS_JOB, log_level, session, dict(request.tags))
-        error = "" if result.success else first_error(result)
-        pending = int(request.tags.get(NEW_SEGMENTS, 0))
-        outcomes.append(SessionOutcome(session, pending, result.success, error))
-    return outcomes
-
-
-def fold_feedback(
-    instance: DagsterInstance, settings: Settings, log_level: str = "ERROR", force: bool = False
-) -> FeedbackOutcome:
-    """``state_stats`` materialized when the feedback sensor asks for it (or ``force``)."""
-    if not (force or feedback_tick(instance, settings).result.run_requests):
-        return FeedbackOutcome()
-    raise_if_signalled()
-    store = {"store_dir": settings.store_dir, "feedback_dir": settings.feedback_dir}
-    config = {"resources": {"statepool": {"config": {k: v for k, v in store.items() if v}}}}
-    result = run_job(instance, STATE_STATS_JOB, log_level, run_config=config)
-    meta = materialized(result).get((STATE_STATS, None))
-    return FeedbackOutcome(
-        ran=True,
-        ok=result.success,
-        records=count(meta, "new_records"),
-        segments=count(meta, "new_segments"),
-        states=count(meta, "states"),
-        bad_lines=count(meta, "new_bad_lines"),
-        error="" if result.success else first_error(result),
-    )
+BUSY_POLL_SECONDS = 0.5
+BUSY_WAIT_SECONDS = 600.0  # then build anyway: the store locks still keep writers apart
+UNDER_WAY = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 
 
 def sync(
@@ -209,25 +63,179 @@ def sync(
     instead of ``STATEPOOL_SETTLE_SECONDS``: a sync builds what it finds).
     """
     settings = Settings.from_env()
-    fail_orphaned_runs(instance)
+    # A killed sync's runs, left as started, would hold their partition's run-queue slot forever.
+    for run in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.NOT_STARTED, *UNDER_WAY])):
+        pid = run.tags.get(tags.SYNC_PID)
+        if pid is not None and not _alive(int(pid)):
+            died = f"the statepool sync running it (pid {pid}) died"
+            instance.report_run_failed(run, message=died)
     tick = runs_tick(instance, settings.model_copy(update={"settle_seconds": settle_seconds}))
-    add_partitions(instance, tick.result)
-    assert tick.plan is not None
+    requests = _requested(instance, tick.result)
     if on_plan:
         on_plan(tick.plan)
     summary = SyncSummary(tick.plan)
-    targets = [
-        Target(r.partition_key, r.tags[SOURCE_FINGERPRINT], r.tags[CHANGE])
-        for r in tick.result.run_requests or ()
-    ]
-
-    def outcome(done: RunOutcome) -> None:
-        summary.outcomes.append(done)
-        if on_outcome:
-            on_outcome(done)
-
-    if targets:  # an idle sync: no more queries, nothing of the report (nor Arrow)
-        build_runs(instance, settings, targets, outcome, log_level, batch_size)
+    if requests:  # an idle sync: no more queries, nothing of the report (nor Arrow)
+        position = {key: i for i, key in enumerate(instance.get_dynamic_partitions(RUNS))}
+        busy = _under_way(instance, position)
+        # Partitions another process's run is building: last, once that run is over.
+        requests.sort(key=lambda r: (r.partition_key in busy, position[r.partition_key]))
+        for batch in _batches(requests, position, batch_size):
+            raise_if_signalled()
+            _wait_for(instance, {busy[r.partition_key] for r in batch if r.partition_key in busy})
+            for outcome in _build(instance, settings, batch, log_level):
+                summary.outcomes.append(outcome)
+                if on_outcome:
+                    on_outcome(outcome)
     summary.sessions = sync_sessions(instance, settings, log_level)
     summary.feedback = fold_feedback(instance, settings, log_level)
     return summary
+
+
+def sync_sessions(instance: DagsterInstance, settings: Settings, log_level: str = "ERROR"):
+    """The sessions sensor's requests built: each session with sealed segments not built."""
+    outcomes = []
+    for request in _requested(instance, sessions_tick(instance, settings, None).result):
+        raise_if_signalled()
+        session = request.partition_key
+        result = execute(
+            instance, SESSIONS_JOB, log_level, {**request.tags, tags.PARTITION: session}
+        )
+        error = "" if result.success else first_error(result)
+        pending = int(request.tags.get(tags.NEW_SEGMENTS, 0))
+        outcomes.append(SessionOutcome(session, pending, result.success, error))
+    return outcomes
+
+
+def fold_feedback(
+    instance: DagsterInstance, settings: Settings, log_level: str = "ERROR", force: bool = False
+) -> FeedbackOutcome:
+    """``state_stats`` materialized when the feedback sensor asks for it (or ``force``)."""
+    if not (force or feedback_tick(instance, settings).result.run_requests):
+        return FeedbackOutcome()
+    raise_if_signalled()
+    store = {"store_dir": settings.store_dir, "feedback_dir": settings.feedback_dir}
+    config = {"resources": {"statepool": {"config": {k: v for k, v in store.items() if v}}}}
+    return feedback_outcome(execute(instance, STATE_STATS_JOB, log_level, run_config=config))
+
+
+def execute(
+    instance: DagsterInstance,
+    job: str,
+    log_level: str,
+    run_tags: dict[str, str] | None = None,
+    run_config: dict | None = None,
+    executor: str = "in_process",
+):
+    """One run of the code location's ``job``, from this process; its result (never raises)."""
+    from ..definitions import defs, statepool_job
+
+    config = {"loggers": {"console": {"config": {"log_level": log_level}}}, **(run_config or {})}
+    run = {"run_config": config, "tags": {**(run_tags or {}), tags.SYNC_PID: str(os.getpid())}}
+    if executor == "in_process":
+        job_def = defs().resolve_job_def(job)
+        return job_def.execute_in_process(instance=instance, raise_on_error=False, **run)
+    # execute_in_process ignores the job's executor; any other needs a job it can rebuild
+    # elsewhere (a Celery worker loads it from the definitions module's pointer).
+    from dagster import execute_job, reconstructable
+
+    return execute_job(reconstructable(statepool_job), instance, raise_on_error=False, **run)
+
+
+def _build(
+    instance: DagsterInstance, settings: Settings, batch: list[RunRequest], log_level: str
+) -> list[RunOutcome]:
+    """``batch`` (consecutive partitions) built in one run; the runs it did not build, alone.
+
+    A batch records every run it built even when another fails; the failed ones run again
+    alone, so each reports its own error. Runs another process built meanwhile are skipped.
+    """
+    started = time.perf_counter()
+    with contextlib.ExitStack() as locks:
+        # Held by this process, the locks would block the steps elsewhere (Celery workers),
+        # which take each run's lock themselves for every stage.
+        if settings.executor == "in_process":
+            layout = StoreLayout(settings.store_dir)
+            for request in batch:  # in key order, as every sync takes them: no deadlock
+                locks.enter_context(layout.lock(request.partition_key))
+        recorded = recorded_fingerprints(instance)
+        built = [
+            r for r in batch if recorded.get(r.partition_key) == r.tags[tags.SOURCE_FINGERPRINT]
+        ]
+        if built:  # by another process, meanwhile: the others alone (the locks are re-entrant)
+            return [
+                RunOutcome(r.partition_key, r.tags[tags.CHANGE], True, elsewhere=True)
+                if r in built
+                else _build(instance, settings, [r], log_level)[0]
+                for r in batch
+            ]
+        first, last = batch[0].partition_key, batch[-1].partition_key
+        ranged = {tags.PARTITION_RANGE_START: first, tags.PARTITION_RANGE_END: last}
+        run_tags = {**batch[0].tags, tags.PARTITION: first} if len(batch) == 1 else ranged
+        result = execute(instance, JOB, log_level, run_tags, executor=settings.executor)
+    raise_if_signalled()  # a stopped sync neither goes on nor retries one by one
+    found = materialized(result)
+    seconds = (time.perf_counter() - started) / len(batch)
+    outcomes = []
+    for request in batch:
+        run, change = request.partition_key, request.tags[tags.CHANGE]
+        if result.success or (FINAL_ASSET, run) in found:
+            outcomes.append(run_outcome(found, run, change, seconds))
+        elif len(batch) > 1:
+            outcomes += _build(instance, settings, [request], log_level)
+        else:
+            outcomes.append(RunOutcome(run, change, False, error=first_error(result)))
+    return outcomes
+
+
+def _batches(requests: list[RunRequest], position: dict[str, int], size: int):
+    """``requests`` cut into runs of consecutive partitions (``position``: the instance's order)."""
+    batch: list[RunRequest] = []
+    for request in requests:
+        at = position[request.partition_key]
+        if batch and (len(batch) >= size or at != position[batch[-1].partition_key] + 1):
+            yield batch
+            batch = []
+        batch.append(request)
+    if batch:
+        yield batch
+
+
+def _requested(instance: DagsterInstance, result) -> list[RunRequest]:
+    """A sensor result's run requests, its partitions added first (as the daemon does)."""
+    for request in result.dynamic_partitions_requests or ():
+        instance.add_dynamic_partitions(request.partitions_def_name, request.partition_keys)
+    return list(result.run_requests or ())
+
+
+def _under_way(instance: DagsterInstance, position: dict[str, int]) -> dict[str, str]:
+    """``{partition: run id}`` of the runs' job's runs another process is executing; a run names
+    its partition or its range (read in the instance's key order)."""
+    order = list(position)
+    found: dict[str, str] = {}
+    for run in instance.get_runs(RunsFilter(job_name=JOB, statuses=UNDER_WAY)):
+        first = run.tags.get(tags.PARTITION_RANGE_START, run.tags.get(tags.PARTITION))
+        last = run.tags.get(tags.PARTITION_RANGE_END, first)
+        if run.tags.get(tags.SYNC_PID) != str(os.getpid()) and {first, last} <= position.keys():
+            found.update(dict.fromkeys(order[position[first] : position[last] + 1], run.run_id))
+    return found
+
+
+def _wait_for(instance: DagsterInstance, run_ids: set[str]) -> None:
+    """Return once none of ``run_ids`` is under way any more (or after the longest wait)."""
+    deadline = time.monotonic() + BUSY_WAIT_SECONDS
+    while run_ids and time.monotonic() < deadline:
+        raise_if_signalled()
+        runs = instance.get_runs(RunsFilter(run_ids=list(run_ids), statuses=UNDER_WAY))
+        run_ids = {run.run_id for run in runs}
+        if run_ids:
+            time.sleep(BUSY_POLL_SECONDS)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        pass
+    return True

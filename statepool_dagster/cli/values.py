@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from typing import NoReturn
 
-from ..core.ranges import INT64_MAX, Range
+from ..core import INT64_MAX, Range
 
 # What ``statepool --help`` says: plain text (the main module's docstring is reST).
 DESCRIPTION = (

@@ -1,6 +1,12 @@
-"""The one error type the core raises on bad input or bad configuration."""
+"""The one error type the core raises on bad input or bad configuration, and the one place
+it catches whatever a user's code raises."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class StatepoolError(Exception):
@@ -17,3 +23,24 @@ class PromptInputError(StatepoolError):
     The state itself is kept, as the original keeps it (it fails only when rendering);
     the prompts stage catches this per state and sets the prompt aside as a reject.
     """
+
+
+class UserCodeError(Exception):
+    """What a user's code raised (``raised``), whatever its type, caught by :func:`call_user`."""
+
+    def __init__(self, raised: Exception) -> None:
+        super().__init__(f"{type(raised).__name__}: {raised}")
+        self.raised = raised
+
+
+def call_user(function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` for code the package does not own: a user's episode formatter,
+    ops parser or outcome hook, a module or file a setting names, a model's chat template.
+
+    Such code may raise any type, so whatever it raises comes back as one
+    :class:`UserCodeError`, which each caller catches by type and reports as its own.
+    """
+    try:
+        return function(*args)
+    except Exception as exc:  # code we do not own raises any type; the caller reports it
+        raise UserCodeError(exc) from exc

@@ -205,9 +205,12 @@ class Stamp(NamedTuple):
 def file_stamp(path: AnyPath | str) -> Stamp | None:
     """One file's :class:`Stamp`; ``None`` when it is absent or cannot be read (one of
     :func:`storage_errors`). A string is a local path: no ``Path`` is built for it."""
-    try:
-        if isinstance(path, str) or is_local(path):
+    if isinstance(path, str) or is_local(path):
+        try:  # a local disk raises OSError alone: no storage client is imported for it
             return Stamp.of_stat(os.stat(path))
+        except OSError:
+            return None
+    try:
         forget_listing(path.parent)  # an object store's rewrite since the last listing
         return Stamp.of_info(path.fs.info(path.path))
     except storage_errors():

@@ -160,6 +160,15 @@ def key_name_problem(name: str, max_length: int) -> str | None:
     return None
 
 
+def checked_key_name(name: str, kind: str, max_length: int = MAX_RUN_NAME) -> str:
+    """``name`` when it can be a ``kind`` key (a run, a session, a writer); ``ValueError``
+    naming the rule otherwise."""
+    problem = key_name_problem(name, max_length)
+    if problem:
+        raise ValueError(f"invalid {kind} name {name!r}: {problem}")
+    return name
+
+
 def run_name_problem(name: str) -> str | None:
     """Why ``name`` cannot be a run partition key, or ``None`` when it can."""
     return key_name_problem(name, MAX_RUN_NAME)
@@ -167,7 +176,4 @@ def run_name_problem(name: str) -> str | None:
 
 def check_run_name(name: str) -> str:
     """Return ``name`` if it is a safe run key; raise ``ValueError`` naming the rule otherwise."""
-    problem = run_name_problem(name)
-    if problem:
-        raise ValueError(f"invalid run name {name!r}: {problem}")
-    return name
+    return checked_key_name(name, "run")

@@ -99,6 +99,40 @@ def _normalize(vec: list[float]) -> list[float]:
     return [round(v * inv, 8) for v in vec]
 
 
+# The tasks whose question is one of a few fixed texts: the texts, and where options come from.
+_FIXED_QUESTIONS = {
+    "HLD": (
+        (
+            "Which of these objects has NOT appeared in the video so far?",
+            "Which of the following did the person never touch before now?",
+        ),
+        _OBJECTS,
+    ),
+    "OJR": (
+        (
+            "What object is the person holding right now?",
+            "Which object was just placed on the table?",
+        ),
+        _OBJECTS,
+    ),
+    "ACR": (("What is the person doing right now?", "What action is being performed?"), _ACTIONS),
+    "FPD": (
+        (
+            "What will the person most likely do next?",
+            "Which action is most likely to follow the current one?",
+        ),
+        _ACTIONS,
+    ),
+    "CRR": (
+        (
+            "What is inside the box the person is about to open?",
+            "Which object will the presenter reveal at the end of the demo?",
+        ),
+        _OBJECTS,
+    ),
+}
+
+
 def _make_question(rng: random.Random, task: str) -> tuple[str, list[str]]:
     """A plausible OVO-Bench-style question and 4 option texts for ``task``."""
     if task == "EPM":
@@ -109,44 +143,17 @@ def _make_question(rng: random.Random, task: str) -> tuple[str, list[str]]:
         act = rng.choice(_ACTIONS)
         q = f"Which action did the person perform right after {act}?"
         opts = rng.sample([a for a in _ACTIONS if a != act], 4)
-    elif task == "HLD":
-        q = rng.choice(
-            (
-                "Which of these objects has NOT appeared in the video so far?",
-                "Which of the following did the person never touch before now?",
-            )
-        )
-        opts = rng.sample(_OBJECTS, 4)
     elif task == "STU":
         a, b = rng.sample(_OBJECTS, 2)
         q = f"Where is the {a} relative to the {b} right now?"
         opts = [f"{r} the {b}" for r in rng.sample(_RELATIONS, 4)]
-    elif task == "OJR":
-        q = rng.choice(
-            (
-                "What object is the person holding right now?",
-                "Which object was just placed on the table?",
-            )
-        )
-        opts = rng.sample(_OBJECTS, 4)
     elif task == "ATR":
         obj = rng.choice(_OBJECTS)
         q = f"What color is the {obj} {rng.choice(_PLACES)} at this moment?"
         opts = rng.sample(_COLORS, 4)
-    elif task == "ACR":
-        q = rng.choice(("What is the person doing right now?", "What action is being performed?"))
-        opts = rng.sample(_ACTIONS, 4)
     elif task == "OCR":
         q = f"What text is written on the {rng.choice(_SIGNS)} right now?"
         opts = rng.sample(_TEXTS, 4)
-    elif task == "FPD":
-        q = rng.choice(
-            (
-                "What will the person most likely do next?",
-                "Which action is most likely to follow the current one?",
-            )
-        )
-        opts = rng.sample(_ACTIONS, 4)
     elif task == "REC":
         past, _ = rng.choice(_REPEATS)
         q = f"How many times has the person {past} so far?"
@@ -156,14 +163,9 @@ def _make_question(rng: random.Random, task: str) -> tuple[str, list[str]]:
         proc, steps = rng.choice(_PROCEDURES)
         q = f"While {proc}, which step has the person just completed?"
         opts = rng.sample(steps, 4)
-    else:  # CRR
-        q = rng.choice(
-            (
-                "What is inside the box the person is about to open?",
-                "Which object will the presenter reveal at the end of the demo?",
-            )
-        )
-        opts = rng.sample(_OBJECTS, 4)
+    else:  # HLD, OJR, ACR, FPD, CRR: one of a few fixed questions
+        texts, pool = _FIXED_QUESTIONS[task]
+        q, opts = rng.choice(texts), rng.sample(pool, 4)
     r = rng.random()
     if r < 1 / 15:
         q += rng.choice(_NONASCII_SUFFIXES)

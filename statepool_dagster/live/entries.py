@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
 
-from ..core.export.selection import CopyRules, kept_alone
-from ..core.locations import AnyPath
-from ..core.segments.naming import parse_segment_name
-from ..core.store.part_files import part_version
+from ..core import AnyPath
+from ..core.export import CopyRules, kept_alone
+from ..core.segments import parse_segment_name
+from ..core.store import part_version
 
 RUN, STORED, SEGMENT = 0, 1, 2  # where a copy's row is read from
 

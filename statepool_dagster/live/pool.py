@@ -23,13 +23,17 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..core.export.formats import verl_record
-from ..core.export.rows import SPLITS, ExportOptions, ExportRow
-from ..core.feedback.folders import folded_segments, stats_folder
-from ..core.feedback.select import Selection, SelectionOptions
-from ..core.feedback.stats_store import TABLE, update_stats
-from ..core.locations import file_stamp, is_local, storage_errors
-from ..core.prompts.spec import PromptSpec
+from ..core import file_stamp, is_local, storage_errors
+from ..core.export import SPLITS, ExportOptions, ExportRow, verl_record
+from ..core.feedback import (
+    STATS_TABLE,
+    Selection,
+    SelectionOptions,
+    folded_segments,
+    stats_folder,
+    update_stats,
+)
+from ..core.prompts import PromptSpec
 from ..core.segments import list_segments
 from .entries import SEGMENT, Candidates, Entry, StateSource
 from .row_reader import ROW_ERRORS, RowReader, Stale
@@ -84,7 +88,7 @@ class LivePool:
         self.refresh_seconds = refresh_seconds
         self.export_options = ExportOptions(val_fraction=val_fraction, test_fraction=0.0, seed=seed)
         if prompt_spec is None and self.sessions is not None:
-            from ..core.config import Settings
+            from ..core import Settings
 
             prompt_spec = Settings.from_env().prompt_spec()
         self.weighted = self.options.weight is not None
@@ -288,7 +292,7 @@ class LivePool:
     def version(self) -> str:
         """Keep the served order in the store as a pool version (written once per content,
         older versions pruned as :mod:`.versions` says); its id, for a trainer checkpoint."""
-        from ..core.config import Settings
+        from ..core import Settings
 
         served = (self._served.changes, len(self._served))
         if (
@@ -451,7 +455,7 @@ class LivePool:
     def _refresh_selection(self) -> None:
         if not self.options.active:
             return
-        stamp = file_stamp(stats_folder(self.store) / TABLE)
+        stamp = file_stamp(stats_folder(self.store) / STATS_TABLE)
         if stamp == self._stats_stamp:
             return
         selection = Selection.from_options(self.options, self.store)

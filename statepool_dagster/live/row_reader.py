@@ -20,16 +20,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..core.errors import StatepoolError
-from ..core.export.rows import ExportRow, run_row, session_row
-from ..core.locations import RANGED_BLOCK, AnyPath, storage_errors
+from ..core import RANGED_BLOCK, AnyPath, Reject, StatepoolError, storage_errors
+from ..core.export import ExportRow, run_row, session_row
 from ..core.names import PROMPTS, STATES
-from ..core.prompts.spec import PromptSpec
-from ..core.rejects import Reject
-from ..core.segments.reader import DEFAULT_MAX_LINE, open_segment, read_segment_line
-from ..core.sessions.read import parse_line
-from ..core.sessions.store import SessionFolders, session_prompt
-from ..core.store.layout import StoreLayout
+from ..core.prompts import PromptSpec
+from ..core.segments import DEFAULT_MAX_LINE, open_segment, read_segment_line
+from ..core.sessions import SessionFolders, parse_line, session_prompt
+from ..core.store import StoreLayout
 from .entries import RUN, SEGMENT, STORED, Entry
 from .segments import display_name
 from .stored import open_parquet

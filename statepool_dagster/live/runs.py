@@ -16,18 +16,12 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ..core.export.collect import tables_agree
-from ..core.export.rows import ExportOptions, split_of
-from ..core.locations import AnyPath, Stamp, file_stamp, is_local
+from ..core import AnyPath, Stamp, file_stamp, is_local
+from ..core.export import ExportOptions, split_of, tables_agree
 from ..core.names import PROMPTS, STATES, TABLE_INDEX, run_name_problem
-from ..core.runs.files import natural_key
-from ..core.states.digest import state_digest_hex, state_text_digest
-from ..core.store.batches import CheckpointBatches
-from ..core.store.layout import StoreLayout
-from ..core.store.part_files import read_spans
-from ..core.store.parts import RunTable
-from ..core.store.rows import utf8_views
-from ..core.store.schemas import SCHEMAS
+from ..core.runs import natural_key
+from ..core.states import state_digest_hex, state_text_digest
+from ..core.store import SCHEMAS, CheckpointBatches, RunTable, StoreLayout, read_spans, utf8_views
 from .entries import RUN, Entry, run_place
 from .stamps import index_stamps, subfolders
 from .stored import open_parquet

@@ -17,17 +17,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.errors import PromptInputError
-from ..core.export.rows import ExportOptions, split_of
-from ..core.locations import AnyPath
-from ..core.prompts.spec import PromptSpec
-from ..core.rejects import Reject
-from ..core.runs.files import natural_key
-from ..core.segments.reader import DEFAULT_MAX_LINE, Segment, iter_segment_records, list_segments
-from ..core.sessions.layout import SEGMENTS_DIR, session_name_problem
-from ..core.sessions.read import SessionState, parse_line
-from ..core.sessions.store import session_prompt
-from ..core.states.digest import state_text_digest
+from ..core import AnyPath, PromptInputError, Reject
+from ..core.export import ExportOptions, split_of
+from ..core.prompts import PromptSpec
+from ..core.runs import natural_key
+from ..core.segments import DEFAULT_MAX_LINE, Segment, iter_segment_records, list_segments
+from ..core.sessions import (
+    SEGMENTS_DIR,
+    SessionState,
+    parse_line,
+    session_name_problem,
+    session_prompt,
+)
+from ..core.states import state_text_digest
 from .entries import SEGMENT, Entry, segment_place
 from .stamps import subfolders
 from .unavailable import at_once

@@ -12,7 +12,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Callable
 
-from ..core.feedback.select import Decision
+from ..core.feedback import Decision
 from .entries import Entry
 
 

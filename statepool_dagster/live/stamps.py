@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from ..core.locations import (
+from ..core import (
     AnyPath,
     Stamp,
     as_path,

@@ -15,15 +15,14 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from ..core.export.rows import ExportOptions, split_of
-from ..core.locations import AnyPath, Stamp, is_local, open_ranged
+from ..core import AnyPath, Stamp, is_local, open_ranged
+from ..core.export import ExportOptions, split_of
 from ..core.names import SESSION_STATES
-from ..core.runs.files import natural_key
-from ..core.segments.naming import parse_segment_name
-from ..core.sessions.layout import session_name_problem
-from ..core.sessions.store import INDEX, SessionFolders
-from ..core.states.digest import state_text_digest
-from ..core.store.rows import utf8_views
+from ..core.runs import natural_key
+from ..core.segments import parse_segment_name
+from ..core.sessions import INDEX, SessionFolders, session_name_problem
+from ..core.states import state_text_digest
+from ..core.store import utf8_views
 from .entries import STORED, Entry, stored_place
 from .stamps import index_stamps
 from .unavailable import at_once

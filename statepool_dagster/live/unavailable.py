@@ -23,8 +23,8 @@ import urllib.parse
 from collections.abc import Callable
 from typing import TypeVar
 
-from ..core.export.rows import ExportRow
-from ..core.locations import storage_errors
+from ..core import storage_errors
+from ..core.export import ExportRow
 
 LISTING_SHARE = 10  # an object store's tables are listed for at most 1/10 of the time
 BACKOFF_SECONDS = 30.0  # the longest wait between tries while the store cannot be read

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ..core.locations import AnyPath, as_path, forget_listing, is_local
+from ..core import AnyPath, as_path, forget_listing, is_local
 from ..core.names import POOL_VERSIONS
-from ..core.store.atomic import read_parquet, write_parquet_atomic
+from ..core.store import read_parquet, write_parquet_atomic
 
 SCHEMA = pa.schema([("state_id", pa.string()), ("row_key", pa.string())])
 KEEP_VERSIONS = 100

@@ -25,9 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import StatepoolError
-from ..core.feedback.recorded import Recorded, RecordedRewards, recorded_rewards
-from ..core.feedback.records import FeedbackRecord
+from ..core import StatepoolError
+from ..core.feedback import FeedbackRecord, Recorded, RecordedRewards, recorded_rewards
 from ..live import LivePool, StateSource, VersionGone
 from .cursor import CursorError, check_cursor, served_positions
 from .trl import CURSOR_FILE, load_cursor

@@ -23,9 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core.export.formats import trl_record, trl_schema
-from ..core.feedback.select import SelectionOptions
-from ..core.locations import storage_errors
+from ..core import storage_errors
+from ..core.export import trl_record, trl_schema
+from ..core.feedback import SelectionOptions
 from ..live import LivePool, PoolUnavailable
 from .cursor import CursorError, DrawOrder, check_cursor
 
@@ -121,7 +121,7 @@ def live_trl_dataset(
     """
     from datasets import Features, IterableDataset
 
-    from ..core.config import Settings
+    from ..core import Settings
 
     settings = Settings.from_env()
     options = options or SelectionOptions()

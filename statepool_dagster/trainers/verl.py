@@ -46,12 +46,9 @@ from omegaconf import OmegaConf
 from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.utils.tokenizer import normalize_token_ids
 
-from ..core.config import Settings
-from ..core.export.formats import verl_record, verl_schema
-from ..core.export.rows import ExportRow
-from ..core.feedback.importers import feedback_folder
-from ..core.feedback.select import SelectionOptions
-from ..core.locations import storage_errors
+from ..core import Settings, UserCodeError, call_user, storage_errors
+from ..core.export import ExportRow, verl_record, verl_schema
+from ..core.feedback import SelectionOptions, feedback_folder
 from ..live import LivePool
 from .cursor import (
     CURSOR_FORMAT,
@@ -319,23 +316,32 @@ class LiveRLDataset(RLHFDataset):
         template = functools.partial(
             self.tokenizer.apply_chat_template, add_generation_prompt=True, tokenize=True, **kwargs
         )
+
+        def batch(batch_rows: list[ExportRow]) -> list[int]:
+            ids = template([r.messages() for r in batch_rows])
+            ids = ids["input_ids"] if hasattr(ids, "keys") else ids
+            return [len(one) if isinstance(one, list) else len(normalize_token_ids(one))
+                    for one in ids]  # fmt: skip
+
+        def alone(row: ExportRow) -> int:
+            return len(normalize_token_ids(template(row.messages())))
+
+        # Every error, as verl's own doc2len catches: a chat template is the model's Jinja
+        # and tokenizer code, and a prompt verl drops must not stop training here.
         try:
             counts = []
             for start in range(0, len(rows), COUNT_ROWS):
-                ids = template([r.messages() for r in rows[start : start + COUNT_ROWS]])
-                ids = ids["input_ids"] if hasattr(ids, "keys") else ids
-                counts += [len(one) if isinstance(one, list) else len(normalize_token_ids(one))
-                           for one in ids]  # fmt: skip
+                counts += call_user(batch, rows[start : start + COUNT_ROWS])
             return counts
-        # Every error, as verl's own doc2len catches: a chat template is the model's Jinja
-        # and tokenizer code, and a prompt verl drops must not stop training here.
-        except Exception:  # one prompt spoilt the batch: each alone
+        except UserCodeError:  # one prompt spoilt the batch: each alone
             counts = []
             for row in rows:
                 try:
-                    counts.append(len(normalize_token_ids(template(row.messages()))))
-                except Exception as exc:  # as above; verl drops such a prompt too
-                    log.warning("statepool: state %s: prompt not templated: %s", row.state_id, exc)
+                    counts.append(call_user(alone, row))
+                except UserCodeError as error:  # as above; verl drops such a prompt too
+                    log.warning(
+                        "statepool: state %s: prompt not templated: %s", row.state_id, error.raised
+                    )
                     counts.append(self.max_prompt_length + 1)
             return counts
 

@@ -13,7 +13,9 @@ import pytest
 
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 
-from helpers import REPO, cli_env, seed_pool, store_pool
+from cli_helpers import cli_env
+from process_helpers import REPO
+from store_helpers import seed_pool, store_pool
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=4, n_cards=5, emb_dim=8, episodes_per_batch=3)
 STATEPOOL = Path(sys.executable).with_name("statepool")

@@ -16,16 +16,16 @@ import pytest
 from statepool_dagster.core.export.rows import ExportOptions, split_of
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import STATEPOOL, cli_env, synced_store
+from cli_helpers import STATEPOOL, cli_env
 
 SPEC = SampleSpec(n_runs=3, n_checkpoints=2, n_cards=3, emb_dim=4, episodes_per_batch=2)
 RUN_NAMES = [f"run{i:03d}" for i in range(SPEC.n_runs)]
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory) -> Path:
+def store(synced_store) -> Path:
     """A synced store, read (never written) by the export tests."""
-    return synced_store(tmp_path_factory.mktemp("synced"), SPEC)
+    return synced_store(SPEC)
 
 
 def run(

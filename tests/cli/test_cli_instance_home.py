@@ -15,7 +15,8 @@ import yaml
 from statepool_dagster.cli.console import INSTANCE_CONFIG
 from statepool_dagster.cli.main import ui_command
 
-from helpers import REPO, STATEPOOL
+from cli_helpers import STATEPOOL
+from process_helpers import REPO
 
 WARNINGS = ("telemetry", "No dagster instance configuration file", "Traceback")
 

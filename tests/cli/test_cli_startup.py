@@ -14,7 +14,7 @@ from pathlib import Path
 
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import cli_env
+from cli_helpers import cli_env
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=2)
 BUILDING = {"statepool_dagster.definitions", "pyarrow", "pandas"}

@@ -19,7 +19,7 @@ from statepool_dagster.cli.main import build_parser
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.feedback.select import SelectionOptions
 
-from helpers import STATEPOOL, cli_env
+from cli_helpers import STATEPOOL, cli_env
 
 # What each command needs besides the flag under test.
 REQUIRED = {

@@ -19,7 +19,9 @@ from statepool_dagster.live import LivePool
 from statepool_dagster.trainers.cursor import DrawOrder
 from statepool_dagster.trainers.trl import _save_cursor
 
-from helpers import REPO, STATEPOOL, cli_env, generated_state, synced_store
+from cli_helpers import STATEPOOL, cli_env
+from process_helpers import REPO
+from store_helpers import generated_state
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=2, n_cards=3, emb_dim=4, episodes_per_batch=2)
 COMMANDS = sorted(
@@ -28,11 +30,13 @@ COMMANDS = sorted(
 
 
 @pytest.fixture(scope="module")
-def synced(tmp_path_factory) -> Path:
+def synced(synced_store, tmp_path_factory) -> Path:
     """A root with runs/ and a synced store/, copied by each test that writes."""
     root = tmp_path_factory.mktemp("walk")
-    store = synced_store(root, SPEC)
-    order = DrawOrder(LivePool(store), weighted=False, seed=0)
+    shutil.copytree(
+        synced_store(SPEC).parent, root, dirs_exist_ok=True, ignore=shutil.ignore_patterns("home")
+    )
+    order = DrawOrder(LivePool(root / "store"), weighted=False, seed=0)
     order.next()
     (root / "checkpoint-1").mkdir()
     _save_cursor(root / "checkpoint-1", order.state_dict())  # a TRL checkpoint, for lineage

@@ -11,7 +11,8 @@ from statepool_dagster.cli.main import build_parser
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.words import plural
 
-from helpers import REPO, STATEPOOL, cli_env
+from cli_helpers import STATEPOOL, cli_env
+from process_helpers import REPO
 
 
 def test_plural_says_one_in_the_singular():

@@ -16,7 +16,8 @@ import pytest
 
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import cli_env, seed_pool, store_pool
+from cli_helpers import cli_env
+from store_helpers import seed_pool, store_pool
 
 pytestmark = pytest.mark.slow  # many syncs, each killed
 

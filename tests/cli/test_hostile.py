@@ -22,8 +22,9 @@ from statepool_dagster.core.runs.json_read import DEPTH_LIMIT
 from statepool_dagster.demo.sample_runs import generate_run
 
 from broken_runs import SPEC
-from helpers import cli_env, store_pool
+from cli_helpers import cli_env
 from hostile_runs import SECRET, build_hostile_corpus
+from store_helpers import store_pool
 
 STATEPOOL = Path(sys.executable).with_name("statepool")
 

@@ -13,7 +13,7 @@ from statepool_dagster.core.feedback.recorder import FeedbackRecorder
 from statepool_dagster.core.feedback.records import from_breakdown
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import cli_env, statepool
+from cli_helpers import cli_env, statepool
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=3, emb_dim=2, episodes_per_batch=1)
 SKIPPED = "Dagster not opened"

@@ -18,7 +18,7 @@ from statepool_dagster.core.prompts.spec import load_tool_specs
 from statepool_dagster.core.rewards import Vocabulary, apply_ops
 from statepool_dagster.demo.sample_runs import SampleSpec
 
-from helpers import STATEPOOL, assert_files_only, cli_env, local_sync
+from cli_helpers import STATEPOOL, assert_files_only, cli_env, local_sync
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=4, n_cards=4, emb_dim=2, episodes_per_batch=2)
 

@@ -12,7 +12,7 @@ import pytest
 from statepool_dagster.core.export.sessions import iter_session_table
 from statepool_dagster.core.sessions import StateWriter
 
-from helpers import cli_env, peak_rss_mb
+from cli_helpers import cli_env, peak_rss_mb
 
 pytestmark = pytest.mark.slow  # two syncs of a 30 MB state, memory measured in a child
 

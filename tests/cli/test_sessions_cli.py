@@ -13,7 +13,8 @@ from statepool_dagster.core.segments import list_segments
 from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.core.sessions.build import build_session, session_totals
 
-from helpers import BIN, cli_env
+from cli_helpers import cli_env
+from process_helpers import BIN
 
 
 def _state(k: int) -> dict:

@@ -16,7 +16,7 @@ from dagster import DagsterInstance
 from statepool_dagster.core.names import SESSIONS_JOB
 from statepool_dagster.definitions import defs
 
-from helpers import STATEPOOL, cli_env
+from cli_helpers import STATEPOOL, cli_env
 
 
 def _state(k: int) -> str:

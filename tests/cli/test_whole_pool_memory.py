@@ -15,7 +15,7 @@ from statepool_dagster.core.config import Settings
 from statepool_dagster.core.stages import build_run
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 
-from helpers import cli_env, peak_rss_mb, statepool
+from cli_helpers import cli_env, peak_rss_mb, statepool
 
 pytestmark = pytest.mark.slow  # memory measured in subprocesses at several pool sizes
 

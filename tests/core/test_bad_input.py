@@ -15,7 +15,8 @@ from statepool_dagster.definitions import defs
 from statepool_dagster.defs.runs.partitions import RUNS
 
 from broken_runs import build_corpus, cleaned_copy
-from helpers import cli_env, seed_pool, store_pool
+from cli_helpers import cli_env
+from store_helpers import seed_pool, store_pool
 
 STATEPOOL = Path(sys.executable).with_name("statepool")
 

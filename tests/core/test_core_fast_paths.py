@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pyarrow as pa
 from hypothesis import given, settings
@@ -150,6 +151,40 @@ def test_a_states_text_digest_is_its_digest(lib, episodes, other, ascii_only):
     text = json.dumps(state, ensure_ascii=ascii_only)
     assert state_text_digest(text) == state_digest(json.loads(text))
     assert state_text_digest(text.encode("utf-8")) == state_digest(json.loads(text))
+
+
+@settings(max_examples=300)
+@given(
+    lib=st.dictionaries(st.text(max_size=6), json_value, max_size=4),
+    episodes=st.lists(json_value, max_size=4),
+    other=json_value,
+)
+def test_a_states_digest_from_its_pieces_is_its_texts(lib, episodes, other):
+    from statepool_dagster.core.states.digest import (
+        decode_noting_floats,
+        pieces_digest,
+        state_text_digest,
+    )
+    from statepool_dagster.core.states.models import decode_stored
+
+    state = {"state_id": "x", "lib_snapshot": lib, "episodes": episodes, "analysis": other}
+    text = json.dumps(state, ensure_ascii=False)
+    pieces = [decode_noting_floats(json.dumps(v, ensure_ascii=False)) for v in [lib, *episodes]]
+    for (value, _), original in zip(pieces, [lib, *episodes], strict=True):
+        assert json.dumps(value) == json.dumps(decode_stored(json.dumps(original)))
+    if all(plain for _, plain in pieces):
+        found = pieces_digest(pieces[0][0], [value for value, _ in pieces[1:]])
+        assert found is None or found == state_text_digest(text)
+
+
+def test_a_states_digest_from_its_pieces_is_taken_only_where_it_is_exact():
+    from statepool_dagster.core.states.digest import decode_noting_floats, pieces_digest
+
+    library, plain = decode_noting_floats(b'{"cards": [{"card_id": "c", "w": 0.5}]}')
+    assert plain and pieces_digest(library, []) is not None
+    assert decode_noting_floats(b'{"w": 1e-05}')[1] is False  # json writes it another way
+    value, plain = decode_noting_floats(b'{"w": NaN}')  # json's reading, never digested
+    assert not plain and math.isnan(value["w"])
 
 
 def test_the_digest_a_state_part_records_is_its_texts(tmp_path):

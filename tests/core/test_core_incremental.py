@@ -28,7 +28,7 @@ from statepool_dagster.core.store.reading import read_run_table
 from statepool_dagster.core.store.schemas import SCHEMAS
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 
-from helpers import store_pool
+from store_helpers import store_pool
 
 SPEC = SampleSpec(n_runs=1, n_checkpoints=5, n_cards=6, emb_dim=8, episodes_per_batch=3)
 RUN = "run000"

@@ -82,7 +82,7 @@ def test_the_prompts_hand_over_adds_a_constant_to_a_stage_s_peak(tmp_path):
 RECENT_CHILD = r"""
 import sys
 import pyarrow as pa
-from statepool_dagster.core.store.part_writer import RecentParts
+from statepool_dagster.core.store.part_files import RecentParts
 
 def anon_kb():
     for line in open("/proc/self/status"):

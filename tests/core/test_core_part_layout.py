@@ -13,12 +13,12 @@ import pytest
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES, TABLE_INDEX
 from statepool_dagster.core.stages import build_run
-from statepool_dagster.core.store.batches import CheckpointBatches
 from statepool_dagster.core.store.parts import RunTable
+from statepool_dagster.core.store.reading import CheckpointBatches
 from statepool_dagster.core.store.schemas import SCHEMAS
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 
-from helpers import store_pool
+from store_helpers import store_pool
 
 SPEC = SampleSpec(n_runs=1, n_checkpoints=12, n_cards=4, emb_dim=4, episodes_per_batch=3)
 RUN = "run000"

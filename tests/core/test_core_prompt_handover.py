@@ -20,7 +20,7 @@ from statepool_dagster.core.stages.states import build_states
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_run
 
-from helpers import store_pool
+from store_helpers import store_pool
 
 SPEC = SampleSpec(n_runs=1, n_checkpoints=6, n_cards=3, emb_dim=4, episodes_per_batch=3)
 RUN = "run000"

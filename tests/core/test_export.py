@@ -37,16 +37,9 @@ from statepool_dagster.definitions import defs
 from statepool_dagster.defs.runs.partitions import RUNS
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 
-from helpers import (
-    REPO,
-    STATEPOOL,
-    assert_files_only,
-    cli_env,
-    daemon,
-    latest_metadata,
-    synced_store,
-    wait_until,
-)
+from cli_helpers import STATEPOOL, assert_files_only, cli_env
+from instance_helpers import latest_metadata
+from process_helpers import REPO, daemon, wait_until
 
 SPEC = SampleSpec(n_runs=8, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=2)
 RUN_NAMES = [f"run{i:03d}" for i in range(SPEC.n_runs)]
@@ -54,9 +47,9 @@ OPTIONS = ExportOptions(val_fraction=0.3, test_fraction=0.2, seed=0)
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory) -> Path:
+def store(synced_store) -> Path:
     """A store synced once for the module's tests that only read it."""
-    return synced_store(tmp_path_factory.mktemp("synced"), SPEC)
+    return synced_store(SPEC)
 
 
 def split_files(out: Path) -> dict[str, Path]:

@@ -25,7 +25,8 @@ from statepool_dagster.core.sessions.build import build_session
 from statepool_dagster.core.stages import build_run
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import STATEPOOL, cli_env, generated_state
+from cli_helpers import STATEPOOL, cli_env
+from store_helpers import generated_state
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=2)
 RUN_STATES = {f"run{r:03d}_ckpt{k}" for r in range(2) for k in range(3)}

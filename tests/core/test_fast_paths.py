@@ -11,7 +11,8 @@ from statepool_dagster.cli.sync import sync
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 from statepool_dagster.readers import load_prompts
 
-from helpers import latest_metadata, materialize_run, new_instance, store_pool
+from instance_helpers import latest_metadata, materialize_run, new_instance
+from store_helpers import store_pool
 
 SPEC = SampleSpec(n_runs=3, n_checkpoints=5, n_cards=6, emb_dim=8, episodes_per_batch=3)
 

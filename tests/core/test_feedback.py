@@ -23,7 +23,8 @@ from statepool_dagster.core.segments import iter_segment_lines, list_segments
 from statepool_dagster.core.segments.writer import SegmentWriter
 from statepool_dagster.rewards import compute_score, trl_reward
 
-from helpers import BIN, cli_env
+from cli_helpers import cli_env
+from process_helpers import BIN
 
 
 def _segment_records(segment) -> list:

@@ -13,7 +13,7 @@ import pytest
 from statepool_dagster.core.feedback.history import HISTORY_STEPS
 from statepool_dagster.core.feedback.records import FeedbackRecord
 from statepool_dagster.core.feedback.stats_store import (
-    TABLE,
+    STATS_TABLE,
     load_fold,
     read_history,
     read_stats,
@@ -164,5 +164,5 @@ def test_a_fold_saved_before_histories_were_kept_goes_on_with_the_new_records(tm
     update_stats(store, feedback)
     fold, _ = load_fold(store)
     assert sum(fold.history.table()["answers"].to_pylist()) == len(records) - 10
-    assert (folder / TABLE).is_file()
+    assert (folder / STATS_TABLE).is_file()
     assert sum(r["answers"] for r in read_history(store).to_pylist()) == len(records) - 10

@@ -26,7 +26,8 @@ from statepool_dagster import compat, load_prompts
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.config import Settings
 
-from helpers import new_instance, store_pool
+from instance_helpers import new_instance
+from store_helpers import store_pool
 
 RUN_NAMES = sorted(p.name for p in RUNS.iterdir() if p.is_dir())
 
@@ -59,7 +60,7 @@ def standin(monkeypatch):
     _drop_infer()
 
 
-def synced_store(tmp_path: Path, monkeypatch) -> Path:
+def golden_store(tmp_path: Path, monkeypatch) -> Path:
     """The golden runs through ``statepool sync`` (the real Definitions) into a new store."""
     store = tmp_path / "store"
     monkeypatch.setenv("STATEPOOL_RUNS_DIR", str(RUNS))
@@ -96,7 +97,7 @@ def test_compat_collect_from_run_writes_the_golden_bytes(tmp_path):
 def test_sync_writes_the_golden_state_files_and_bundled_prompts(tmp_path, monkeypatch):
     for name in INFER_SETTINGS:
         monkeypatch.delenv(Settings.env_name(name), raising=False)
-    store = synced_store(tmp_path, monkeypatch)
+    store = golden_store(tmp_path, monkeypatch)
     assert store_pool(store) == golden_pool()
     prompts = load_prompts(store)
     assert dict(zip(prompts["state_id"], prompts["prompt"], strict=True)) == golden_prompts(
@@ -105,7 +106,7 @@ def test_sync_writes_the_golden_state_files_and_bundled_prompts(tmp_path, monkey
 
 
 def test_sync_renders_the_golden_prompts_under_the_stand_in(tmp_path, monkeypatch, standin):
-    store = synced_store(tmp_path, monkeypatch)
+    store = golden_store(tmp_path, monkeypatch)
     prompts = load_prompts(store)
     assert dict(zip(prompts["state_id"], prompts["prompt"], strict=True)) == golden_prompts(
         "standin"

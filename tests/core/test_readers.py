@@ -13,7 +13,7 @@ from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.errors import StatepoolError
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import seed_pool
+from store_helpers import seed_pool
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=12, n_cards=4, emb_dim=4, episodes_per_batch=2)
 

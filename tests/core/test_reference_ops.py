@@ -19,7 +19,7 @@ from statepool_dagster.core.states.reference_ops import (
 )
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import materialize_run
+from instance_helpers import materialize_run
 
 
 def card(card_id: str, trigger: str = "t", program: str = "p", **meta) -> dict:

@@ -28,7 +28,8 @@ from statepool_dagster.definitions import defs
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
 from browser_helpers import CHROMIUM, CHROMIUM_ARGS, require
-from helpers import cli_env, latest_metadata, new_instance
+from cli_helpers import cli_env
+from instance_helpers import latest_metadata, new_instance
 
 SPEC = SampleSpec(n_runs=3, n_checkpoints=4, n_cards=5, emb_dim=4, episodes_per_batch=4)
 STATEPOOL = Path(sys.executable).with_name("statepool")

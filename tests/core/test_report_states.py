@@ -31,7 +31,7 @@ from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 from statepool_dagster.live import LivePool
 
-from helpers import generated_state
+from store_helpers import generated_state
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=3, emb_dim=2, episodes_per_batch=1)
 

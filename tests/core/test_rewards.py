@@ -417,6 +417,22 @@ def test_an_outcome_hook_must_return_a_finite_number():
         grader.grade("[]", state_for(library), [])
 
 
+@pytest.mark.parametrize(
+    ("hook", "said"),
+    [
+        (lambda lib, st: 1 / 0, "ZeroDivisionError: division by zero"),
+        (lambda lib, st: "high", "ValueError: could not convert string to float: 'high'"),
+    ],
+)
+def test_an_outcome_hook_that_raises_is_named_with_its_error(hook, said):
+    grader = Grader(VOCABULARY, 3, Weights(), outcome_hook=hook, outcome_name="mine")
+    library = TRANSITIONS[0][0]
+    with pytest.raises(StatepoolError) as raised:
+        grader.grade("[]", state_for(library), [])
+    assert str(raised.value) == f"outcome scorer mine on state run000_v1 failed: {said}"
+    assert type(raised.value.__cause__).__name__ == said.split(":")[0]
+
+
 def _any_ops(library: dict) -> st.SearchStrategy[list[dict]]:
     ids = st.sampled_from([c["card_id"] for c in library["cards"]] + ["c9999"])
     texts = st.text(max_size=30)

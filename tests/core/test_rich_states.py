@@ -15,7 +15,7 @@ from statepool_dagster.core.config import Settings
 from statepool_dagster.core.runs.files import fingerprint_run
 from statepool_dagster.core.states.join import OFFLINE_RECEIPT
 
-from helpers import latest_metadata, materialize_run
+from instance_helpers import latest_metadata, materialize_run
 
 DEFAULTS = (
     Path(__file__).resolve().parents[2] / "statepool_dagster" / "core" / "prompts" / "defaults"

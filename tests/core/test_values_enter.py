@@ -25,7 +25,9 @@ from statepool_dagster.core.sessions.build import session_totals
 from statepool_dagster.core.sessions.writer import session_line
 from statepool_dagster.live import LivePool
 
-from helpers import STATEPOOL, cli_env, generated_state, new_instance
+from cli_helpers import STATEPOOL, cli_env
+from instance_helpers import new_instance
+from store_helpers import generated_state
 
 INT64 = (-(2**63), 2**63 - 1)
 EDGES = [-1, 0, INT64[1], INT64[1] + 1, 10**30, 99999999999999999999999, -(10**30)]

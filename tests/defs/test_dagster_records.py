@@ -20,7 +20,8 @@ from statepool_dagster.core import names
 from statepool_dagster.defs.runs.checks import CHECK_SPECS, INPUTS_CLEAN
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import REPO, cli_env, sync_json
+from cli_helpers import cli_env, sync_json
+from process_helpers import REPO
 
 SPEC = SampleSpec(n_runs=3, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=3)
 BIN = Path(sys.executable).parent

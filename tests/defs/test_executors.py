@@ -12,7 +12,8 @@ from dagster import in_process_executor
 
 from statepool_dagster.defs.executors import statepool_executor
 
-from helpers import BIN, REPO, cli_env
+from cli_helpers import cli_env
+from process_helpers import BIN, REPO
 
 BROKER = "redis://127.0.0.1:6390/0"
 

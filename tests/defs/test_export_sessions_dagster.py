@@ -17,7 +17,10 @@ from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.definitions import defs
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import cli_env, daemon, generated_state, latest_metadata, wait_until
+from cli_helpers import cli_env
+from instance_helpers import latest_metadata
+from process_helpers import daemon, wait_until
+from store_helpers import generated_state
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=2, n_cards=4, emb_dim=4)
 DATASET = AssetKey("training_dataset")

@@ -14,7 +14,8 @@ from statepool_dagster.definitions import defs
 from statepool_dagster.defs.runs.partitions import RUNS
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 
-from helpers import new_instance, seed_pool, store_pool
+from instance_helpers import new_instance
+from store_helpers import seed_pool, store_pool
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=5, n_cards=6, emb_dim=8, episodes_per_batch=4)
 

@@ -28,7 +28,7 @@ from statepool_dagster.definitions import defs
 from statepool_dagster.defs.runs.partitions import RUNS
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import latest_metadata, materialize_run, new_instance
+from instance_helpers import latest_metadata, materialize_run, new_instance
 
 SPEC = SampleSpec(n_runs=3, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=3)
 NAMES = [f"run{i:03d}" for i in range(SPEC.n_runs)]

@@ -19,7 +19,9 @@ from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.definitions import defs
 from statepool_dagster.defs.sessions.sensors import sessions_sensor_def
 
-from helpers import BIN, cli_env, latest_metadata
+from cli_helpers import cli_env
+from instance_helpers import latest_metadata
+from process_helpers import BIN
 
 
 def _state(k: int, receipt: str = "r") -> dict:

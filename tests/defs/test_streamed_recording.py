@@ -38,7 +38,7 @@ from statepool_dagster.defs.runs.partitions import RUNS
 from statepool_dagster.defs.runs.recording import RECORD_AT_LEAST
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import cli_env
+from cli_helpers import cli_env
 
 # More runs than one write takes, and two more: the last is held back in one test.
 N_RUNS = RECORD_AT_LEAST + 2

@@ -14,7 +14,8 @@ from statepool_dagster.core.config import Settings
 from statepool_dagster.definitions import defs
 from statepool_dagster.defs.resources import StatepoolSettings
 
-from helpers import REPO, cli_env, statepool
+from cli_helpers import cli_env, statepool
+from process_helpers import REPO
 
 PACKAGE = REPO / "statepool_dagster"
 STORAGE_MODULES = {"storages/sqlite.py", "storages/batch.py", "storages/postgres.py"}

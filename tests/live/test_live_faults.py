@@ -20,7 +20,7 @@ from statepool_dagster.core.stages import build_run
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 from statepool_dagster.live import LivePool, PoolUnavailable
 
-from helpers import REPO
+from process_helpers import REPO
 
 SPEC = SampleSpec(n_runs=1, n_checkpoints=6, n_cards=4, emb_dim=4, episodes_per_batch=2)
 OTHER = SampleSpec(n_runs=1, n_checkpoints=6, n_cards=6, emb_dim=4, episodes_per_batch=3)
@@ -105,7 +105,7 @@ def test_the_store_gone_for_a_while_keeps_serving_logs_once_and_catches_up(tmp_p
 KILLED_WRITER = """
     import os, signal
     from statepool_dagster.core.sessions import StateWriter
-    from helpers import generated_state
+    from store_helpers import generated_state
     writer = StateWriter({root!r}, "k", writer="a", max_records=2, max_age=3600)
     for k in range(5):
         writer.append(generated_state(100 + k), policy_step=k)
@@ -114,7 +114,7 @@ KILLED_WRITER = """
 OTHER_WRITER = """
     import sys, time
     from statepool_dagster.core.sessions import StateWriter
-    from helpers import generated_state
+    from store_helpers import generated_state
     with StateWriter({root!r}, "k", writer="b", max_records=2, max_age=3600) as writer:
         for k in range(3):
             writer.append(generated_state(200 + k), policy_step=k)
@@ -147,7 +147,7 @@ def test_a_writer_killed_mid_segment_loses_no_sealed_state_and_serves_no_unseale
 def test_a_served_segment_removed_leaves_and_its_place_still_answers(tmp_path):
     from statepool_dagster.core.sessions import StateWriter
 
-    from helpers import generated_state
+    from store_helpers import generated_state
 
     root, store = tmp_path / "sessions", tmp_path / "store"
     store.mkdir()

@@ -25,7 +25,8 @@ from statepool_dagster.core.stages import build_run
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run, generate_runs
 from statepool_dagster.live import LivePool
 
-from helpers import cli_env, generated_state, statepool
+from cli_helpers import cli_env, statepool
+from store_helpers import generated_state
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=2)
 OPTIONS = ExportOptions(val_fraction=0.0)

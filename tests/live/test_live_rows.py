@@ -23,7 +23,7 @@ from statepool_dagster.core.stages import build_run
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_run
 from statepool_dagster.live import LivePool
 
-from helpers import generated_state
+from store_helpers import generated_state
 
 built, pool = test_live_pool.built, test_live_pool.pool  # the same fixtures
 

@@ -19,7 +19,8 @@ from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 from statepool_dagster.live import LivePool, PoolUnavailable
 
-from helpers import STATEPOOL, cli_env, generated_state
+from cli_helpers import STATEPOOL, cli_env
+from store_helpers import generated_state
 
 pytestmark = pytest.mark.slow  # a server in this process, and `statepool` subprocesses
 

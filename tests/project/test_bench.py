@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from helpers import REPO
+from process_helpers import REPO
 
 BENCH = REPO / "bench"
 

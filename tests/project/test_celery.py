@@ -24,19 +24,18 @@ import pytest
 
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import (
+from cli_helpers import local_sync, sync_json
+from process_helpers import (
     BIN,
     REPO,
     daemon,
     free_port,
-    local_sync,
     start_group,
     stop_group,
-    store_pool,
-    sync_json,
     unavailable,
     wait_until,
 )
+from store_helpers import store_pool
 
 pytestmark = pytest.mark.slow  # Redis, Celery workers, a daemon
 

@@ -6,7 +6,8 @@ import pytest
 
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import cli_env, daemon, wait_until
+from cli_helpers import cli_env
+from process_helpers import daemon, wait_until
 
 pytestmark = pytest.mark.slow  # a daemon
 

@@ -15,7 +15,7 @@ from dagster import Definitions
 
 from statepool_dagster.core.config import Settings
 
-from helpers import REPO
+from process_helpers import REPO
 
 K8S = REPO / "deploy" / "k8s"
 # Top-level keys of the dagster/dagster chart's values (its schema: DagsterHelmValues).

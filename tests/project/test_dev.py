@@ -26,7 +26,8 @@ import yaml
 from statepool_dagster.cli.dg_home import ENV_FILE, write_dg_env
 from statepool_dagster.cli.dg_home import main as dg_home
 
-from helpers import BIN, REPO, STATEPOOL, free_port, start_group, stop_group, wait_until
+from cli_helpers import STATEPOOL
+from process_helpers import BIN, REPO, free_port, start_group, stop_group, wait_until
 
 ASSETS = {"run_episodes", "skill_snapshots", "checkpoint_states", "curator_prompts"}
 SUPERSEDED = "is superseded"

@@ -30,7 +30,7 @@ import yaml
 from statepool_dagster.cli.main import build_parser
 from statepool_dagster.core.config import Settings
 
-from helpers import REPO
+from process_helpers import REPO
 
 DOCS = REPO / "docs"
 FENCE = re.compile(r"^```(\S*)\s*$")

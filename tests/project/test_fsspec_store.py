@@ -35,14 +35,9 @@ from statepool_dagster.defs.runs.partitions import RUNS
 from statepool_dagster.defs.runs.sensors import runs_sensor_def
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 
-from helpers import (
-    assert_same_store,
-    cli_env,
-    latest_metadata,
-    materialize_run,
-    new_instance,
-    store_files,
-)
+from cli_helpers import cli_env
+from instance_helpers import latest_metadata, materialize_run, new_instance
+from store_helpers import assert_same_store, store_files
 
 runs_sensor = runs_sensor_def()  # at the default interval
 SPEC = SampleSpec(n_runs=3, n_checkpoints=4, n_cards=5, emb_dim=8, episodes_per_batch=3)

@@ -19,7 +19,9 @@ import pytest
 
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
-from helpers import REPO, daemon, local_sync, store_pool, sync_json, wait_until
+from cli_helpers import local_sync, sync_json
+from process_helpers import REPO, daemon, wait_until
+from store_helpers import store_pool
 
 pytestmark = pytest.mark.slow  # daemons and many processes on a PostgreSQL server
 

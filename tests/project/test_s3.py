@@ -33,7 +33,8 @@ from statepool_dagster.core.store.atomic import put_new, write_bytes_atomic
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 from statepool_dagster.live import LivePool
 
-from helpers import STATEPOOL, assert_same_store, cli_env, generated_state
+from cli_helpers import STATEPOOL, cli_env
+from store_helpers import assert_same_store, generated_state
 
 pytestmark = pytest.mark.slow  # a server in this process, and `statepool` subprocesses
 

@@ -12,7 +12,7 @@ import pytest
 
 from tools.screenshots import CHROMIUM, PARTITION_VIEWPORT, PICTURES, REPORT_VIEWPORT, UI_VIEWPORT
 
-from helpers import REPO, unavailable
+from process_helpers import REPO, unavailable
 
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+\.png)\)")
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from helpers import REPO
+from process_helpers import REPO
 
 
 def _run(*args: str) -> dict:

@@ -24,7 +24,8 @@ import pytest
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
 from browser_helpers import CHROMIUM, CHROMIUM_ARGS, require
-from helpers import BIN, REPO, cli_env, daemon, free_port, process_group
+from cli_helpers import cli_env
+from process_helpers import BIN, REPO, daemon, free_port, process_group
 
 pytestmark = pytest.mark.slow  # a webserver, a daemon and a browser
 

@@ -27,7 +27,7 @@ from dagster._core.storage.event_log import SqlEventLogStorageMetadata
 from dagster_suite import SuiteUnavailable, event_log_suite, postgres_suite
 from sqlalchemy.pool import NullPool
 
-from helpers import unavailable
+from process_helpers import unavailable
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from dagster_suite import SuiteUnavailable, event_log_suite, sqlite_suite
 
 from statepool_dagster.storages.sqlite import StatepoolSqliteEventLogStorage
 
-from helpers import unavailable
+from process_helpers import unavailable
 
 pytestmark = pytest.mark.slow
 

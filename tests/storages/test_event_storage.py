@@ -36,7 +36,7 @@ from statepool_dagster.defs.runs.checks import CHECK_SPECS
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 from statepool_dagster.storages.sqlite import StatepoolSqliteEventLogStorage
 
-from helpers import REPO
+from process_helpers import REPO
 
 SPEC = SampleSpec(n_runs=3, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=3)
 

@@ -14,7 +14,7 @@ from test_event_storage import SPEC, assert_batch_is_all_or_nothing, engine_even
 from statepool_dagster.core import names
 from statepool_dagster.demo.sample_runs import generate_runs
 
-from helpers import REPO
+from process_helpers import REPO
 
 
 def ours(home, url: str, monkeypatch) -> DagsterInstance:

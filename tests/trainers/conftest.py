@@ -9,7 +9,7 @@ from test_trainers import SPEC, _need, train_tokenizer
 
 from statepool_dagster import load_prompts
 
-from helpers import local_sync
+from cli_helpers import local_sync
 
 
 @pytest.fixture(scope="session")

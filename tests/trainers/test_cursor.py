@@ -25,7 +25,8 @@ from statepool_dagster.live.versions import VersionGone, save_version, versions_
 from statepool_dagster.trainers.cursor import CursorError, DrawOrder
 from statepool_dagster.trainers.trl import CURSOR_FILE, _save_cursor, load_cursor
 
-from helpers import REPO, generated_state
+from process_helpers import REPO
+from store_helpers import generated_state
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=3, emb_dim=2, episodes_per_batch=1)
 
@@ -147,7 +148,7 @@ def test_a_kill_while_the_cursor_is_written_leaves_a_whole_one(tmp_path):
 def test_export_as_of_writes_the_versions_states_and_tells_what_changed(store, tmp_path):
     import pyarrow.parquet as pq
 
-    from helpers import STATEPOOL
+    from cli_helpers import STATEPOOL
 
     version = LivePool(store).version()
     runs = tmp_path / "runs"

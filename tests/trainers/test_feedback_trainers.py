@@ -27,7 +27,8 @@ from statepool_dagster.core.feedback.select import Selection, SelectionOptions
 from statepool_dagster.core.feedback.stats_store import read_stats
 from statepool_dagster.core.segments import SegmentWriter, iter_segment_lines, list_segments
 
-from helpers import STATEPOOL, cli_env, generated_state, sync_json
+from cli_helpers import STATEPOOL, cli_env, sync_json
+from store_helpers import generated_state
 
 pytestmark = pytest.mark.trainer  # needs the trainer extra (.venv-trainer)
 

@@ -28,7 +28,8 @@ from statepool_dagster.live.versions import versions_folder
 from statepool_dagster.trainers.cursor import DrawOrder
 from statepool_dagster.trainers.trl import CURSOR_FILE, _save_cursor
 
-from helpers import STATEPOOL, cli_env, generated_state
+from cli_helpers import STATEPOOL, cli_env
+from store_helpers import generated_state
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=3, emb_dim=2, episodes_per_batch=1)
 

@@ -23,7 +23,8 @@ from statepool_dagster.live import LivePool
 from statepool_dagster.live.versions import VersionGone
 from statepool_dagster.trainers.cursor import CursorError, DrawOrder
 
-from helpers import cli_env, generated_state, statepool
+from cli_helpers import cli_env, statepool
+from store_helpers import generated_state
 
 pytestmark = pytest.mark.trainer
 

@@ -27,7 +27,8 @@ from statepool_dagster.rewards import (
     validity_reward,
 )
 
-from helpers import cli_env, local_sync, statepool, unavailable
+from cli_helpers import cli_env, local_sync, statepool
+from process_helpers import unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.trainer]  # trainers
 

@@ -24,7 +24,7 @@ from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.trainers.trl import LivePoolCheckpoint, live_trl_dataset
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/: helpers
-from helpers import generated_state
+from store_helpers import generated_state
 
 
 def main(config: dict) -> None:

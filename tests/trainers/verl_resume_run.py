@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/: helpers
 sys.path.insert(0, str(Path(__file__).parent))  # tests/trainers/: test_trainers
 from test_trainers import _verl_config
 
-from helpers import generated_state
+from store_helpers import generated_state
 
 
 def main(config: dict) -> None:

@@ -25,10 +25,10 @@ from ..runs.files import natural_key
 from ..sessions.layout import stored_sessions
 from ..states.digest import state_text_digest
 from ..store.atomic import READ_RETRY_DELAYS
-from ..store.batches import CheckpointBatches
 from ..store.layout import StoreLayout
 from ..store.part_files import READ_ATTEMPTS
 from ..store.parts import RunTable
+from ..store.reading import CheckpointBatches
 from ..store.schemas import SCHEMAS
 from ..words import plural
 from .gate import Gate, LengthFilter

@@ -17,8 +17,7 @@ import tempfile
 from pathlib import Path
 
 from ..locations import AnyPath, is_local
-from ..store.atomic import publish_manifest, temp_sibling
-from ..store.renames import exchange
+from ..store.atomic import exchange, publish_manifest, temp_sibling
 
 
 class StagedFolder:

@@ -63,7 +63,7 @@ def _raw_tokenizer(file: Path) -> PromptCounter:
         ) from None
     try:
         tokenizer = Tokenizer.from_file(str(file))
-    except Exception as exc:  # the Rust library raises its own exception type
+    except Exception as exc:  # tokenizers' Rust errors are raised as Exception itself
         raise StatepoolError(f"tokenizer {file}: cannot be read: {exc}") from None
 
     def count(messages: Messages) -> int:

@@ -110,16 +110,21 @@ def _merge_older_half(history: list[StepBucket]) -> None:
     history[start:] = merged + history[start + older :]
 
 
+# The columns a bucket's saved row and its history row begin with: the state, its steps,
+# draws, answers and mean score.
+_BUCKET = [
+    ("state_id", pa.string()),
+    ("step_first", pa.int64()),
+    ("step_last", pa.int64()),
+    ("draws", pa.int64()),
+    ("answers", pa.int64()),
+    ("score_mean", pa.float64()),
+]
 # The saved accumulators: a row per state and bucket, the fields of StepBucket, by state id
 # then step (the null step first).
 ACCUMULATOR_SCHEMA = pa.schema(
     [
-        ("state_id", pa.string()),
-        ("step_first", pa.int64()),
-        ("step_last", pa.int64()),
-        ("draws", pa.int64()),
-        ("answers", pa.int64()),
-        ("score_mean", pa.float64()),
+        *_BUCKET,
         ("score_m2", pa.float64()),
         ("match_n", pa.int64()),
         ("match_known", pa.int64()),
@@ -183,12 +188,7 @@ class Histories:
 
 HISTORY_SCHEMA = pa.schema(
     [
-        ("state_id", pa.string()),
-        ("step_first", pa.int64()),
-        ("step_last", pa.int64()),
-        ("draws", pa.int64()),
-        ("answers", pa.int64()),
-        ("score_mean", pa.float64()),
+        *_BUCKET,
         ("score_var", pa.float64()),
         ("ops_match_rate", pa.float64()),
         ("weight_std", pa.float64()),

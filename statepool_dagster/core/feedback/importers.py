@@ -67,15 +67,26 @@ def _lines(path: Path) -> Iterator[tuple[int, Any, str]]:
                 yield number, None, not_json(exc)
 
 
-def _verl_record(row: Any, file_step: int, now: float) -> FeedbackRecord | str:
+def _scored(row: Any, no_state: str) -> tuple[str, float] | str:
+    """A row's state id and finite score, or why it has none (``no_state`` for the id)."""
     if not isinstance(row, dict):
         return f"a JSON {type(row).__name__}, not an object"
     state_id = row.get("state_id")
     if not isinstance(state_id, str) or not state_id:
-        return 'no "state_id" string (is the reward statepool_dagster.rewards.compute_score?)'
+        return no_state
     score = _number(row.get("score"))
     if score is None:
         return f'"score" {row.get("score")!r} is not a finite number'
+    return state_id, score
+
+
+def _verl_record(row: Any, file_step: int, now: float) -> FeedbackRecord | str:
+    scored = _scored(
+        row, 'no "state_id" string (is the reward statepool_dagster.rewards.compute_score?)'
+    )
+    if isinstance(scored, str):
+        return scored
+    state_id, score = scored
     step = row.get("step", file_step)
     if isinstance(step, bool) or not isinstance(step, int):
         return f'"step" {step!r} is not an integer'
@@ -173,13 +184,10 @@ def import_scores(folder: str, scores_file: str | os.PathLike[str]) -> ImportRep
 
 
 def _score_record(row: Any, token: str, now: float) -> FeedbackRecord | str:
-    if not isinstance(row, dict):
-        return f"a JSON {type(row).__name__}, not an object"
-    state_id = row.get("state_id")
-    if not isinstance(state_id, str) or not state_id:
-        return 'no "state_id" string'
-    if _number(row.get("score")) is None:
-        return f'"score" {row.get("score")!r} is not a finite number'
+    scored = _scored(row, 'no "state_id" string')
+    if isinstance(scored, str):
+        return scored
+    state_id = scored[0]
     parts = {k: v for k, v in row.items() if _number(v) is not None}
     group = group_id("scores", token, state_id)
     try:

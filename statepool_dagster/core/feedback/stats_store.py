@@ -26,7 +26,7 @@ from .folders import MANIFEST, stats_folder
 from .history import Histories, history_table
 from .stats import DEFAULT_CLOSE_SECONDS, Fold, GroupTally, StateTally
 
-TABLE = "state_stats.parquet"
+STATS_TABLE = "state_stats.parquet"
 _STATE_ACC = pa.schema(
     [
         ("state_id", pa.string()),
@@ -114,7 +114,7 @@ def _save(folder: AnyPath, fold: Fold, feedback: str) -> pa.Table:
     write_parquet_atomic(folder / f"groups-{gen}.parquet", pa.table(columns, _GROUP_ACC))
     write_parquet_atomic(folder / f"history-{gen}.parquet", fold.history.table())
     stats = fold.table()
-    write_parquet_atomic(folder / TABLE, stats)
+    write_parquet_atomic(folder / STATS_TABLE, stats)
     manifest = {
         "generation": gen,
         "feedback": feedback,
@@ -204,6 +204,6 @@ def read_stats(store: str | os.PathLike[str]) -> pa.Table:
     from .stats import STATS_SCHEMA
 
     try:
-        return read_parquet(stats_folder(store) / TABLE)
+        return read_parquet(stats_folder(store) / STATS_TABLE)
     except FileNotFoundError:
         return STATS_SCHEMA.empty_table()

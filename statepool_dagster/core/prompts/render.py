@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..errors import PromptInputError
+from ..errors import PromptInputError, UserCodeError, call_user
 from ..states.models import CheckpointState
 from .spec import PromptSpec, default_prompt_spec
 from .template import (
@@ -91,10 +91,10 @@ def render_analysis_block(state: CheckpointState, spec: PromptSpec) -> str:
         return "## Raw episodes\n" + format_episodes(state.episodes, limit)
     formatter = getattr(spec.episode_formatter, "__qualname__", "the episode formatter")
     try:
-        formatted = spec.episode_formatter(state.episodes)
-    except Exception as exc:  # a user's function: whatever it raises, only this prompt fails
-        message = f"episode formatter {formatter} raised {type(exc).__name__}: {exc}"
-        raise PromptInputError(f"cannot render the prompt: {message}") from exc
+        formatted = call_user(spec.episode_formatter, state.episodes)
+    except UserCodeError as error:  # only this prompt fails
+        message = f"episode formatter {formatter} raised {error}"
+        raise PromptInputError(f"cannot render the prompt: {message}") from error.raised
     if not isinstance(formatted, str):
         kind = type(formatted).__name__
         message = f"episode formatter {formatter} returned a {kind}, not a str"

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..errors import StatepoolError
+from ..errors import StatepoolError, UserCodeError, call_user
 from .template import (
     PLACEHOLDERS,
     format_episodes,
@@ -132,10 +132,10 @@ def _said(exc: BaseException) -> str:
 def _import_attr(ref: str, what: str) -> Any:
     module_name, _, attr_path = ref.partition(":")
     try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # the user's module: a SyntaxError or what its top level raises
+        obj: Any = call_user(importlib.import_module, module_name)
+    except UserCodeError as error:  # a SyntaxError, or what the module's top level raises
         raise StatepoolError(
-            f"{what}: cannot import {module_name!r} from {ref!r}: {_said(exc)}"
+            f"{what}: cannot import {module_name!r} from {ref!r}: {_said(error.raised)}"
         ) from None
     for part in attr_path.split("."):
         try:
@@ -222,10 +222,10 @@ def load_formatter(ref: str | None) -> EpisodeFormatter:
         assert spec and spec.loader
         module = importlib.util.module_from_spec(spec)
         try:
-            spec.loader.exec_module(module)
-        except Exception as exc:  # the user's file, as for an import
+            call_user(spec.loader.exec_module, module)
+        except UserCodeError as error:  # the user's file, as for an import
             raise StatepoolError(
-                f"episode formatter: cannot load {file_part}: {_said(exc)}"
+                f"episode formatter: cannot load {file_part}: {_said(error.raised)}"
             ) from None
         value = getattr(module, func, None)
     elif _IMPORT_REF.fullmatch(ref):

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from ..export.sessions import iter_session_table
 from ..feedback.folders import stats_folder
-from ..feedback.stats_store import TABLE
+from ..feedback.stats_store import STATS_TABLE as TABLE
 from ..locations import AnyPath, as_path, is_local
 from ..names import SCORE_RANGE
 from ..scales import STD_TOP

@@ -25,11 +25,10 @@ from ..names import (
 from ..runs.files import natural_key
 from ..runs.snapshots import list_snapshots
 from ..states.reference_ops import OP_KINDS, op_counts
-from ..store.batches import CheckpointBatches
 from ..store.layout import StoreLayout, read_rejects
 from ..store.part_files import part_version
 from ..store.parts import RunTable
-from ..store.reading import read_run_infos, read_run_table
+from ..store.reading import CheckpointBatches, read_run_infos, read_run_table
 from ..store.schemas import SCHEMAS
 
 

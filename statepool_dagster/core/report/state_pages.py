@@ -33,9 +33,9 @@ from ..names import POOL_VERSIONS, PROMPTS
 from ..segments.naming import parse_segment_name
 from ..sessions.layout import stored_sessions
 from ..store.atomic import read_parquet
-from ..store.batches import CheckpointBatches
 from ..store.layout import StoreLayout
 from ..store.parts import RunTable
+from ..store.reading import CheckpointBatches
 from ..store.schemas import SCHEMAS
 from ..words import plural
 from . import svg

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..config import Settings, settings_key
-from ..errors import StatepoolError
+from ..errors import StatepoolError, UserCodeError, call_user
 from ..prompts.spec import load_tool_specs
 from ..states.models import CheckpointState
 from .parse import Op, OpsParser, parse_ops, run_parser
@@ -142,9 +142,9 @@ class Grader:
             def outcome(next_library: dict[str, Any]) -> float:
                 where = f"outcome scorer {self.outcome_name} on state {state.state_id}"
                 try:
-                    value = float(hook(next_library, state))
-                except Exception as exc:
-                    raise StatepoolError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
+                    value = call_user(lambda: float(hook(next_library, state)))
+                except UserCodeError as error:
+                    raise StatepoolError(f"{where} failed: {error}") from error.raised
                 if not math.isfinite(value):
                     raise StatepoolError(f"{where} returned {value}, not a finite number")
                 return value

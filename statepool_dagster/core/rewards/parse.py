@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import UserCodeError, call_user
+
 Op = dict[str, Any]
 OpsParser = Callable[[str], "Parsed | list[Op] | None"]
 
@@ -144,9 +146,9 @@ def parse_ops(text: Any) -> Parsed:
 def run_parser(parser: OpsParser, text: Any) -> Parsed:
     """``parser(text)`` as a :class:`Parsed`, whatever the parser returns or raises."""
     try:
-        result = parser(text)
-    except Exception as exc:  # a swapped-in parser must not stop a training step
-        return Parsed.failed(f"the ops parser raised {type(exc).__name__}: {exc}")
+        result = call_user(parser, text)
+    except UserCodeError as error:  # a swapped-in parser must not stop a training step
+        return Parsed.failed(f"the ops parser raised {error}")
     if isinstance(result, Parsed):
         return result
     if result is None:

@@ -118,6 +118,18 @@ def storable(text: str) -> bool:
     return True
 
 
+def storable_form(text: str) -> str | bytes | None:
+    """``text`` as it is best stored, if :func:`storable`: an ASCII or huge text as it is,
+    any other as its UTF-8 (encoded once, for both the check and the store); ``None``
+    where it holds a lone surrogate."""
+    if text.isascii() or len(text) > _SLICE:
+        return text if storable(text) else None
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
 def has_long_digit_run(data: bytes) -> bool:
     """Whether ``data`` holds more digits in a row than Python's integer limit.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..names import key_name_problem
+from ..names import checked_key_name, key_name_problem
 
 SEGMENT_SUFFIX = ".jsonl"
 SEQ_DIGITS = 6
@@ -20,10 +20,7 @@ def writer_name_problem(name: str) -> str | None:
 
 def check_writer_name(name: str) -> str:
     """``name`` when it can name a writer; ``ValueError`` naming the rule otherwise."""
-    problem = writer_name_problem(name)
-    if problem:
-        raise ValueError(f"invalid writer name {name!r}: {problem}")
-    return name
+    return checked_key_name(name, "writer", MAX_WRITER_NAME)
 
 
 def segment_name(writer: str, seq: int) -> str:

@@ -22,11 +22,10 @@ import time
 import uuid
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from ..locations import AnyPath, as_path, entry_name, fresh_listing, is_local
-from ..store.atomic import put_new
-from ..store.renames import move_new
+from ..store.atomic import move_new, put_new
 from .naming import check_writer_name, parse_segment_name, segment_name, unsealed_name
 
 DEFAULT_MAX_BYTES = 64 << 20
@@ -65,7 +64,28 @@ def _fsync_dir(folder: Path) -> None:
             os.close(fd)
 
 
-class SegmentWriter:
+W = TypeVar("W", bound="Closing")
+
+
+class Closing:
+    """An object a ``with`` block closes: ``with writer:`` calls ``writer.close()`` on exit."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: W) -> W:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class SegmentWriter(Closing):
     """Append JSON lines to ``folder`` as segments named ``<name>-<seq>.jsonl``.
 
     ``append`` is a buffered local write (an in-memory one through fsspec); the cost
@@ -187,17 +207,6 @@ class SegmentWriter:
                 self._tmp.unlink(missing_ok=True)
             self._file = self._tmp = None
         self._closed = True
-
-    def __enter__(self) -> SegmentWriter:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _open(self) -> None:
         self._start_timer()

@@ -6,7 +6,7 @@ import contextlib
 import os
 
 from ..locations import AnyPath, as_path, entry_name, forget_listing, fresh_listing, is_local
-from ..names import SESSION_STATES, run_name_problem
+from ..names import SESSION_STATES, checked_key_name, run_name_problem
 from ..runs.files import natural_key
 
 SESSION_FILE = "session.json"
@@ -22,10 +22,7 @@ def session_name_problem(name: str) -> str | None:
 
 def check_session_name(name: str) -> str:
     """``name`` when it is a safe session key; ``ValueError`` naming the rule otherwise."""
-    problem = session_name_problem(name)
-    if problem:
-        raise ValueError(f"invalid session name {name!r}: {problem}")
-    return name
+    return checked_key_name(name, "session")
 
 
 def session_dir(root: str | os.PathLike[str] | AnyPath, session: str) -> AnyPath:

@@ -7,12 +7,17 @@ import os
 import re
 import socket
 import time
-from types import TracebackType
 from typing import Any
 
 from ..locations import AnyPath, as_path
 from ..ranges import check
-from ..segments.writer import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, SegmentWriter
+from ..segments.writer import (
+    DEFAULT_MAX_AGE,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_RECORDS,
+    Closing,
+    SegmentWriter,
+)
 from .layout import check_session_name, segments_dir, session_dir
 from .provenance import PROVENANCE_KEY, provenance_fields
 from .spec import ensure_spec
@@ -50,7 +55,7 @@ def session_line(state: Any, provenance: dict[str, Any]) -> bytes:
     return head[:-1] + b", " + state_text(state)[1:]
 
 
-class StateWriter:
+class StateWriter(Closing):
     """Append states to ``<session_root>/<session>/segments/`` from one rollout worker.
 
     ``append`` is a buffered write; segments are sealed when full, after ``max_age``
@@ -117,14 +122,3 @@ class StateWriter:
 
     def close(self) -> None:
         self.segments.close()
-
-    def __enter__(self) -> StateWriter:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import PromptInputError
+from ..locations import storage_errors
 from ..names import PROMPTS, SNAPSHOTS_DIR, STATES, RejectSource, run_state_id
 from ..prompts.render import build_curator_prompt
 from ..prompts.spec import PromptSpec
@@ -132,7 +133,7 @@ class PromptHandOver:
         self.rendered = handover
         try:
             self.stored = tables.open(PROMPTS, run).parts
-        except Exception:  # a bad prompts table: the prompts stage says so
+        except (*storage_errors(), ValueError, KeyError):  # a bad table: the prompts stage says so
             return
         self.spec, self.spec_key = handover.spec, handover.spec_key
 

@@ -13,10 +13,11 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import TypeVar
 
 from ..config import Settings
+from ..errors import StatepoolError
 from ..names import EPISODES, PROMPTS, RUN_ASSETS, SNAPSHOTS, STATES
 from ..runs.files import fingerprint_run
+from ..store.atomic import libc_function
 from ..store.layout import StoreLayout
-from ..store.renames import libc_function
 from ..store.rows import load_arrow, release_if_large
 from .episodes import build_episodes
 from .job import OpenTables, StageReport, run_folder
@@ -45,7 +46,7 @@ def build_stages(
     if PROMPTS in wanted:
         try:
             spec = settings.prompt_spec()
-        except Exception as exc:  # raised by the prompts stage: the stages before it still run
+        except (StatepoolError, OSError) as exc:  # raised by the prompts stage: those before run
             bad_spec = exc
     handover = RenderedPrompts(spec) if spec is not None and STATES in wanted else None
     for asset in RUN_ASSETS:

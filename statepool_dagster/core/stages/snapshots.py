@@ -8,13 +8,13 @@ from ..locations import file_stamp
 from ..names import IGNORED_FILES, SNAPSHOTS, SNAPSHOTS_DIR, RejectSource
 from ..rejects import UNSTORABLE, Reject
 from ..runs.files import Fingerprint
-from ..runs.json_read import storable
+from ..runs.json_read import storable_form
 from ..runs.opening import FolderGate, run_notes
 from ..runs.snapshots import list_snapshots, read_snapshot
 from ..store.part_files import part_name
 from ..store.preview import recent
 from ..store.rows import snapshot_row
-from .job import TABLE_FORMAT, OpenTables, StageReport, digest, run_folder
+from .job import TABLE_FORMAT, OpenTables, StageReport, digest, digest_pieces, run_folder
 from .runner import Stage, StagePass, preview
 
 STAGE = Stage(
@@ -52,7 +52,8 @@ def build_snapshots(
             stage.rejects.append(read)
             continue
         row = snapshot_row(read, stamp if stamp else "")
-        if not storable(row.library):
+        library = storable_form(row.library)
+        if library is None:
             reject = Reject(file=display, line=None, error=UNSTORABLE, raw=None)
             if settings.strict:
                 raise BadRecordError(reject.describe()) from None
@@ -63,7 +64,8 @@ def build_snapshots(
             "file": row.file,
             "declared": row.declared_version,
             "n_cards": row.n_cards,
-            "library": digest(row.library),  # what states are keyed by
+            # what states are keyed by (the same digest of the text or of its UTF-8)
+            "library": digest(library) if isinstance(library, str) else digest_pieces([(library,)]),
             "rows": 1,
         }
         if read.declared_version is not None and row.declared_version is None:
@@ -71,7 +73,8 @@ def build_snapshots(
             info["note"] = (
                 f"{display}: version is not a 64-bit integer ({kind}); its column is empty"
             )
-        stage.write_row(name, row, key if stamp else digest(key, row.library), info)
+        key = key if stamp else digest(key, row.library)
+        stage.write_row(name, row._replace(library=library), key, info)
     stage.finish(fingerprint.digest)
     infos = stage.infos()
     # declared versions kept in the library that the column cannot hold, reused parts too

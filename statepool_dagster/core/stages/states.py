@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -19,9 +20,9 @@ import msgspec
 from ..config import Settings
 from ..names import EPISODES, IGNORED_SIDECARS, SNAPSHOTS, STATES, RejectSource
 from ..runs.opening import SidecarsRead, read_sidecars
-from ..states.digest import state_text_digest
+from ..states.digest import decode_noting_floats, pieces_digest, state_text_digest
 from ..states.join import PlannedState, SkippedCheckpoint, join_checkpoint, plan_states
-from ..states.models import decode_stored
+from ..states.models import BytesLike
 from ..states.reference_ops import op_counts, ops_json
 from ..store.layout import file_digest, state_pool_names, update_state_pool, write_state_file
 from ..store.part_files import part_name
@@ -55,7 +56,8 @@ class CheckpointInputs:
 
     def __init__(self, snapshots: RunTable, episodes: RunTable, keep: int = 3):
         self.snapshots, self.episodes = snapshots, episodes
-        self._decoded: OrderedDict[int, dict[str, Any]] = OrderedDict()
+        # version -> the library decoded, and whether it is fit to digest from its pieces
+        self._decoded: OrderedDict[int, tuple[dict[str, Any], bool]] = OrderedDict()
         self._keep = keep
 
     def library_versions(self) -> list[int]:
@@ -91,12 +93,29 @@ class CheckpointInputs:
 
     def library(self, version: int) -> dict[str, Any]:
         """A decoded library (the last few are kept: consecutive states share them)."""
+        return self._library(version)[0]
+
+    def _library(self, version: int) -> tuple[dict[str, Any], bool]:
         if version not in self._decoded:
-            self._decoded[version] = decode_stored(self.library_text(version))
+            self._decoded[version] = decode_noting_floats(self.library_text(version))
             while len(self._decoded) > self._keep:
                 self._decoded.popitem(last=False)
         self._decoded.move_to_end(version)
         return self._decoded[version]
+
+    def state_digest(self, library_version: int, batch: Sequence[BytesLike]) -> bytes | None:
+        """The digest of the state joined from a library and a batch's texts, from the library
+        already decoded and the batch decoded once more (``None``: digest the state's text)."""
+        library, plain = self._library(library_version)
+        if not plain:
+            return None
+        episodes = []
+        for text in batch:
+            episode, plain = decode_noting_floats(text)
+            if not plain:
+                return None
+            episodes.append(episode)
+        return pieces_digest(library, episodes)
 
 
 _plan_fields = operator.attrgetter(*(f.name for f in dataclasses.fields(PlannedState)))
@@ -167,8 +186,11 @@ def build_states(
             "text": digest_pieces([(data,)]),
             "ops": op_counts(joined.reference_ops),  # what the report plots
         }
-        if len(data) < LARGE:  # the digest holds the state decoded and encoded again
-            info["digest"] = state_text_digest(data).hex()  # what the export de-duplicates by
+        if len(data) < LARGE:  # the digest holds the state's library and batch encoded again
+            batch = joined.parts[1] if joined.parts is not None else None
+            found = None if batch is None else inputs.state_digest(plan.library_version, batch)
+            # what the export de-duplicates by
+            info["digest"] = (found or state_text_digest(data)).hex()
         handing.offer(name, key, info["text"], joined.decoded, plan, ops)
         n_episodes = joined.n_episodes
         del joined  # and the batch it was joined from

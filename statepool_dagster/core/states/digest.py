@@ -66,6 +66,30 @@ def state_text_digest(text: str | bytes | memoryview) -> bytes:
     return hashlib.blake2b(canonical, digest_size=16).digest()
 
 
+def decode_noting_floats(text: str | bytes | memoryview) -> tuple[Any, bool]:
+    """``text`` decoded as :func:`~.models.decode_stored` decodes it, and whether
+    :func:`pieces_digest` may digest it: read by msgspec, holding no float ``json`` would
+    write in exponent form."""
+    floats = _FLOATS
+    floats.odd = False
+    try:
+        value = floats.decoder.decode(text)
+    except msgspec.MsgspecError:
+        return json.loads(bytes(text) if isinstance(text, memoryview) else text), False
+    return value, not floats.odd
+
+
+def pieces_digest(library: Any, episodes: list[Any]) -> bytes | None:
+    """:func:`state_text_digest` of a state holding ``library`` and ``episodes``, each read by
+    :func:`decode_noting_floats` as fit to digest: the state's text is never decoded again.
+    ``None`` where msgspec cannot write them (the caller digests the text)."""
+    try:
+        canonical = msgspec.json.encode([library, episodes], order="sorted")
+    except (msgspec.MsgspecError, TypeError, ValueError):
+        return None
+    return hashlib.blake2b(canonical, digest_size=16).digest()
+
+
 def state_digest_hex(info: dict[str, Any], text: str | bytes | memoryview | None = None) -> str:
     """The digest a state part's facts record; from ``text`` where they do not (a store
     written before they did). ``None`` when neither is there."""

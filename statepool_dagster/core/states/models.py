@@ -69,7 +69,9 @@ def decode_stored(text: str | bytes | memoryview) -> Any:
         return json.loads(bytes(text) if isinstance(text, memoryview) else text)
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False)  # what json.dumps makes anew at each call
+# What json.dumps makes anew at each call. A value decoded from JSON holds no cycle: the
+# check for one (a dict of every container's id) is skipped, the text is the same.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False)
 
 
 def dumps(value: Any) -> str:

@@ -11,13 +11,19 @@ checkpoint, and where its rows are, so the parts are the truth. ``.index.json`` 
 with each part's size and mtime, plus the table's marks. Where the cache does not match a
 part (a kill -9 between the two, a hand edit) its footer is read instead, and a checkpoint
 found in two parts is taken from the newer one, the older copy dropped at the next save.
+
+Single-row checkpoints are gathered (:class:`RowBatch`) and turned into Arrow together:
+turning rows into an Arrow table costs a fixed amount a column however few the rows, so a
+batch pays it once, and each checkpoint is a slice of the batch's table. Parts are dropped
+and merged by copying row groups to a new part, never in place.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,27 +31,80 @@ import pyarrow.parquet as pq
 from ..locations import AnyPath, Stamp, file_stamp, is_local, open_ranged
 from ..names import TABLE_INDEX
 from .atomic import write_bytes_atomic
-from .compaction import Compaction
 from .part_files import (
+    MERGE,
     NEXT_PART,
     OPEN_PARTS,
     PART_ROWS,
     PARTS_KEY,
+    RECENT,
+    SLAB_BYTES,
+    SLAB_ROWS,
     SUFFIX,
     Part,
+    PartWriter,
     decode_index,
     encode_index,
     file_order,
     footer_rows,
     list_parts,
+    mergeable,
     read_spans,
     sweep,
+    tier,
 )
-from .part_writer import RECENT, PartWriter
-from .row_batch import LARGE, RowBatch, row_bytes
+from .rows import LARGE, rows_table
 
 
-class RunTable(Compaction):
+def row_bytes(row: tuple) -> int:
+    return sum(len(v) for v in row if isinstance(v, str | bytes))
+
+
+class Taken(NamedTuple):
+    name: str
+    table: pa.Table
+    key: str
+    info: dict[str, Any]
+    data: int  # its share of the batch's buffers
+
+
+class RowBatch:
+    """Rows of one table's schema, by checkpoint name, until :meth:`take`."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self.rows: list[tuple] = []
+        self.entries: list[tuple[str, str, dict[str, Any]]] = []
+        self.names: set[str] = set()
+        self.size = 0
+
+    def add(self, name: str, row: tuple, key: str, info: dict[str, Any], size: int) -> bool:
+        """Gather ``row``; whether the batch is now full."""
+        self.rows.append(row)
+        self.entries.append((name, key, info))
+        self.names.add(name)
+        self.size += size
+        return len(self.rows) >= SLAB_ROWS or self.size >= SLAB_BYTES
+
+    def discard(self, name: str) -> None:
+        if name in self.names:
+            at = next(i for i, entry in enumerate(self.entries) if entry[0] == name)
+            del self.rows[at], self.entries[at]
+            self.names.discard(name)
+
+    def take(self) -> Iterator[Taken]:
+        """Each gathered checkpoint as a one-row slice of one table, in the order added."""
+        if not self.rows:
+            return
+        rows, entries = self.rows, self.entries
+        self.rows, self.entries, self.names, self.size = [], [], set(), 0
+        table = rows_table(self.schema, rows)  # empties ``rows``
+        share = table.get_total_buffer_size() // len(entries)
+        for i, (name, key, info) in enumerate(entries):
+            yield Taken(name, table.slice(i, 1), key, info, share)
+
+
+class RunTable:
     """One run's table of one asset: load it, write or drop checkpoints, then ``save()``."""
 
     def __init__(self, folder: AnyPath, schema: pa.Schema, newest_apart: bool = True):
@@ -290,6 +349,72 @@ class RunTable(Compaction):
         # fsspec (``None``) the table is always read again.
         index = self.folder / TABLE_INDEX
         return file_stamp(index) if is_local(index) else None
+
+    def _prune(self, file: str, groups: set[int]) -> None:
+        """Drop entries ``groups`` of ``file``: its current checkpoints move to a new part, then
+        it goes.
+
+        Never rewritten in place, so a reader holding its group numbers never gets other
+        rows; the copy goes one row group at a time; a kill between the two leaves both,
+        and the newer wins when the table is next loaded.
+        """
+        self._move({file: groups})
+
+    def _compact(self) -> None:
+        """Merge small parts of a size, :data:`MERGE` at a time, into one (tiered, as an LSM tree).
+
+        A run grown one checkpoint at a time adds a part per growth; merged this way it
+        keeps at most ``MERGE - 1`` parts per size tier (tiers grow by ``MERGE``×), and each
+        row is copied once per tier, never the run at each growth. Tiers are merged while
+        the result stays within :data:`PART_ROWS` (parts of 1–7 rows into 8–63, those into
+        64–511), so such a run keeps about n / 64 files. The part holding the newest
+        checkpoint is left alone: the next growth replaces it.
+        """
+        newest = max(self.parts, default=None)
+        while True:
+            tiers: dict[int, list[str]] = {}
+            for file, rows in self._files.items():
+                if rows and mergeable(len(rows)) and all(row[0] != newest for row in rows):
+                    tiers.setdefault(tier(len(rows)), []).append(file)
+            full = [files for files in tiers.values() if len(files) >= MERGE]
+            if not full:
+                return
+            self._move({file: set() for file in sorted(full[0], key=file_order)[:MERGE]})
+
+    def _move(self, sources: dict[str, set[int]]) -> None:
+        """The current checkpoints of ``sources`` (less each one's dropped entries) go to one new
+        part, in order; then the sources are removed."""
+        moved = False
+        for file, groups in sorted(sources.items(), key=lambda item: file_order(item[0])):
+            rows = self._files.get(file, [])
+            if -1 in groups:
+                continue
+            source, read = None, (-1, None)
+            for at, row in enumerate(rows):
+                part = self.parts.get(row[0])
+                if at in groups or part is None or (part.file, part.entry) != (file, at):
+                    continue  # dropped, or stored again elsewhere
+                writer = self._writer if moved else self._start_writer()
+                moved = True
+                source = source or self._file(file)
+                if read[0] != part.group:  # a row group is read once for its checkpoints
+                    read = (part.group, source.read_row_group(part.group, use_threads=False))
+                group = read[1]
+                rows_of = group.num_rows - part.offset if part.rows < 0 else part.rows
+                share = group.get_total_buffer_size() * rows_of // max(group.num_rows, 1)
+                span = writer.append(group.slice(part.offset, rows_of), row, share)
+                part.place(writer.file, len(writer.rows) - 1, span)
+        if moved:
+            self._finish_writer()
+        self.close()
+        self._dirty = True
+        for file in sources:
+            (self.folder / file).unlink(missing_ok=True)
+            self._files.pop(file, None)
+            self._spans.pop(file, None)
+
+
+# A batch is gathered up to a row group's size (a row of LARGE text or more alone).
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -3,18 +3,26 @@
 Readers take no lock. A save may remove a part (pruned or merged) between a reader's
 listing and its read; the part's rows are then already in a newer part, so the table is
 read again.
+
+``CheckpointBatches`` reads a run's table a batch of checkpoints at a time, for the
+whole-pool commands: ``RunTable.read`` gives a whole run at once and ``RunTable.read_part``
+one checkpoint per call (a call costs about as much as reading a small checkpoint); it reads
+consecutive checkpoints of one part file in one call, up to ``batch`` at a time, and keeps
+each part file open until closed: memory follows the batch, never the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from ..locations import AnyPath
+from ..locations import AnyPath, is_local
 from .layout import StoreLayout
-from .part_files import READ_ATTEMPTS
+from .part_files import READ_ATTEMPTS, read_spans
 from .parts import RunTable
 
 T = TypeVar("T")
@@ -62,3 +70,57 @@ def read_run_table(
     from .schemas import SCHEMAS
 
     return read_table(layout.table(asset, run), SCHEMAS[asset], columns)
+
+
+class CheckpointBatches:
+    """Reads ``table``'s checkpoints (as listed when it was loaded) in batches."""
+
+    def __init__(self, table: RunTable):
+        self.table = table
+        self._open: dict[str, pq.ParquetFile] = {}
+
+    def _file(self, name: str) -> pq.ParquetFile:
+        parquet = self._open.get(name)
+        if parquet is None:
+            path = self.table.folder / name
+            parquet = pq.ParquetFile(path if is_local(path) else path.open("rb"))
+            self._open[name] = parquet
+        return parquet
+
+    def names(self) -> list[str]:
+        return self.table.names()
+
+    def read(self, names: list[str], columns: list[str]) -> pa.Table:
+        """The rows of ``names`` (in that order); a missing part file raises FileNotFoundError."""
+        tables: list[pa.Table] = []
+        run: list[tuple[int, int, int]] = []
+        file = None
+        for name in names:
+            part = self.table.parts[name]
+            if part.file != file and run:
+                tables.append(read_spans(self._file(file), run, columns))
+                run = []
+            file = part.file
+            run.append(part.span())
+        if run:
+            tables.append(read_spans(self._file(file), run, columns))
+        wanted = pa.schema([self.table.schema.field(c) for c in columns])
+        if not tables:
+            return wanted.empty_table()
+        return pa.concat_tables([t.replace_schema_metadata(None).cast(wanted) for t in tables])
+
+    def batches(
+        self, columns: list[str], batch: int, skip: set[str] = frozenset()
+    ) -> Iterator[tuple[list[str], pa.Table]]:
+        """``(checkpoint names, their rows)``, ``batch`` checkpoints at a time, in order."""
+        names = [n for n in self.names() if n not in skip]
+        for start in range(0, len(names), batch):
+            chunk = names[start : start + batch]
+            yield chunk, self.read(chunk, columns)
+
+    def close(self) -> None:
+        for parquet in self._open.values():
+            with contextlib.suppress(Exception):
+                parquet.close(force=True)
+        self._open.clear()
+        self.table.close()

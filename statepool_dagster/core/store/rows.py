@@ -69,7 +69,7 @@ class SnapshotRow(NamedTuple):
     file: str
     declared_version: int | None
     n_cards: int
-    library: str
+    library: str | bytes  # text, or its UTF-8 (taken into Arrow as it is)
     file_stamp: str
 
 
