@@ -8,6 +8,11 @@ workers): on a shared machine it barely moves with load, where wall time does. E
 runs every measure once for every checkout in turn, so load drifts across all of them alike;
 a figure is the median of the rounds. The table goes to stdout (and ``--doc-file``), every
 figure to ``bench/out/cpu-<size>/results.json`` (``--out``: another folder than ``bench/out``).
+
+Beside CPU: the peak RSS of the fair peer, of the sync from scratch and of the export
+(``ru_maxrss`` of the command and the children it waited for: its largest process), and
+Dagster's share of the sync from scratch per run partition, the sync's own CPU inside the
+runs' Dagster runs, its build workers' left out (``sync_share.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from measure import REPO, Bench, last_json, statepool
+from measure import BENCH, REPO, Bench, last_json, statepool
 from pool_suite import SEED
 from run_bench import git
 from shapes import SIZES, generate_corpus, spec_of
@@ -36,26 +41,40 @@ IDLE = "statepool sync, nothing changed"
 IDLE_AGAIN = "statepool sync, nothing changed, again (the instance's answers kept: cli/idle.py)"
 EXPORT = "statepool export --format verl"
 LIVE = "LivePool open, every state of the synced store (imports left out)"
-MEASURES = (PEER, CORE, SYNC, IDLE, IDLE_AGAIN, EXPORT, LIVE)
+SHARE = "Dagster's share of the sync from scratch per run partition, ms (sync_share.py)"
+MEASURES = (PEER, CORE, SYNC, IDLE, IDLE_AGAIN, EXPORT, LIVE, SHARE)
+# Measures whose peak RSS the table shows (MB, the command and its waited-for children).
+RSS_SHOWN = (PEER, SYNC, EXPORT)
 
 
-def one_round(bench: Bench, runs: Path, label: str) -> dict[str, tuple[float, float]]:
-    """Every measure once for ``bench.code``: ``{measure: (cpu, wall)}``."""
-    out: dict[str, tuple[float, float]] = {}
+Figure = tuple[float, ...]  # (cpu, wall) or (cpu, wall, peak RSS MB); SHARE: (ms, partitions)
+
+
+def one_round(bench: Bench, runs: Path, label: str) -> dict[str, Figure]:
+    """Every measure once for ``bench.code``: ``{measure: (cpu, wall[, peak RSS])}``."""
+    out: dict[str, Figure] = {}
     if SEED.is_file():
         folder = bench.out / f"{label}_peer"
         shutil.rmtree(folder, ignore_errors=True)
         peer = bench.program(PEER, "fair_peer", runs, folder)
-        out[PEER] = (peer.cpu_seconds, peer.seconds)
+        out[PEER] = (peer.cpu_seconds, peer.seconds, peer.peak_rss_mb)
     store = bench.out / f"{label}_core"
     shutil.rmtree(store, ignore_errors=True)
     core = bench.program(CORE, "core_only", runs, store, "--workers", 2)
     out[CORE] = (core.cpu_seconds, core.seconds)
     env = bench.fresh_env(label, runs)
-    for name, argv in ((SYNC, statepool("sync", "-q")), (IDLE, statepool("sync", "-q"))):
-        m = bench.run(name, argv, env)
-        out[name] = (m.cpu_seconds, m.seconds)
-        time.sleep(1.1)  # the instance's files settle, so an idle sync may keep its answers
+    shared = bench.out / f"{label}_share.json"
+    # What `statepool sync -q` does, in a process that counts Dagster's share of it.
+    sync = [sys.executable, str(BENCH / "sync_share.py"), str(shared), "sync", "-q"]
+    m = bench.run(SYNC, sync, env)
+    out[SYNC] = (m.cpu_seconds, m.seconds, m.peak_rss_mb)
+    share = json.loads(shared.read_text())
+    if share["partitions"]:
+        out[SHARE] = (1000 * share["cpu_s"] / share["partitions"], float(share["partitions"]))
+    time.sleep(1.1)  # the instance's files settle, so an idle sync may keep its answers
+    m = bench.run(IDLE, statepool("sync", "-q"), env)
+    out[IDLE] = (m.cpu_seconds, m.seconds)
+    time.sleep(1.1)
     m = bench.run(IDLE_AGAIN, statepool("sync", "-q"), env)
     out[IDLE_AGAIN] = (m.cpu_seconds, m.seconds)
     folder = bench.out / f"{label}_verl"
@@ -64,7 +83,7 @@ def one_round(bench: Bench, runs: Path, label: str) -> dict[str, tuple[float, fl
         "export", "--format", "verl", "--out", str(folder), "--store", env["STATEPOOL_STORE_DIR"]
     )
     m = bench.run(EXPORT, argv, env)
-    out[EXPORT] = (m.cpu_seconds, m.seconds)
+    out[EXPORT] = (m.cpu_seconds, m.seconds, m.peak_rss_mb)
     m = bench.program(LIVE, "live_open", env["STATEPOOL_STORE_DIR"], env=env)
     opened = last_json(m.stdout)
     out[LIVE] = (opened["open_cpu_s"], float(opened["states"]))
@@ -100,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     labels = [
         f"{i}-{git(c, 'rev-parse', '--short', 'HEAD') or c.name}" for i, c in enumerate(codes)
     ]
-    figures: dict[str, dict[str, list[tuple[float, float]]]] = {
+    figures: dict[str, dict[str, list[Figure]]] = {
         label: {name: [] for name in (ORIGINAL, *MEASURES)} for label in labels
     }
     for round_ in range(args.repeat):
@@ -163,6 +182,9 @@ def render(results: dict) -> str:
             if name == LIVE:  # its second figure is the states it opened
                 cells.append(f"{cpu:.2f} ({wall:,.0f} states)")
                 continue
+            if name == SHARE:  # milliseconds, and the partitions they were shared by
+                cells.append(f"{cpu:.1f} ({wall:,.0f} partitions)")
+                continue
             ratio = ""
             if name not in (ORIGINAL, IDLE, IDLE_AGAIN) and figures[labels[0]][ORIGINAL]:
                 ratio = f", {cpu / med(labels[0], ORIGINAL, 0):.2f}× the original"
@@ -193,14 +215,44 @@ def render(results: dict) -> str:
                     + " | ".join(cells)
                     + " |"
                 )
+    lines += _rss_lines(figures, labels, paired)
     rounds = len(next(iter(figures[labels[0]].values())))
     lines.append("")
     lines.append(
         f"Medians of {rounds} alternated rounds, {results['size']} corpus: CPU seconds (user +"
         " system, with the children waited for), wall seconds in brackets; each ratio is to"
-        f" the original's CPU in the first column (`{labels[0]}`)."
+        f" the original's CPU in the first column (`{labels[0]}`). Peak RSS: the largest of"
+        " the command's processes (`ru_maxrss` with its waited-for children), the largest"
+        " round."
     )
     return "\n".join(lines) + "\n"
+
+
+def _rss_lines(figures: dict, labels: list[str], paired: bool) -> list[str]:
+    """The peak RSS rows, in MB, and sync's and export's against the fair peer's."""
+
+    def peak(label: str, name: str) -> float | None:
+        values = [v[2] for v in figures[label].get(name) or () if len(v) > 2]
+        return max(values) if values else None
+
+    lines = []
+    blank = [""] if paired else []
+    for name in RSS_SHOWN:
+        peaks = [peak(label, name) for label in labels]
+        if None in peaks:
+            continue  # not measured in this sitting (or before RSS was kept)
+        cells = [f"{mb:,.0f}" for mb in peaks]
+        lines.append(f"| peak RSS MB: {name} | " + " | ".join(cells + blank) + " |")
+    peer = peak(labels[0], PEER)
+    ours = [(peak(label, SYNC), peak(label, EXPORT)) for label in labels]
+    if peer and all(None not in pair for pair in ours):
+        cells = [f"{max(pair) / peer:.2f}× (1/{peer / max(pair):.1f})" for pair in ours]
+        lines.append(
+            "| peak RSS of the sync and the export (the larger) vs the fair peer's | "
+            + " | ".join(cells + blank)
+            + " |"
+        )
+    return lines
 
 
 if __name__ == "__main__":

@@ -25,8 +25,11 @@ from typing import Any
 
 from dagster import DagsterEventType
 from dagster._core.events.log import EventLogEntry
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from dagster._core.storage.event_log import AssetKeyTable, SqlEventLogStorageTable
+from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
 from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+from dagster._serdes import serialize_value
 from sqlalchemy import exc as db_exc
 
 # The kinds a batch may hold that this writes; any other batch is stored event by event.
@@ -35,6 +38,11 @@ KINDS = {
     DagsterEventType.ASSET_OBSERVATION,
     DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
     DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED,
+    DagsterEventType.ASSET_CHECK_EVALUATION,
+}
+CHECK_KINDS = {
+    DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED,
+    DagsterEventType.ASSET_CHECK_EVALUATION,
 }
 
 
@@ -60,7 +68,7 @@ def store_rows(
             conn.execute(INSERT_EVENT, row)
         with storage.index_transaction() as conn:
             event_id = conn.execute(INSERT_EVENT, row).inserted_primary_key[0]
-            if event.dagster_event_type == DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED:
+            if event.dagster_event_type in CHECK_KINDS:
                 storage.store_asset_check_event(event, event_id)
             elif event.get_dagster_event().asset_key:
                 storage._store_asset_event_tags(conn, [event], [event_id])
@@ -143,3 +151,34 @@ class PartitionsReadOncePerBatch:
         if cached is None:
             return super().has_dynamic_partition(partitions_def_name, partition_key)
         return partition_key in cached[1]
+
+
+class PlannedChecksSerializedOnce:
+    """Mixed into an event log: a planned check's rows, one per partition of the run, share
+    one serialization of the event.
+
+    Dagster writes the same row for every partition a run plans the check for, serializing
+    the whole event (its partitions included) again for each, so a run over ``n``
+    partitions serializes ``n`` partitions ``n`` times. Here the event is serialized once;
+    the rows are the same.
+    """
+
+    def _store_asset_check_evaluation_planned(
+        self, event: EventLogEntry, event_id: int | None
+    ) -> None:
+        planned = event.get_dagster_event().event_specific_data
+        subset = planned.partitions_subset
+        keys = subset.get_partition_keys() if subset else [None]
+        row = dict(
+            asset_key=planned.asset_key.to_string(),
+            check_name=planned.check_name,
+            run_id=event.run_id,
+            execution_status=AssetCheckExecutionRecordStatus.PLANNED.value,
+            evaluation_event=serialize_value(event),
+            evaluation_event_timestamp=self._event_insert_timestamp(event),
+            evaluation_event_storage_id=event_id,
+        )
+        with self.index_connection() as conn:
+            conn.execute(
+                AssetCheckExecutionsTable.insert().values([{**row, "partition": k} for k in keys])
+            )

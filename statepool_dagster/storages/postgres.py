@@ -35,7 +35,7 @@ from dagster_postgres.utils import (
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
-from .batch import PartitionsReadOncePerBatch, merged_asset_rows
+from .batch import PartitionsReadOncePerBatch, PlannedChecksSerializedOnce, merged_asset_rows
 
 NOTIFY_ALL = db.text("SELECT pg_notify(:channel, n) FROM unnest(CAST(:ids AS text[])) n")
 PLANNED = {
@@ -44,7 +44,9 @@ PLANNED = {
 }
 
 
-class StatepoolPostgresEventLogStorage(PartitionsReadOncePerBatch, PostgresEventLogStorage):
+class StatepoolPostgresEventLogStorage(
+    PartitionsReadOncePerBatch, PlannedChecksSerializedOnce, PostgresEventLogStorage
+):
     """``PostgresEventLogStorage`` with a batch of writes on one connection and transaction."""
 
     def __init__(self, postgres_url: str, *args: Any, **kwargs: Any):

@@ -37,7 +37,13 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
 from . import enable_event_batches
-from .batch import PartitionsReadOncePerBatch, batch_writable, store_rows, write_asset_rows
+from .batch import (
+    PartitionsReadOncePerBatch,
+    PlannedChecksSerializedOnce,
+    batch_writable,
+    store_rows,
+    write_asset_rows,
+)
 
 RUN_SHARD_ENGINES = 8  # run shards with an open engine per process (the index has its own)
 
@@ -74,7 +80,9 @@ class _WalWatchdog(SqliteEventLogStorageWatchdog):
         self.on_modified(event)
 
 
-class StatepoolSqliteEventLogStorage(PartitionsReadOncePerBatch, SqliteEventLogStorage):
+class StatepoolSqliteEventLogStorage(
+    PartitionsReadOncePerBatch, PlannedChecksSerializedOnce, SqliteEventLogStorage
+):
     """``SqliteEventLogStorage`` with kept connections and one transaction per batch."""
 
     def __init__(self, base_dir: str | None = None, inst_data: ConfigurableClassData | None = None):

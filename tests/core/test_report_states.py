@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pyarrow.parquet as pq
 import pytest
 
 from statepool_dagster.core.config import Settings
@@ -241,3 +242,25 @@ def test_a_huge_prompt_is_shown_cut_and_says_so():
     source = {"run": "r", "checkpoint": 1, "prompt": "p" * 10, "prompt_chars": 30_000_000}
     page = render_shard(0, 1, {"r_ckpt1": {"source": source, "history": [], "versions": []}})
     assert "30000000 characters; the first 10 shown, the whole one is in the store" in page
+
+
+def test_a_prompt_is_escaped_in_its_bytes_as_html_escape_escapes_its_text():
+    text = "é <b>&amp;</b> \"q\" 'a' ✓ \U0001f600 \\u0000"
+    assert state_pages._escape_utf8(text.encode()) == html.escape(text).encode()
+
+
+def test_a_page_read_from_the_store_shows_a_long_prompt_cut(tmp_path):
+    runs, store = tmp_path / "runs", tmp_path / "store"
+    generate_runs(runs, SampleSpec(n_runs=1, n_checkpoints=3, n_cards=700, emb_dim=2))
+    build_run(Settings(runs_dir=str(runs), store_dir=str(store)), "run000")
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    assert write_state_pages(StoreLayout(store), folder) == 3
+    page = "".join(p.read_text(encoding="utf-8") for p in folder.glob("[0-9]*.html"))
+    shown = state_pages.PROMPT_SHOWN
+    prompts = pq.read_table(store / "curator_prompts" / "run000")["prompt"].to_pylist()
+    assert any(len(p) > shown for p in prompts)  # else this shows nothing
+    for prompt in prompts:
+        cut = f"; the first {shown:,} shown, the whole one is in the store"
+        summary = f"prompt ({len(prompt)} characters{cut if len(prompt) > shown else ''})"
+        assert f"<summary>{summary}</summary><pre>{html.escape(prompt[:shown])}</pre>" in page

@@ -159,9 +159,15 @@ def test_cpu_comparison_runs_at_tiny_size_and_reports_every_figure(tmp_path):
     results = json.loads((tmp_path / "cpu-tiny" / "results.json").read_text())
     (figures,) = results["figures"].values()
     assert all(
-        cpu > 0 for name, runs in figures.items() for cpu, _ in runs if "LivePool" not in name
+        cpu > 0 for name, runs in figures.items() for cpu, *_ in runs if "LivePool" not in name
     )
+    (share,) = figures[next(n for n in figures if "Dagster's share" in n)]
+    assert share[1] == 3  # tiny: three runs, each built by the sync
+    (sync,) = figures["statepool sync from scratch"]
+    assert sync[2] > 0  # its peak RSS
     assert [states for _, states in figures[next(n for n in figures if "LivePool" in n)]] == [12]
     page = doc.read_text()
     assert page == done.stdout and "| statepool sync from scratch |" in page
     assert "| sync from scratch + export, CPU |" in page and "--size tiny" in page
+    assert "| peak RSS MB: statepool export --format verl |" in page
+    assert "| peak RSS of the sync and the export (the larger) vs the fair peer's |" in page

@@ -241,3 +241,73 @@ def test_upgrade_leaves_a_working_storage(tmp_path):
     assert [e.user_message for e in stock.get_logs_for_run("r")] == ["before", "after"]
     assert readback(stock) == before
     stock.dispose()
+
+
+def check_events(run_id: str, at: float) -> list[EventLogEntry]:
+    """A check planned over three partitions of one run, then evaluated for each, one failed."""
+    from dagster import AssetCheckEvaluation
+    from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+        AssetCheckEvaluationPlanned,
+    )
+    from dagster._core.definitions.partitions.subset.default import DefaultPartitionsSubset
+
+    keys = ["p1", "p2", "p3"]
+    planned = AssetCheckEvaluationPlanned(
+        asset_key=A, check_name="fine", partitions_subset=DefaultPartitionsSubset(set(keys))
+    )
+    events = [(DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED, planned)]
+    events += [
+        (
+            DagsterEventType.ASSET_CHECK_EVALUATION,
+            AssetCheckEvaluation(
+                asset_key=A, check_name="fine", passed=key != "p2", partition=key, metadata={}
+            ),
+        )
+        for key in keys
+    ]
+    return [
+        EventLogEntry(
+            error_info=None,
+            user_message="",
+            level="debug",
+            run_id=run_id,
+            timestamp=at + i,
+            dagster_event=DagsterEvent(kind.value, "job", event_specific_data=data),
+        )
+        for i, (kind, data) in enumerate(events)
+    ]
+
+
+def check_rows(storage) -> list[tuple]:
+    from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable as T
+
+    columns = [c for c in T.c if c.name not in ("id", "create_timestamp")]
+    with storage.index_connection() as conn:
+        return [tuple(r) for r in conn.execute(db.select(*columns).order_by(T.c.id)).fetchall()]
+
+
+def test_a_planned_check_and_its_evaluations_in_a_batch_leave_dagsters_rows(storages):
+    ours, stock = storages
+    events = check_events("r1", time.time())
+    with ours.batched_writes():
+        ours.store_event_batch(events[:1])
+        for event in events[1:]:
+            ours.store_event(event)
+    stock.store_event_batch(events[:1])
+    for event in events[1:]:
+        stock.store_event(event)
+    rows = check_rows(stock)
+    assert check_rows(ours) == rows
+    # A row per partition, planned, then updated by its evaluation.
+    assert sorted((r[2], r[4]) for r in rows) == [
+        ("p1", "SUCCEEDED"),
+        ("p2", "FAILED"),
+        ("p3", "SUCCEEDED"),
+    ]
+    key = events[1].get_dagster_event().event_specific_data.asset_check_key
+
+    def history(storage) -> list[tuple]:  # what the UI reads; the rows' creation times aside
+        records = storage.get_asset_check_execution_history(key, limit=10)
+        return [(r.id, r.run_id, r.status, r.partition, r.event) for r in records]
+
+    assert history(ours) == history(stock)

@@ -16,6 +16,7 @@ from ..errors import StatepoolError
 from ..feedback.select import Selection, SelectionOptions
 from ..locations import AnyPath, absolute, as_path
 from .collect import export_rows
+from .columns import records_table
 from .folder import StagedFolder
 from .formats import (
     RECORDS,
@@ -56,7 +57,7 @@ class _SplitFile:
     def flush(self) -> None:
         if not self.records:
             return
-        table = pa.Table.from_pylist(self.records, schema=self.schema)
+        table = records_table(self.records, self.schema)
         self.records, self.size = [], 0
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.path, table.schema, compression="zstd")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 import tempfile
 from array import array
 from collections.abc import Iterator
@@ -50,6 +51,7 @@ HISTORY_COLUMNS = ("step_first", "step_last", "draws", "answers", "score_mean", 
 _encode_line = msgspec.json.Encoder().encode
 _decode_line = msgspec.json.Decoder().decode
 _BATCH = 16  # a run's checkpoints read at a time
+_SIZES = struct.Struct("<II")  # a spilled row's JSON line and payload lengths
 PROMPT_SHOWN = 100_000  # characters of a prompt a page shows (the store holds it whole)
 
 
@@ -75,38 +77,46 @@ def shard_of(state_id: str, shards: int) -> int:
 class _Buckets:
     """Rows grouped by hash bucket: a few MB held at a time, each batch beyond that spilled to
     one temporary file, its rows in bucket order with each bucket's offset kept, so a shard's
-    rows are read back by seeking, one file open per spilled batch."""
+    rows are read back by seeking, one file open per spilled batch.
+
+    A row is a JSON line and, for a state, its prompt as the page's bytes (escaped for HTML
+    once, as it is read): the largest text of a page is never parsed again. In a spilled
+    batch each row is its two lengths, then the two.
+    """
 
     def __init__(self, folder: Path):
         self.folder = folder
-        self.held: dict[int, list[bytes]] = {}
+        self.held: dict[int, list[tuple[bytes, bytes]]] = {}
         self.chars = 0
         self.spilled: list[tuple[Path, array]] = []
 
-    def add(self, kind: str, state_id: str, value: Any) -> None:
+    def add(self, kind: str, state_id: str, value: Any, payload: bytes = b"") -> None:
         line = _encode_line([kind, state_id, value])
-        self.held.setdefault(fnv1a(state_id) % BUCKETS, []).append(line)
-        self.chars += len(line)
+        self.held.setdefault(fnv1a(state_id) % BUCKETS, []).append((line, payload))
+        self.chars += len(line) + len(payload)
         if self.chars > _FLUSH_CHARS:
             self.spill()
 
     def spill(self) -> None:
-        path = self.folder / f"{len(self.spilled)}.jsonl"
+        path = self.folder / f"{len(self.spilled)}.rows"
         offsets = array("q", [0]) * (BUCKETS + 1)
         at = 0
         with open(path, "wb") as f:
             for bucket in range(BUCKETS):
                 offsets[bucket] = at
-                lines = self.held.get(bucket)
-                if lines:
-                    data = b"\n".join(lines) + b"\n"
+                rows = self.held.get(bucket)
+                if rows:
+                    data = b"".join(
+                        b"".join((_SIZES.pack(len(line), len(payload)), line, payload))
+                        for line, payload in rows
+                    )
                     f.write(data)
                     at += len(data)
             offsets[BUCKETS] = at
         self.spilled.append((path, offsets))
         self.held, self.chars = {}, 0
 
-    def _lines(self, buckets: range) -> Iterator[bytes]:
+    def _rows(self, buckets: range) -> Iterator[tuple[bytes, bytes]]:
         """The rows of these buckets in the order they were added: spilled batches first."""
         for path, offsets in self.spilled:
             with open(path, "rb") as f:
@@ -114,18 +124,30 @@ class _Buckets:
                     size = offsets[bucket + 1] - offsets[bucket]
                     if size:
                         f.seek(offsets[bucket])
-                        yield from f.read(size).splitlines()
+                        data = memoryview(f.read(size))
+                        at = 0
+                        while at < size:
+                            line_size, payload_size = _SIZES.unpack_from(data, at)
+                            at += _SIZES.size
+                            line = bytes(data[at : at + line_size])
+                            at += line_size
+                            yield line, bytes(data[at : at + payload_size])
+                            at += payload_size
         for bucket in buckets:
             yield from self.held.get(bucket, ())
 
     def states(self, buckets: range) -> dict[str, dict[str, Any]]:
         """The states of these buckets, their rows joined."""
         found: dict[str, dict[str, Any]] = {}
-        for line in self._lines(buckets):
+        for line, payload in self._rows(buckets):
             kind, sid, value = _decode_line(line)
             state = found.setdefault(sid, {"history": [], "versions": []})
             if kind == "state":
-                state.setdefault("source", value)  # the first copy, as exports
+                if "source" not in state:  # the first copy, as exports
+                    # A null prompt has no length: the page says there is none.
+                    missing = value.get("prompt_chars") is None
+                    value["prompt"] = None if missing else _Escaped(payload)
+                    state["source"] = value
             elif kind == "history":  # a state's rows, in step order
                 rows = (dict(zip(HISTORY_COLUMNS, r, strict=True)) for r in value)
                 state[kind].extend(rows)
@@ -134,16 +156,22 @@ class _Buckets:
         return found
 
 
-def _prompts(layout: StoreLayout) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(state id, its source and prompt)`` of every run state, then every session state."""
+class _Escaped(bytes):
+    """A prompt already escaped for HTML and encoded as the page is (its first
+    :data:`PROMPT_SHOWN` characters at most)."""
+
+
+def _prompts(layout: StoreLayout) -> Iterator[tuple[str, dict[str, Any], bytes]]:
+    """``(state id, its source, its prompt escaped for the page)`` of every run state, then
+    every session state."""
     for run in store_runs(layout):
         prompts = CheckpointBatches(RunTable(layout.table(PROMPTS, run), SCHEMAS[PROMPTS]))
         try:
             for _, rows in prompts.batches(["state_id", "version", "prompt"], _BATCH):
-                for row in _shown(rows):
-                    yield row["state_id"], {"run": run, "checkpoint": row["version"],
-                                            "prompt": row["prompt"],
-                                            "prompt_chars": row["prompt_chars"]}  # fmt: skip
+                for row, prompt in _shown(rows):
+                    source = {"run": run, "checkpoint": row["version"],
+                              "prompt_chars": row["prompt_chars"]}  # fmt: skip
+                    yield row["state_id"], source, prompt
         except FileNotFoundError:  # rebuilt meanwhile: the next report has it
             continue
         finally:
@@ -153,25 +181,43 @@ def _prompts(layout: StoreLayout) -> Iterator[tuple[str, dict[str, Any]]]:
     for session in stored_sessions(layout.root):
         columns = ["state_id", "segment", "policy_step", "prompt"]
         for batch in iter_session_table(layout.root, session, "prompts", columns):
-            for row in _shown(batch):
+            for row, prompt in _shown(batch):
                 parsed = parse_segment_name(row["segment"])
-                yield row["state_id"], {"session": session, "policy_step": row["policy_step"],
-                                        "writer": None if parsed is None else parsed[0],
-                                        "prompt": row["prompt"],
-                                        "prompt_chars": row["prompt_chars"]}  # fmt: skip
+                source = {"session": session, "policy_step": row["policy_step"],
+                          "writer": None if parsed is None else parsed[0],
+                          "prompt_chars": row["prompt_chars"]}  # fmt: skip
+                yield row["state_id"], source, prompt
 
 
-def _shown(rows: Any) -> list[dict[str, Any]]:
-    """Rows with their prompt cut to :data:`PROMPT_SHOWN` characters in Arrow (a prompt of
-    any size never becomes a Python string whole) and its length in ``prompt_chars``."""
+def _shown(rows: Any) -> list[tuple[dict[str, Any], bytes]]:
+    """Each row without its prompt, with the prompt's length in ``prompt_chars``; and the
+    prompt cut to :data:`PROMPT_SHOWN` characters in Arrow (a prompt of any size never
+    becomes a Python string whole), escaped for HTML in its UTF-8 bytes."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     prompts = rows["prompt"]
     names = [n for n in rows.column_names if n != "prompt"]
     out = {n: rows[n].to_pylist() for n in names}
-    out["prompt"] = pc.utf8_slice_codeunits(prompts, 0, PROMPT_SHOWN).to_pylist()
-    out["prompt_chars"] = pc.utf8_length(prompts).to_pylist()
-    return [dict(zip(out, values, strict=True)) for values in zip(*out.values(), strict=True)]
+    lengths = pc.utf8_length(prompts)
+    out["prompt_chars"] = lengths.to_pylist()
+    longest = pc.max(lengths).as_py()
+    if longest is not None and longest > PROMPT_SHOWN:
+        prompts = pc.utf8_slice_codeunits(prompts, 0, PROMPT_SHOWN)
+    texts = [b"" if b is None else _escape_utf8(b) for b in prompts.cast(pa.binary()).to_pylist()]
+    rows_out = [dict(zip(out, values, strict=True)) for values in zip(*out.values(), strict=True)]
+    return list(zip(rows_out, texts, strict=True))
+
+
+def _escape_utf8(text: bytes) -> bytes:
+    """``html.escape`` of UTF-8 text, on its bytes (every character it replaces is ASCII)."""
+    return (
+        text.replace(b"&", b"&amp;")
+        .replace(b"<", b"&lt;")
+        .replace(b">", b"&gt;")
+        .replace(b'"', b"&quot;")
+        .replace(b"'", b"&#x27;")
+    )
 
 
 def _versions(root: AnyPath) -> Iterator[tuple[str, str, str]]:
@@ -231,8 +277,8 @@ def write_state_pages(layout: StoreLayout, folder: AnyPath, stamp: str | None = 
     with tempfile.TemporaryDirectory(prefix="statepool-states-") as tmp:
         buckets = _Buckets(Path(tmp))
         count = 0
-        for sid, source in _prompts(layout):
-            buckets.add("state", sid, source)
+        for sid, source, prompt in _prompts(layout):
+            buckets.add("state", sid, source, prompt)
             count += 1
         with_history = 0
         for table in iter_history(layout.root):  # by state id: a state's rows together
@@ -253,7 +299,7 @@ def write_state_pages(layout: StoreLayout, folder: AnyPath, stamp: str | None = 
         for k in range(shards):
             states = buckets.states(range(k, BUCKETS, shards))
             written += len(states)
-            (folder / f"{k}.html").write_bytes(_encode(render_shard(k, shards, states)))
+            (folder / f"{k}.html").write_bytes(_shard_bytes(k, shards, states))
         (folder / SEARCH_PAGE).write_bytes(_encode(render_search(shards, written)))
     if stamp is not None:
         (folder / STAMP).write_bytes(json.dumps({"stamp": stamp, "states": written}).encode())
@@ -307,14 +353,17 @@ def _form(shards: int, prefix: str) -> str:
     )
 
 
-def _page(title: str, body: list[str]) -> str:
-    head = [
+def _head(title: str) -> list[str]:
+    return [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>",
     ]
-    return "\n".join([*head, *body, "</body></html>"]) + "\n"
+
+
+def _page(title: str, body: list[str]) -> str:
+    return "\n".join([*_head(title), *body, "</body></html>"]) + "\n"
 
 
 def render_search(shards: int, states: int) -> str:
@@ -381,35 +430,52 @@ def _versions_list(versions: list[list[str]]) -> str:
 
 def render_shard(k: int, shards: int, states: dict[str, dict[str, Any]]) -> str:
     """One shard's page: a section per state, by state id."""
-    body = ['<p><a href="../index.html">← the pool</a></p>', _form(shards, "")]
+    return "".join(p.decode() if isinstance(p, bytes) else p for p in _shard(k, shards, states))
+
+
+def _shard_bytes(k: int, shards: int, states: dict[str, dict[str, Any]]) -> bytes:
+    """:func:`render_shard`'s page, encoded (an escaped prompt is put in as it is)."""
+    return b"".join(p if isinstance(p, bytes) else _encode(p) for p in _shard(k, shards, states))
+
+
+def _prompt_html(source: dict[str, Any] | None) -> str | tuple[str | bytes, ...]:
+    """The prompt's part of a state's section: its pieces, joined as they are."""
+    prompt = None if source is None else source.get("prompt")
+    if prompt is None:
+        return "<p>no prompt in the store</p>"
+    if isinstance(prompt, _Escaped):
+        chars = source.get("prompt_chars")
+        shown, text = min(chars, PROMPT_SHOWN), prompt
+    else:
+        chars, shown, text = source.get("prompt_chars", len(prompt)), len(prompt), escape(prompt)
+    cut = "" if chars <= shown else f"; the first {shown:,} shown, the whole one is in the store"
+    summary = f"<details><summary>prompt ({plural(chars, 'character')}{cut})</summary><pre>"
+    return (summary, text, "</pre></details>")
+
+
+def _shard(k: int, shards: int, states: dict[str, dict[str, Any]]) -> list[str | bytes]:
+    """One shard's page as pieces: text, and each prompt as its escaped bytes or text."""
+    body: list[str | tuple[str | bytes, ...]] = [
+        '<p><a href="../index.html">← the pool</a></p>',
+        _form(shards, ""),
+    ]
     for sid in sorted(states):
         state = states[sid]
         source = state.get("source")
-        prompt = None if source is None else source.get("prompt")
-        chars = (
-            len(prompt or "") if source is None else source.get("prompt_chars", len(prompt or ""))
-        )
-        cut = (
-            ""
-            if prompt is None or chars <= len(prompt)
-            else (f"; the first {len(prompt):,} shown, the whole one is in the store")
-        )
-        prompt_html = (
-            "<p>no prompt in the store</p>"
-            if prompt is None
-            else f"<details><summary>prompt ({plural(chars, 'character')}{cut})</summary>"
-            f"<pre>{escape(prompt)}</pre></details>"
-        )
         body += [
             f'<section class="state" id="{escape(sid)}">',
             f"<h2>{escape(sid)}</h2><p>{_source(source)}</p>",
             _history(sid, state["history"]),
-            prompt_html,
+            _prompt_html(source),
             "<h3>versions of its row</h3>",
             _versions_list(state["versions"]),
             "</section>",
         ]
-    return _page(f"statepool report: states, shard {k}", body)
+    pieces: list[str | bytes] = []
+    for item in [*_head(f"statepool report: states, shard {k}"), *body, "</body></html>"]:
+        pieces.extend(item if isinstance(item, tuple) else (item,))
+        pieces.append("\n")
+    return pieces
 
 
 def states_section(states: int) -> str:

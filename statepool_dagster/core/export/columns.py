@@ -1,0 +1,118 @@
+"""Python records into an Arrow table through their buffers, as ``pa.Table.from_pylist`` would
+make it for the export's schemas.
+
+pyarrow's conversion of Python objects (``pa.array``, ``from_pylist``) imports pandas the
+first time it runs, to ask whether the objects are pandas': an export, which reads Parquet
+and writes Parquet, would load pandas for that alone. The export's columns are strings,
+64-bit integers and floats, booleans, and lists and structs of them, whose Arrow layout is a
+validity bitmap, offsets and bytes: made here from the values, they give the table
+``from_pylist`` gives (the same values, nulls and types, one chunk a column). A type not
+listed, or strings past 32-bit offsets, goes through ``pa.array``.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from itertools import accumulate
+from typing import Any
+
+import pyarrow as pa
+
+_INT32_MAX = (1 << 31) - 1
+
+
+def records_table(records: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """``records`` as a table of ``schema`` (a key the schema lacks is left out, a field a
+    record lacks is null), as ``pa.Table.from_pylist(records, schema=schema)``."""
+    columns = [column([r.get(f.name) for r in records], f.type) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _validity(values: Sequence[Any]) -> tuple[pa.Buffer | None, int]:
+    """The validity bitmap of ``values`` (None where none is null) and the null count."""
+    nulls = sum(1 for v in values if v is None)
+    if not nulls:
+        return None, 0
+    bits = 0
+    for i, v in enumerate(values):
+        if v is not None:
+            bits |= 1 << i
+    return pa.py_buffer(bits.to_bytes((len(values) + 7) // 8 or 1, "little")), nulls
+
+
+def _offsets(lengths: Sequence[int]) -> pa.Buffer:
+    return pa.py_buffer(array("i", [0, *accumulate(lengths)]))
+
+
+def column(values: Sequence[Any], type_: pa.DataType) -> pa.Array:
+    """One column of ``type_`` made of ``values`` (Python objects, None for null)."""
+    n = len(values)
+    validity, nulls = _validity(values)
+    if pa.types.is_string(type_):
+        encoded = [b"" if v is None else _utf8(v) for v in values]
+        size = sum(map(len, encoded))
+        if size > _INT32_MAX:
+            return pa.array(values, type=type_)
+        data = pa.py_buffer(b"".join(encoded))
+        return pa.Array.from_buffers(type_, n, [validity, _offsets(map(len, encoded)), data], nulls)
+    if pa.types.is_int64(type_):
+        data = pa.py_buffer(array("q", [0 if v is None else _integer(v) for v in values]))
+        return pa.Array.from_buffers(type_, n, [validity, data], nulls)
+    if pa.types.is_float64(type_):
+        data = pa.py_buffer(array("d", [0.0 if v is None else _real(v) for v in values]))
+        return pa.Array.from_buffers(type_, n, [validity, data], nulls)
+    if pa.types.is_boolean(type_):
+        bits = 0
+        for i, v in enumerate(values):
+            if v is not None and _boolean(v):
+                bits |= 1 << i
+        data = pa.py_buffer(bits.to_bytes((n + 7) // 8 or 1, "little"))
+        return pa.Array.from_buffers(type_, n, [validity, data], nulls)
+    if pa.types.is_list(type_):
+        lists = [() if v is None else _sequence(v) for v in values]
+        items = [item for items in lists for item in items]
+        child = column(items, type_.value_type)
+        offsets = _offsets(map(len, lists))
+        return pa.Array.from_buffers(type_, n, [validity, offsets], nulls, children=[child])
+    if pa.types.is_struct(type_):
+        dicts = [{} if v is None else _mapping(v) for v in values]
+        children = [column([d.get(f.name) for d in dicts], f.type) for f in type_]
+        return pa.Array.from_buffers(type_, n, [validity], nulls, children=children)
+    return pa.array(values, type=type_)
+
+
+def _utf8(value: Any) -> bytes:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a str, got {type(value).__name__}")
+    return value.encode("utf-8")
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _real(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"expected a number, got {type(value).__name__}")
+    return float(value)
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected a bool, got {type(value).__name__}")
+    return value
+
+
+def _sequence(value: Any) -> Sequence[Any]:
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, (list, tuple)):
+        raise TypeError(f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a dict, got {type(value).__name__}")
+    return value
