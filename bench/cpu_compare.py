@@ -23,6 +23,7 @@ import os
 import shlex
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -31,7 +32,9 @@ from pathlib import Path
 from measure import BENCH, REPO, Bench, last_json, statepool
 from pool_suite import SEED
 from run_bench import git
-from shapes import SIZES, generate_corpus, spec_of
+from shapes import SIZES, generate_corpus, run_name, spec_of
+
+from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint
 
 ORIGINAL = "the original's collect_from_run, every run"
 PEER = "the fair peer: the original + every prompt + one Parquet by pandas (fair_peer.py)"
@@ -42,7 +45,8 @@ IDLE_AGAIN = "statepool sync, nothing changed, again (the instance's answers kep
 EXPORT = "statepool export --format verl"
 LIVE = "LivePool open, every state of the synced store (imports left out)"
 SHARE = "Dagster's share of the sync from scratch per run partition, ms (sync_share.py)"
-MEASURES = (PEER, CORE, SYNC, IDLE, IDLE_AGAIN, EXPORT, LIVE, SHARE)
+GROWN = "statepool sync after one new checkpoint in one run"
+MEASURES = (PEER, CORE, SYNC, IDLE, IDLE_AGAIN, EXPORT, LIVE, SHARE, GROWN)
 # Measures whose peak RSS the table shows (MB, the command and its waited-for children).
 RSS_SHOWN = (PEER, SYNC, EXPORT)
 
@@ -50,9 +54,16 @@ RSS_SHOWN = (PEER, SYNC, EXPORT)
 Figure = tuple[float, ...]  # (cpu, wall) or (cpu, wall, peak RSS MB); SHARE: (ms, partitions)
 
 
-def one_round(bench: Bench, runs: Path, label: str) -> dict[str, Figure]:
+def one_round(bench: Bench, runs: Path, label: str, spec: SampleSpec) -> dict[str, Figure]:
     """Every measure once for ``bench.code``: ``{measure: (cpu, wall[, peak RSS])}``."""
     out: dict[str, Figure] = {}
+    # The commands' own runs folder: the corpus' files linked, not copied, but the run that
+    # grows by a checkpoint copied whole, so its growth leaves the corpus as it is.
+    own_runs, grown = bench.out / f"{label}_runs", run_name(spec, 0)
+    shutil.rmtree(own_runs, ignore_errors=True)
+    subprocess.run(["cp", "-al", str(runs), str(own_runs)], check=True)
+    shutil.rmtree(own_runs / grown)
+    shutil.copytree(runs / grown, own_runs / grown)
     if SEED.is_file():
         folder = bench.out / f"{label}_peer"
         shutil.rmtree(folder, ignore_errors=True)
@@ -62,7 +73,7 @@ def one_round(bench: Bench, runs: Path, label: str) -> dict[str, Figure]:
     shutil.rmtree(store, ignore_errors=True)
     core = bench.program(CORE, "core_only", runs, store, "--workers", 2)
     out[CORE] = (core.cpu_seconds, core.seconds)
-    env = bench.fresh_env(label, runs)
+    env = bench.fresh_env(label, own_runs)
     shared = bench.out / f"{label}_share.json"
     # What `statepool sync -q` does, in a process that counts Dagster's share of it.
     sync = [sys.executable, str(BENCH / "sync_share.py"), str(shared), "sync", "-q"]
@@ -87,6 +98,9 @@ def one_round(bench: Bench, runs: Path, label: str) -> dict[str, Figure]:
     m = bench.program(LIVE, "live_open", env["STATEPOOL_STORE_DIR"], env=env)
     opened = last_json(m.stdout)
     out[LIVE] = (opened["open_cpu_s"], float(opened["states"]))
+    append_checkpoint(own_runs / grown, spec, 0)
+    m = bench.run(GROWN, statepool("sync", "-q"), env)
+    out[GROWN] = (m.cpu_seconds, m.seconds)
     return out
 
 
@@ -132,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                     ORIGINAL, [sys.executable, str(SEED), str(runs), str(pool)], inputs=runs
                 )
                 figures[label][ORIGINAL].append((m.cpu_seconds, m.seconds))
-            for name, value in one_round(bench, runs, label).items():
+            for name, value in one_round(bench, runs, label, spec).items():
                 figures[label][name].append(value)
             print(f"round {round_ + 1}, {label}: done", file=sys.stderr)
     named = dict(zip(labels, map(str, codes), strict=True))

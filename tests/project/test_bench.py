@@ -166,8 +166,13 @@ def test_cpu_comparison_runs_at_tiny_size_and_reports_every_figure(tmp_path):
     (sync,) = figures["statepool sync from scratch"]
     assert sync[2] > 0  # its peak RSS
     assert [states for _, states in figures[next(n for n in figures if "LivePool" in n)]] == [12]
+    # The sync after one new checkpoint built its state; the corpus itself did not grow.
+    (store,) = (tmp_path / "cpu-tiny").glob("*_store")
+    assert len(list((store / "state_pool" / "run000").glob("*.json"))) == 5
+    assert len(list((tmp_path / "cpu-tiny" / "runs" / "run000" / "snapshots").iterdir())) == 4
     page = doc.read_text()
     assert page == done.stdout and "| statepool sync from scratch |" in page
     assert "| sync from scratch + export, CPU |" in page and "--size tiny" in page
+    assert "| statepool sync after one new checkpoint in one run |" in page
     assert "| peak RSS MB: statepool export --format verl |" in page
     assert "| peak RSS of the sync and the export (the larger) vs the fair peer's |" in page
