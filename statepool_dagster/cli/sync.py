@@ -96,13 +96,11 @@ def sync_sessions(instance: DagsterInstance, settings: Settings, log_level: str 
     outcomes = []
     for request in _requested(instance, sessions_tick(instance, settings, None).result):
         raise_if_signalled()
-        session = request.partition_key
+        session, pending = request.partition_key, int(request.tags.get(tags.NEW_SEGMENTS, 0))
         result = execute(
             instance, SESSIONS_JOB, log_level, {**request.tags, tags.PARTITION: session}
         )
-        error = "" if result.success else first_error(result)
-        pending = int(request.tags.get(tags.NEW_SEGMENTS, 0))
-        outcomes.append(SessionOutcome(session, pending, result.success, error))
+        outcomes.append(SessionOutcome(session, pending, result.success, first_error(result)))
     return outcomes
 
 
@@ -147,7 +145,8 @@ def _build(
     """``batch`` (consecutive partitions) built in one run; the runs it did not build, alone.
 
     A batch records every run it built even when another fails; the failed ones run again
-    alone, so each reports its own error. Runs another process built meanwhile are skipped.
+    alone, so each reports its own error. Runs another process built meanwhile are skipped,
+    the others then built alone.
     """
     started = time.perf_counter()
     with contextlib.ExitStack() as locks:
@@ -158,27 +157,27 @@ def _build(
             for request in batch:  # in key order, as every sync takes them: no deadlock
                 locks.enter_context(layout.lock(request.partition_key))
         recorded = recorded_fingerprints(instance)
-        built = [
+        done = [
             r for r in batch if recorded.get(r.partition_key) == r.tags[tags.SOURCE_FINGERPRINT]
         ]
-        if built:  # by another process, meanwhile: the others alone (the locks are re-entrant)
-            return [
-                RunOutcome(r.partition_key, r.tags[tags.CHANGE], True, elsewhere=True)
-                if r in built
-                else _build(instance, settings, [r], log_level)[0]
-                for r in batch
-            ]
         first, last = batch[0].partition_key, batch[-1].partition_key
         ranged = {tags.PARTITION_RANGE_START: first, tags.PARTITION_RANGE_END: last}
         run_tags = {**batch[0].tags, tags.PARTITION: first} if len(batch) == 1 else ranged
-        result = execute(instance, JOB, log_level, run_tags, executor=settings.executor)
+        # The locks are re-entrant: the runs left alone may take them again.
+        result = (
+            None
+            if done
+            else execute(instance, JOB, log_level, run_tags, executor=settings.executor)
+        )
     raise_if_signalled()  # a stopped sync neither goes on nor retries one by one
-    found = materialized(result)
+    found = materialized(result) if result else {}
     seconds = (time.perf_counter() - started) / len(batch)
     outcomes = []
     for request in batch:
         run, change = request.partition_key, request.tags[tags.CHANGE]
-        if result.success or (FINAL_ASSET, run) in found:
+        if request in done:
+            outcomes.append(RunOutcome(run, change, True, elsewhere=True))
+        elif result and (result.success or (FINAL_ASSET, run) in found):
             outcomes.append(run_outcome(found, run, change, seconds))
         elif len(batch) > 1:
             outcomes += _build(instance, settings, [request], log_level)
