@@ -1,13 +1,11 @@
 """``statepool sync``: the sensors' ticks say what to run; their requests run here, on Dagster.
 
 The runs, sessions and feedback sensors' tick functions (``defs/<domain>/sensors.py``) decide,
-as they do for the daemon; their partitions are added and their runs executed with the code
-location's jobs (``execute_in_process``; with ``STATEPOOL_EXECUTOR=celery`` the runs' job
-through ``execute_job``, its steps on the workers). Requested runs of consecutive partitions
-run as one Dagster run over their range, as a single-run backfill does. A partition is built
-once however syncs and the daemon's runs interleave: a sync holds the store lock of every run
-of a batch, then asks the instance again what each was last built from, and leaves the
-partitions of another process's run to its end, once that run is over.
+as for the daemon; their requests run with the code location's jobs (``execute_in_process``, or
+``execute_job`` with ``STATEPOOL_EXECUTOR=celery``), consecutive partitions as one run over their
+range. A partition is built once however syncs and the daemon's runs interleave: a sync holds the
+store locks of a batch's runs, asks the instance again what each was last built from, and leaves
+the partitions of another process's run under way to its end, once that run is over.
 """
 
 from __future__ import annotations
@@ -52,8 +50,8 @@ UNDER_WAY = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 def sync(
     instance: DagsterInstance,
     settle_seconds: float = 0.0,
-    on_plan: Callable[[SyncPlan], None] | None = None,
-    on_outcome: Callable[[RunOutcome], None] | None = None,
+    on_plan: Callable[[SyncPlan], None] = lambda plan: None,
+    on_outcome: Callable[[RunOutcome], None] = lambda outcome: None,
     log_level: str = "WARNING",
     batch_size: int = BATCH_SIZE,
 ) -> SyncSummary:
@@ -71,8 +69,7 @@ def sync(
             instance.report_run_failed(run, message=died)
     tick = runs_tick(instance, settings.model_copy(update={"settle_seconds": settle_seconds}))
     requests = _requested(instance, tick.result)
-    if on_plan:
-        on_plan(tick.plan)
+    on_plan(tick.plan)
     summary = SyncSummary(tick.plan)
     if requests:  # an idle sync: no more queries, nothing of the report (nor Arrow)
         position = {key: i for i, key in enumerate(instance.get_dynamic_partitions(RUNS))}
@@ -84,8 +81,7 @@ def sync(
             _wait_for(instance, {busy[r.partition_key] for r in batch if r.partition_key in busy})
             for outcome in _build(instance, settings, batch, log_level):
                 summary.outcomes.append(outcome)
-                if on_outcome:
-                    on_outcome(outcome)
+                on_outcome(outcome)
     summary.sessions = sync_sessions(instance, settings, log_level)
     summary.feedback = fold_feedback(instance, settings, log_level)
     return summary
@@ -222,12 +218,10 @@ def _under_way(instance: DagsterInstance, position: dict[str, int]) -> dict[str,
 def _wait_for(instance: DagsterInstance, run_ids: set[str]) -> None:
     """Return once none of ``run_ids`` is under way any more (or after the longest wait)."""
     deadline = time.monotonic() + BUSY_WAIT_SECONDS
-    while run_ids and time.monotonic() < deadline:
+    under_way = RunsFilter(run_ids=list(run_ids), statuses=UNDER_WAY)
+    while run_ids and time.monotonic() < deadline and instance.get_runs(under_way, limit=1):
         raise_if_signalled()
-        runs = instance.get_runs(RunsFilter(run_ids=list(run_ids), statuses=UNDER_WAY))
-        run_ids = {run.run_id for run in runs}
-        if run_ids:
-            time.sleep(BUSY_POLL_SECONDS)
+        time.sleep(BUSY_POLL_SECONDS)
 
 
 def _alive(pid: int) -> bool:
