@@ -218,8 +218,8 @@ def _under_way(instance: DagsterInstance, position: dict[str, int]) -> dict[str,
 def _wait_for(instance: DagsterInstance, run_ids: set[str]) -> None:
     """Return once none of ``run_ids`` is under way any more (or after the longest wait)."""
     deadline = time.monotonic() + BUSY_WAIT_SECONDS
-    under_way = RunsFilter(run_ids=list(run_ids), statuses=UNDER_WAY)
-    while run_ids and time.monotonic() < deadline and instance.get_runs(under_way, limit=1):
+    under_way = RunsFilter(run_ids=list(run_ids), statuses=UNDER_WAY) if run_ids else None
+    while under_way and time.monotonic() < deadline and instance.get_runs(under_way, limit=1):
         raise_if_signalled()
         time.sleep(BUSY_POLL_SECONDS)
 
