@@ -1,5 +1,8 @@
-"""Whether a sync has nothing to do, by the runs, sessions and feedback sensors' rules, from
-the instance's answers kept since it last answered (no Dagster)."""
+"""Whether a sync has nothing to do: the sensors' rules on the instance's answers kept.
+
+The runs, sessions and feedback sensors' rules, applied without Dagster to the answers an
+earlier sync kept (the runs and sessions registered, each run's recorded fingerprint).
+"""
 
 from __future__ import annotations
 
