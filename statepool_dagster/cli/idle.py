@@ -4,8 +4,8 @@ Before it knows there is nothing to do, a sync asks the instance for the runs an
 registered as partitions and the fingerprint each run was last built from. With the project's
 instance config (SQLite files under ``DAGSTER_HOME``) no answer changes unless one of those
 files does, so a sync keeps the answers beside the files' stamps (``statepool-idle.json``). The
-next sync finding the same stamps and settings plans with them by the runs sensor's rule
-(``plan_sync``) and asks the store what the sessions and feedback sensors ask. Anything to build,
+next sync finding the same stamps and settings asks the core whether the sensors would ask for
+anything with these answers (``idle_plan``). Anything to build,
 or any doubt, and it opens Dagster as always: opening it costs most of an idle sync's CPU.
 """
 
@@ -18,10 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from ..core import Settings
-from ..core.feedback import unfolded_segments
-from ..core.runs import discover_runs, plan_sync
-from ..core.sessions import discover_sessions
+from ..core import Settings, idle_plan
 from .outcomes import SyncSummary
 
 RECEIPT = "statepool-idle.json"
@@ -71,24 +68,10 @@ def idle_summary(settings: Settings, home: Path, settle_seconds: float) -> SyncS
         return None
     if receipt.get("stamp") != instance_stamp(home):
         return None
-    plan = plan_sync(
-        discover_runs(settings.runs_dir),
-        known_keys=receipt["runs"],
-        recorded=receipt["recorded"],
-        now=time.time(),
-        settle_seconds=settle_seconds,
+    plan = idle_plan(
+        settings, receipt["runs"], receipt["recorded"], receipt["sessions"], settle_seconds
     )
-    if plan.to_materialize or plan.new_keys:
-        return None
-    sessions, _ = discover_sessions(settings.sessions_dir)
-    if set(sessions) - set(receipt["sessions"]):
-        return None
-    if sessions:
-        from ..core.sessions import pending_segments
-
-        if any(pending_segments(settings.sessions_dir, settings.store_dir, s) for s in sessions):
-            return None
-    return None if unfolded_segments(settings) else SyncSummary(plan)
+    return None if plan is None else SyncSummary(plan)
 
 
 def keep_receipt(instance, settings: Settings) -> bool:

@@ -40,7 +40,7 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
     with start_up():
         # Dagster only once the settings pass: a refusal is one line, at once.
         from .interrupts import Interrupted, watch_signals
-        from .sync import BATCH_SIZE, sync
+        from .sync import sync
 
         instance = dagster_instance()
 
@@ -61,7 +61,6 @@ def cmd_sync(args: argparse.Namespace, announce_report: bool = True) -> int:
                 on_plan=on_plan,
                 on_outcome=reporter.outcome,
                 log_level="DEBUG" if args.verbose else "ERROR",
-                batch_size=BATCH_SIZE,
             )
     except Interrupted as stop:
         # Store files are written whole or not at all; the runs built so far are kept.

@@ -119,12 +119,13 @@ def feedback_outcome(result) -> FeedbackOutcome:
     """A fold's outcome from its run's materialization of ``state_stats``."""
     metadata = materialized(result).get((STATE_STATS, None), {})
     counts = {f: int(metadata[k].value) for f, k in FOLD_COUNTS.items() if k in metadata}
-    error = "" if result.success else first_error(result)
-    return FeedbackOutcome(ran=True, ok=result.success, error=error, **counts)
+    return FeedbackOutcome(ran=True, ok=result.success, error=first_error(result), **counts)
 
 
 def first_error(result) -> str:
-    """The root cause of the first failed step, without Dagster's wrapping."""
+    """The root cause of the first failed step, without Dagster's wrapping ("" if none failed)."""
+    if result.success:
+        return ""
     for event in result.get_step_failure_events():
         error = event.step_failure_data.error
         while error is not None and error.cause is not None:

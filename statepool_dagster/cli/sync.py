@@ -1,13 +1,11 @@
 """``statepool sync``: the sensors' ticks say what to run; their requests run here, on Dagster.
 
 The runs, sessions and feedback sensors' tick functions (``defs/<domain>/sensors.py``) decide,
-as they do for the daemon; their partitions are added and their runs executed with the code
-location's jobs (``execute_in_process``; with ``STATEPOOL_EXECUTOR=celery`` the runs' job
-through ``execute_job``, its steps on the workers). Requested runs of consecutive partitions
-run as one Dagster run over their range, as a single-run backfill does. A partition is built
-once however syncs and the daemon's runs interleave: a sync holds the store lock of every run
-of a batch, then asks the instance again what each was last built from, and leaves the
-partitions of another process's run to its end, once that run is over.
+as for the daemon; their requests run with the code location's jobs (``execute_in_process``, or
+``execute_job`` with ``STATEPOOL_EXECUTOR=celery``), consecutive partitions as one run over their
+range. A partition is built once however syncs and the daemon's runs interleave: a sync holds the
+store locks of a batch's runs, asks the instance again what each was last built from, and leaves
+the partitions of another process's run under way to its end, once that run is over.
 """
 
 from __future__ import annotations
@@ -52,8 +50,8 @@ UNDER_WAY = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 def sync(
     instance: DagsterInstance,
     settle_seconds: float = 0.0,
-    on_plan: Callable[[SyncPlan], None] | None = None,
-    on_outcome: Callable[[RunOutcome], None] | None = None,
+    on_plan: Callable[[SyncPlan], None] = lambda plan: None,
+    on_outcome: Callable[[RunOutcome], None] = lambda outcome: None,
     log_level: str = "WARNING",
     batch_size: int = BATCH_SIZE,
 ) -> SyncSummary:
@@ -71,8 +69,7 @@ def sync(
             instance.report_run_failed(run, message=died)
     tick = runs_tick(instance, settings.model_copy(update={"settle_seconds": settle_seconds}))
     requests = _requested(instance, tick.result)
-    if on_plan:
-        on_plan(tick.plan)
+    on_plan(tick.plan)
     summary = SyncSummary(tick.plan)
     if requests:  # an idle sync: no more queries, nothing of the report (nor Arrow)
         position = {key: i for i, key in enumerate(instance.get_dynamic_partitions(RUNS))}
@@ -84,8 +81,7 @@ def sync(
             _wait_for(instance, {busy[r.partition_key] for r in batch if r.partition_key in busy})
             for outcome in _build(instance, settings, batch, log_level):
                 summary.outcomes.append(outcome)
-                if on_outcome:
-                    on_outcome(outcome)
+                on_outcome(outcome)
     summary.sessions = sync_sessions(instance, settings, log_level)
     summary.feedback = fold_feedback(instance, settings, log_level)
     return summary
@@ -96,13 +92,11 @@ def sync_sessions(instance: DagsterInstance, settings: Settings, log_level: str 
     outcomes = []
     for request in _requested(instance, sessions_tick(instance, settings, None).result):
         raise_if_signalled()
-        session = request.partition_key
+        session, pending = request.partition_key, int(request.tags.get(tags.NEW_SEGMENTS, 0))
         result = execute(
             instance, SESSIONS_JOB, log_level, {**request.tags, tags.PARTITION: session}
         )
-        error = "" if result.success else first_error(result)
-        pending = int(request.tags.get(tags.NEW_SEGMENTS, 0))
-        outcomes.append(SessionOutcome(session, pending, result.success, error))
+        outcomes.append(SessionOutcome(session, pending, result.success, first_error(result)))
     return outcomes
 
 
@@ -147,7 +141,8 @@ def _build(
     """``batch`` (consecutive partitions) built in one run; the runs it did not build, alone.
 
     A batch records every run it built even when another fails; the failed ones run again
-    alone, so each reports its own error. Runs another process built meanwhile are skipped.
+    alone, so each reports its own error. Runs another process built meanwhile are skipped,
+    the others then built alone.
     """
     started = time.perf_counter()
     with contextlib.ExitStack() as locks:
@@ -158,27 +153,27 @@ def _build(
             for request in batch:  # in key order, as every sync takes them: no deadlock
                 locks.enter_context(layout.lock(request.partition_key))
         recorded = recorded_fingerprints(instance)
-        built = [
+        done = [
             r for r in batch if recorded.get(r.partition_key) == r.tags[tags.SOURCE_FINGERPRINT]
         ]
-        if built:  # by another process, meanwhile: the others alone (the locks are re-entrant)
-            return [
-                RunOutcome(r.partition_key, r.tags[tags.CHANGE], True, elsewhere=True)
-                if r in built
-                else _build(instance, settings, [r], log_level)[0]
-                for r in batch
-            ]
         first, last = batch[0].partition_key, batch[-1].partition_key
         ranged = {tags.PARTITION_RANGE_START: first, tags.PARTITION_RANGE_END: last}
         run_tags = {**batch[0].tags, tags.PARTITION: first} if len(batch) == 1 else ranged
-        result = execute(instance, JOB, log_level, run_tags, executor=settings.executor)
+        # The locks are re-entrant: the runs left alone may take them again.
+        result = (
+            None
+            if done
+            else execute(instance, JOB, log_level, run_tags, executor=settings.executor)
+        )
     raise_if_signalled()  # a stopped sync neither goes on nor retries one by one
-    found = materialized(result)
+    found = materialized(result) if result else {}
     seconds = (time.perf_counter() - started) / len(batch)
     outcomes = []
     for request in batch:
         run, change = request.partition_key, request.tags[tags.CHANGE]
-        if result.success or (FINAL_ASSET, run) in found:
+        if request in done:
+            outcomes.append(RunOutcome(run, change, True, elsewhere=True))
+        elif result and (result.success or (FINAL_ASSET, run) in found):
             outcomes.append(run_outcome(found, run, change, seconds))
         elif len(batch) > 1:
             outcomes += _build(instance, settings, [request], log_level)
@@ -223,12 +218,10 @@ def _under_way(instance: DagsterInstance, position: dict[str, int]) -> dict[str,
 def _wait_for(instance: DagsterInstance, run_ids: set[str]) -> None:
     """Return once none of ``run_ids`` is under way any more (or after the longest wait)."""
     deadline = time.monotonic() + BUSY_WAIT_SECONDS
-    while run_ids and time.monotonic() < deadline:
+    under_way = RunsFilter(run_ids=list(run_ids), statuses=UNDER_WAY) if run_ids else None
+    while under_way and time.monotonic() < deadline and instance.get_runs(under_way, limit=1):
         raise_if_signalled()
-        runs = instance.get_runs(RunsFilter(run_ids=list(run_ids), statuses=UNDER_WAY))
-        run_ids = {run.run_id for run in runs}
-        if run_ids:
-            time.sleep(BUSY_POLL_SECONDS)
+        time.sleep(BUSY_POLL_SECONDS)
 
 
 def _alive(pid: int) -> bool:

@@ -30,6 +30,7 @@ __all__ = [
     "file_stamp",
     "forget_listing",
     "forget_tree",
+    "idle_plan",
     "is_local",
     "open_ranged",
     "plural",
@@ -45,6 +46,7 @@ __getattr__ = lazy_face(
     {
         "config": "Settings",
         "errors": "PromptInputError StatepoolError UserCodeError call_user",
+        "idle": "idle_plan",
         "locations": "RANGED_BLOCK AnyPath Stamp absolute as_path entry_name file_stamp"
         " forget_listing forget_tree is_local open_ranged storage_errors upload_tree",
         "ranges": "INT64_MAX Range",
