@@ -73,7 +73,8 @@ def watch_signals() -> Iterator[None]:
     os.set_blocking(write_end, False)
     previous = {s: signal.signal(s, _raise) for s in STOP_SIGNALS}
     old_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
-    threading.Thread(target=_watch, args=(read_end,), daemon=True).start()
+    watcher = threading.Thread(target=_watch, args=(read_end,), daemon=True)
+    watcher.start()
     try:
         yield
     finally:
@@ -81,6 +82,9 @@ def watch_signals() -> Iterator[None]:
         for s, handler in previous.items():
             signal.signal(s, handler)
         os.close(write_end)
+        # The signals already in the pipe read before forgetting them, so none outlives the
+        # watch (a forked worker still holding the write end only delays the end of file).
+        watcher.join(GRACE_SECONDS)
         _received.clear()
 
 

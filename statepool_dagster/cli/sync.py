@@ -79,7 +79,7 @@ def sync(
         for batch in _batches(requests, position, batch_size):
             raise_if_signalled()
             _wait_for(instance, {busy[r.partition_key] for r in batch if r.partition_key in busy})
-            for outcome in _build(instance, settings, batch, log_level):
+            for outcome in _build(instance, settings, batch, position, log_level):
                 summary.outcomes.append(outcome)
                 on_outcome(outcome)
     summary.sessions = sync_sessions(instance, settings, log_level)
@@ -120,14 +120,24 @@ def execute(
     run_config: dict | None = None,
     executor: str = "in_process",
 ):
-    """One run of the code location's ``job``, from this process; its result (never raises)."""
+    """One run of the code location's ``job``, from this process; its result (never raises).
+
+    With another executor than ``in_process``, only the runs' job (``JOB``) can run: its steps
+    go where the executor sends them.
+    """
     from ..definitions import defs, statepool_job
 
     config = {"loggers": {"console": {"config": {"log_level": log_level}}}, **(run_config or {})}
     run = {"run_config": config, "tags": {**(run_tags or {}), tags.SYNC_PID: str(os.getpid())}}
     if executor == "in_process":
         job_def = defs().resolve_job_def(job)
-        return job_def.execute_in_process(instance=instance, raise_on_error=False, **run)
+        # The partition given as such, not as a tag alone: checked, and tagged as the daemon's.
+        partition = run["tags"].get(tags.PARTITION)
+        return job_def.execute_in_process(
+            instance=instance, raise_on_error=False, partition_key=partition, **run
+        )
+    if job != JOB:
+        raise ValueError(f"{job} runs in process only, not with the {executor!r} executor")
     # execute_in_process ignores the job's executor; any other needs a job it can rebuild
     # elsewhere (a Celery worker loads it from the definitions module's pointer).
     from dagster import execute_job, reconstructable
@@ -136,13 +146,17 @@ def execute(
 
 
 def _build(
-    instance: DagsterInstance, settings: Settings, batch: list[RunRequest], log_level: str
+    instance: DagsterInstance,
+    settings: Settings,
+    batch: list[RunRequest],
+    position: dict[str, int],
+    log_level: str,
 ) -> list[RunOutcome]:
     """``batch`` (consecutive partitions) built in one run; the runs it did not build, alone.
 
     A batch records every run it built even when another fails; the failed ones run again
     alone, so each reports its own error. Runs another process built meanwhile are skipped,
-    the others then built alone.
+    the others built again in batches of consecutive partitions.
     """
     started = time.perf_counter()
     with contextlib.ExitStack() as locks:
@@ -159,24 +173,29 @@ def _build(
         first, last = batch[0].partition_key, batch[-1].partition_key
         ranged = {tags.PARTITION_RANGE_START: first, tags.PARTITION_RANGE_END: last}
         run_tags = {**batch[0].tags, tags.PARTITION: first} if len(batch) == 1 else ranged
-        # The locks are re-entrant: the runs left alone may take them again.
-        result = (
-            None
-            if done
-            else execute(instance, JOB, log_level, run_tags, executor=settings.executor)
-        )
+        if done:  # the locks are re-entrant: the runs left take them again
+            todo = [r for r in batch if r not in done]
+            rest = _batches(todo, position, len(batch))
+            built = {
+                o.run: o for b in rest for o in _build(instance, settings, b, position, log_level)
+            }
+            return [
+                RunOutcome(r.partition_key, r.tags[tags.CHANGE], True, elsewhere=True)
+                if r in done
+                else built[r.partition_key]
+                for r in batch
+            ]
+        result = execute(instance, JOB, log_level, run_tags, executor=settings.executor)
     raise_if_signalled()  # a stopped sync neither goes on nor retries one by one
-    found = materialized(result) if result else {}
+    found = materialized(result)
     seconds = (time.perf_counter() - started) / len(batch)
     outcomes = []
     for request in batch:
         run, change = request.partition_key, request.tags[tags.CHANGE]
-        if request in done:
-            outcomes.append(RunOutcome(run, change, True, elsewhere=True))
-        elif result and (result.success or (FINAL_ASSET, run) in found):
+        if result.success or (FINAL_ASSET, run) in found:
             outcomes.append(run_outcome(found, run, change, seconds))
         elif len(batch) > 1:
-            outcomes += _build(instance, settings, [request], log_level)
+            outcomes += _build(instance, settings, [request], position, log_level)
         else:
             outcomes.append(RunOutcome(run, change, False, error=first_error(result)))
     return outcomes

@@ -452,3 +452,37 @@ def test_runs_synced_under_older_reader_rules_are_read_again(tmp_path, monkeypat
     current = {"r": files.fingerprint_run(tmp_path / "runs" / "r").digest}
     assert [s.status for s in plan_sync(discovery, ["r"], current, now=0.0).runs] == ["unchanged"]
     assert TABLE_FORMAT.endswith(files.READER_VERSION)  # the parts' keys change with the rules
+
+
+def _reshaped(index: dict, how: str):
+    first = next(iter(index["parts"]))
+    return {
+        "a list": [index],
+        "parts a list": {**index, "parts": list(index["parts"])},
+        "marks a list": {**index, "marks": [1]},
+        "rows a string": {**index, "parts": {first: {**index["parts"][first], "rows": "x"}}},
+        "rows short": {
+            **index,
+            "parts": {first: {**index["parts"][first], "rows": [[1, 2]]}},
+        },
+        "spans too few": {
+            **index,
+            "parts": {first: {**index["parts"][first], "spans": []}},
+        },
+    }[how]
+
+
+@pytest.mark.parametrize("asset", ASSETS)
+@pytest.mark.parametrize(
+    "how",
+    ["a list", "parts a list", "marks a list", "rows a string", "rows short", "spans too few"],
+)
+def test_a_table_index_of_another_shape_is_no_index_never_a_crash(run, tmp_path, asset, how):
+    """Each table's ``.index.json`` reshaped by hand: its parts' own footers are read instead."""
+    store = tmp_path / "store"
+    build(run.parent, store)
+    index = store / asset / RUN / TABLE_INDEX
+    index.write_text(json.dumps(_reshaped(json.loads(index.read_bytes()), how)))
+    append_checkpoint(run, SPEC, 0)
+    build(run.parent, store)
+    assert_same_as_fresh(run.parent, store, tmp_path)

@@ -7,7 +7,9 @@ and writes Parquet, would load pandas for that alone. The export's columns are s
 64-bit integers and floats, booleans, and lists and structs of them, whose Arrow layout is a
 validity bitmap, offsets and bytes: made here from the values, they give the table
 ``from_pylist`` gives (the same values, nulls and types, one chunk a column). A type not
-listed, or strings past 32-bit offsets, goes through ``pa.array``.
+listed, or strings past 32-bit offsets, goes through ``pa.array``. Stricter than
+``from_pylist`` by design: a value of another type than its column's (bytes for a string, a
+bool for a number) raises ``TypeError`` rather than being converted.
 """
 
 from __future__ import annotations
@@ -34,11 +36,16 @@ def _validity(values: Sequence[Any]) -> tuple[pa.Buffer | None, int]:
     nulls = sum(1 for v in values if v is None)
     if not nulls:
         return None, 0
-    bits = 0
-    for i, v in enumerate(values):
-        if v is not None:
-            bits |= 1 << i
-    return pa.py_buffer(bits.to_bytes((len(values) + 7) // 8 or 1, "little")), nulls
+    return _bitmap([v is not None for v in values]), nulls
+
+
+def _bitmap(flags: Sequence[bool]) -> pa.Buffer:
+    """Arrow's bitmap of ``flags``: bit ``i`` of the buffer set where ``flags[i]`` is true."""
+    bits = bytearray((len(flags) + 7) // 8 or 1)
+    for i, flag in enumerate(flags):
+        if flag:
+            bits[i >> 3] |= 1 << (i & 7)
+    return pa.py_buffer(bits)
 
 
 def _offsets(lengths: Sequence[int]) -> pa.Buffer:
@@ -63,11 +70,7 @@ def column(values: Sequence[Any], type_: pa.DataType) -> pa.Array:
         data = pa.py_buffer(array("d", [0.0 if v is None else _real(v) for v in values]))
         return pa.Array.from_buffers(type_, n, [validity, data], nulls)
     if pa.types.is_boolean(type_):
-        bits = 0
-        for i, v in enumerate(values):
-            if v is not None and _boolean(v):
-                bits |= 1 << i
-        data = pa.py_buffer(bits.to_bytes((n + 7) // 8 or 1, "little"))
+        data = _bitmap([v is not None and _boolean(v) for v in values])
         return pa.Array.from_buffers(type_, n, [validity, data], nulls)
     if pa.types.is_list(type_):
         lists = [() if v is None else _sequence(v) for v in values]

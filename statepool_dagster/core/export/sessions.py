@@ -23,6 +23,7 @@ from ..sessions.build import session_totals
 from ..sessions.store import SessionFolders
 from ..states.digest import state_digest
 from ..words import plural
+from .columns import column
 from .gate import Gate
 from .rows import ExportRow, ExportSet, session_row, split_of
 from .selection import CopyRules
@@ -210,7 +211,7 @@ def iter_session_table(
                     seen.add(state_id)
                     keep.append(i)
             if keep:
-                out = batch.take(pa.array(keep, pa.int64()))
+                out = batch.take(column(keep, pa.int64()))
                 if columns is not None:
                     out = out.select(columns)
                 yield out

@@ -204,7 +204,8 @@ def _shown(rows: Any) -> list[tuple[dict[str, Any], bytes]]:
     longest = pc.max(lengths).as_py()
     if longest is not None and longest > PROMPT_SHOWN:
         prompts = pc.utf8_slice_codeunits(prompts, 0, PROMPT_SHOWN)
-    texts = [b"" if b is None else _escape_utf8(b) for b in prompts.cast(pa.binary()).to_pylist()]
+    as_bytes = pa.large_binary() if pa.types.is_large_string(prompts.type) else pa.binary()
+    texts = [b"" if b is None else _escape_utf8(b) for b in prompts.cast(as_bytes).to_pylist()]
     rows_out = [dict(zip(out, values, strict=True)) for values in zip(*out.values(), strict=True)]
     return list(zip(rows_out, texts, strict=True))
 

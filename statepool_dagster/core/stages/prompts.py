@@ -133,7 +133,8 @@ class PromptHandOver:
         self.rendered = handover
         try:
             self.stored = tables.open(PROMPTS, run).parts
-        except (*storage_errors(), ValueError, KeyError):  # a bad table: the prompts stage says so
+        # A bad table (an index of another shape raises any of these): the prompts stage says so.
+        except (*storage_errors(), ValueError, KeyError, TypeError, AttributeError):
             return
         self.spec, self.spec_key = handover.spec, handover.spec_key
 

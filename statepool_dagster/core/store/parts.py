@@ -69,7 +69,10 @@ class Taken(NamedTuple):
 
 
 class RowBatch:
-    """Rows of one table's schema, by checkpoint name, until :meth:`take`."""
+    """Rows of one table's schema, by checkpoint name, until :meth:`take`.
+
+    A batch is gathered up to a row group's size (a row of ``LARGE`` text or more alone).
+    """
 
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
@@ -130,12 +133,16 @@ class RunTable:
             cached = decode_index((self.folder / TABLE_INDEX).read_bytes())
         except (OSError, ValueError):
             cached = {}
-        self.marks = dict(cached.get("marks") or {})
-        known = cached.get(PARTS_KEY) or {}
+        # An index of another shape (a hand edit, another tool) is no index: the parts' own
+        # footers are read instead, as for a table without one.
+        cached = cached if isinstance(cached, dict) else {}
+        marks, known = cached.get("marks"), cached.get(PARTS_KEY)
+        self.marks = dict(marks) if isinstance(marks, dict) else {}
+        known = known if isinstance(known, dict) else {}
         listing = list_parts(self.folder)
         for name in sorted(listing, key=file_order):
             entry = known.get(name)
-            if isinstance(entry, dict) and entry.get("stamp") == listing[name]:
+            if _indexed(entry) and entry["stamp"] == listing[name]:
                 rows, spans = entry["rows"], entry.get("spans")
             else:
                 rows, spans = footer_rows(functools.partial(self._file, name))
@@ -414,7 +421,17 @@ class RunTable:
             self._spans.pop(file, None)
 
 
-# A batch is gathered up to a row group's size (a row of LARGE text or more alone).
+def _indexed(entry: Any) -> bool:
+    """Whether ``entry`` has the shape the index gives a part: its stamp, its rows
+    (checkpoint, key, info) and their spans (or none)."""
+    if not isinstance(entry, dict) or "stamp" not in entry:
+        return False
+    rows, spans = entry.get("rows"), entry.get("spans")
+    return (
+        isinstance(rows, list)
+        and all(isinstance(r, list) and len(r) == 3 and isinstance(r[2], dict) for r in rows)
+        and (spans is None or (isinstance(spans, list) and len(spans) == len(rows)))
+    )
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
