@@ -40,7 +40,7 @@ __all__ = [
 
 # On first use: every module of the core imports this package first, and the settings
 # import the prompt spec and the join.
-__getattr__ = lazy_face(
+__getattr__, __dir__ = lazy_face(
     __name__,
     __all__,
     {

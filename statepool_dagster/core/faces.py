@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
 
-def lazy_face(package: str, public: list[str], names: Mapping[str, str]) -> Callable[[str], Any]:
-    """A package's ``__getattr__``, from each of its modules' names (space-separated).
+def lazy_face(
+    package: str, public: list[str], names: Mapping[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A package's ``__getattr__`` and ``__dir__``, from its modules' names (space-separated).
 
     A name is imported only when asked for, so asking a package for one light name never
     loads what its other modules import (Arrow, the writers, the settings' prompt spec).
@@ -21,6 +24,11 @@ def lazy_face(package: str, public: list[str], names: Mapping[str, str]) -> Call
     def __getattr__(name: str) -> Any:
         if name not in where:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(f".{where[name]}", package), name)
+        value = getattr(importlib.import_module(f".{where[name]}", package), name)
+        setattr(sys.modules[package], name, value)  # asked once: later lookups skip this
+        return value
 
-    return __getattr__
+    def __dir__() -> list[str]:  # the lazy names too, for dir() and completion
+        return sorted({*vars(sys.modules[package]), *public})
+
+    return __getattr__, __dir__

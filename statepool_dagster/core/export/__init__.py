@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 # On first use: the formats and the writer load Arrow.
-__getattr__ = lazy_face(
+__getattr__, __dir__ = lazy_face(
     __name__,
     __all__,
     {

@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 # On first use: where the fold lives is asked by every sync, which must not load Arrow.
-__getattr__ = lazy_face(
+__getattr__, __dir__ = lazy_face(
     __name__,
     __all__,
     {

@@ -10,4 +10,4 @@ from ..faces import lazy_face
 __all__ = ["PromptSpec"]
 
 # On first use: the settings import this package's spec, and the spec this package.
-__getattr__ = lazy_face(__name__, __all__, {"spec": "PromptSpec"})
+__getattr__, __dir__ = lazy_face(__name__, __all__, {"spec": "PromptSpec"})

@@ -31,6 +31,6 @@ __all__ = [
 ]
 
 # On first use: grading a completions file reads the store's tables with Arrow.
-__getattr__ = lazy_face(
+__getattr__, __dir__ = lazy_face(
     __name__, __all__, {"completions": "score_completions store_states", "report": "score_table"}
 )

@@ -11,7 +11,7 @@ from ..faces import lazy_face
 __all__ = ["SyncPlan", "discover_runs", "fingerprint_run", "natural_key", "plan_sync"]
 
 # On first use: the core's own modules import this package's modules one by one.
-__getattr__ = lazy_face(
+__getattr__, __dir__ = lazy_face(
     __name__,
     __all__,
     {"changes": "SyncPlan plan_sync", "files": "discover_runs fingerprint_run natural_key"},

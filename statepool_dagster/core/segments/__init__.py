@@ -33,4 +33,4 @@ __all__ = [
 ]
 
 # On first use: listing segments (``statepool status``) must not load the writer's Arrow.
-__getattr__ = lazy_face(__name__, __all__, {"writer": "SegmentWriter"})
+__getattr__, __dir__ = lazy_face(__name__, __all__, {"writer": "SegmentWriter"})

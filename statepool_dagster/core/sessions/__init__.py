@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 # On first use: finding the sessions (every sync) must not load the writer's Arrow.
-__getattr__ = lazy_face(
+__getattr__, __dir__ = lazy_face(
     __name__,
     __all__,
     {

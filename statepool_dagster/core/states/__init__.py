@@ -10,4 +10,6 @@ from ..faces import lazy_face
 __all__ = ["state_digest_hex", "state_text_digest"]
 
 # On first use: the core's own modules import this package's modules one by one.
-__getattr__ = lazy_face(__name__, __all__, {"digest": "state_digest_hex state_text_digest"})
+__getattr__, __dir__ = lazy_face(
+    __name__, __all__, {"digest": "state_digest_hex state_text_digest"}
+)

@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 # On first use: where the store's files live is asked by every sync, which must not load Arrow.
-__getattr__ = lazy_face(
+__getattr__, __dir__ = lazy_face(
     __name__,
     __all__,
     {
