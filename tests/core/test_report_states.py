@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+import shutil
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,6 +17,7 @@ from statepool_dagster.core.config import Settings
 from statepool_dagster.core.feedback.recorder import FeedbackRecorder
 from statepool_dagster.core.feedback.records import from_breakdown
 from statepool_dagster.core.feedback.stats_store import read_history, update_stats
+from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES
 from statepool_dagster.core.report import state_pages, write_report
 from statepool_dagster.core.report.state_pages import (
     fnv1a,
@@ -28,7 +30,7 @@ from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.core.sessions.build import build_session
 from statepool_dagster.core.stages import build_run
 from statepool_dagster.core.store.layout import StoreLayout
-from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
+from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, generate_runs
 from statepool_dagster.live import LivePool
 
 from store_helpers import generated_state
@@ -264,3 +266,45 @@ def test_a_page_read_from_the_store_shows_a_long_prompt_cut(tmp_path):
         cut = f"; the first {shown:,} shown, the whole one is in the store"
         summary = f"prompt ({len(prompt)} characters{cut if len(prompt) > shown else ''})"
         assert f"<summary>{summary}</summary><pre>{html.escape(prompt[:shown])}</pre>" in page
+
+
+def _pages(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if not p.name.startswith(".")}
+
+
+def test_each_runs_kept_prompts_give_the_pages_a_read_of_every_table_gives(tmp_path):
+    """A report keeps each run's shown prompts; the next one reads only a changed run's table,
+    and a kept file cut short, or of a run gone from the store, is never used."""
+    runs, store = tmp_path / "runs", tmp_path / "store"
+    spec = SampleSpec(n_runs=3, n_checkpoints=3, n_cards=3, emb_dim=2, episodes_per_batch=1)
+    generate_runs(runs, spec)
+    settings = Settings(runs_dir=str(runs), store_dir=str(store))
+    for run in ("run000", "run001", "run002"):
+        build_run(settings, run)
+    layout = StoreLayout(store)
+    kept = store / "report" / ".state-prompts"
+
+    def same_as_plain() -> None:
+        write_report(store, runs_dir=runs)
+        plain = tmp_path / f"plain{time.monotonic_ns()}"
+        plain.mkdir()
+        write_state_pages(layout, plain)
+        assert _pages(store / "report" / "states") == _pages(plain)
+
+    same_as_plain()
+    assert sorted(p.name for p in kept.iterdir()) == [f"run00{i}.kept" for i in range(3)]
+    held = {p.name: p.stat().st_ino for p in kept.iterdir()}
+    append_checkpoint(runs / "run001", spec, 1)
+    build_run(settings, "run001")
+    same_as_plain()
+    now = {p.name: p.stat().st_ino for p in kept.iterdir()}
+    assert [n for n in held if now[n] != held[n]] == ["run001.kept"]  # the others reused
+    cut = kept / "run002.kept"
+    cut.write_bytes(cut.read_bytes()[:-3])
+    (store / "report" / "states" / ".stamp").unlink()  # the pages are written again
+    same_as_plain()
+    assert cut.stat().st_size > 0 and cut.stat().st_ino != now["run002.kept"]
+    for table in (EPISODES, SNAPSHOTS, STATES, PROMPTS):
+        shutil.rmtree(store / table / "run000")  # the run gone from the store
+    same_as_plain()
+    assert "run000.kept" not in {p.name for p in kept.iterdir()}

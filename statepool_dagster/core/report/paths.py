@@ -17,6 +17,8 @@ def report_path(layout: StoreLayout) -> AnyPath:
 
 STATES_FOLDER = "states"
 SEARCH_PAGE = "index.html"
+# Each run's shown prompts, kept between reports (hidden: not a page of the site).
+KEPT_PROMPTS = ".state-prompts"
 
 
 def state_pages_path(layout: StoreLayout) -> AnyPath:

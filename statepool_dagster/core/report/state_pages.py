@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 import tempfile
 from array import array
@@ -161,21 +162,21 @@ class _Escaped(bytes):
     :data:`PROMPT_SHOWN` characters at most)."""
 
 
-def _prompts(layout: StoreLayout) -> Iterator[tuple[str, dict[str, Any], bytes]]:
+def _prompts(
+    layout: StoreLayout, kept: Path | None = None
+) -> Iterator[tuple[str, dict[str, Any], bytes]]:
     """``(state id, its source, its prompt escaped for the page)`` of every run state, then
-    every session state."""
-    for run in store_runs(layout):
-        prompts = CheckpointBatches(RunTable(layout.table(PROMPTS, run), SCHEMAS[PROMPTS]))
-        try:
-            for _, rows in prompts.batches(["state_id", "version", "prompt"], _BATCH):
-                for row, prompt in _shown(rows):
-                    source = {"run": run, "checkpoint": row["version"],
-                              "prompt_chars": row["prompt_chars"]}  # fmt: skip
-                    yield row["state_id"], source, prompt
-        except FileNotFoundError:  # rebuilt meanwhile: the next report has it
-            continue
-        finally:
-            prompts.close()
+    every session state. With ``kept`` (a local store's folder), each run's come from what
+    was kept there while its prompts table is the same, and are kept there when read."""
+    runs = store_runs(layout)
+    if kept is not None:
+        for stale in set(_kept_runs(kept)) - set(runs):
+            (kept / f"{stale}{_KEPT}").unlink(missing_ok=True)
+    for run in runs:
+        if kept is None:
+            yield from _run_prompts(layout, run)
+        else:
+            yield from _kept_prompts(layout, run, kept)
     from ..export.sessions import iter_session_table
 
     for session in stored_sessions(layout.root):
@@ -187,6 +188,94 @@ def _prompts(layout: StoreLayout) -> Iterator[tuple[str, dict[str, Any], bytes]]
                           "writer": None if parsed is None else parsed[0],
                           "prompt_chars": row["prompt_chars"]}  # fmt: skip
                 yield row["state_id"], source, prompt
+
+
+def _run_prompts(layout: StoreLayout, run: str) -> Iterator[tuple[str, dict[str, Any], bytes]]:
+    """A run's states, as :func:`_prompts` gives them, read from its prompts table."""
+    prompts = CheckpointBatches(RunTable(layout.table(PROMPTS, run), SCHEMAS[PROMPTS]))
+    try:
+        for _, rows in prompts.batches(["state_id", "version", "prompt"], _BATCH):
+            for row, prompt in _shown(rows):
+                source = {"run": run, "checkpoint": row["version"],
+                          "prompt_chars": row["prompt_chars"]}  # fmt: skip
+                yield row["state_id"], source, prompt
+    except FileNotFoundError:  # rebuilt meanwhile: the next report has it
+        return
+    finally:
+        prompts.close()
+
+
+_KEPT = ".kept"
+_LENGTH = struct.Struct("<I")
+
+
+def _kept_runs(kept: Path) -> list[str]:
+    try:
+        return [p.name[: -len(_KEPT)] for p in kept.iterdir() if p.name.endswith(_KEPT)]
+    except FileNotFoundError:
+        return []
+
+
+def _kept_prompts(
+    layout: StoreLayout, run: str, kept: Path
+) -> Iterator[tuple[str, dict[str, Any], bytes]]:
+    """A run's states from what ``kept`` holds for its prompts table as it is now; else read
+    from the table, and kept as they pass (one state at a time: a run of any length)."""
+    table = layout.table(PROMPTS, run)
+    stamp = folders_stamp(PAGES_VERSION, [table])
+    path = kept / f"{run}{_KEPT}"
+    try:
+        held = path.open("rb")
+    except FileNotFoundError:
+        held = None
+    if held is not None:
+        with held:
+            if _records_end(held, stamp):
+                while record := _record(held):
+                    yield msgspec.msgpack.decode(record)
+                return
+    kept.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        with partial.open("wb") as out:
+            out.write(_framed(msgspec.msgpack.encode(stamp)))
+            for row in _run_prompts(layout, run):
+                out.write(_framed(msgspec.msgpack.encode(row)))
+                yield row
+        if folders_stamp(PAGES_VERSION, [table]) == stamp:  # not changed while it was read
+            os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _framed(record: bytes) -> bytes:
+    return _LENGTH.pack(len(record)) + record
+
+
+def _record(handle: Any) -> bytes:
+    """The next length-framed record of ``handle``; empty at its end."""
+    head = handle.read(_LENGTH.size)
+    return handle.read(_LENGTH.unpack(head)[0]) if len(head) == _LENGTH.size else b""
+
+
+def _records_end(handle: Any, stamp: str) -> bool:
+    """Whether ``handle`` holds records kept for ``stamp``, each whole to its end (checked
+    by their lengths before any is read); left at its first record."""
+    try:
+        if msgspec.msgpack.decode(_record(handle)) != stamp:
+            return False
+    except msgspec.DecodeError:
+        return False
+    first, size = handle.tell(), os.fstat(handle.fileno()).st_size
+    at = first
+    while at < size:
+        handle.seek(at)
+        head = handle.read(_LENGTH.size)
+        if len(head) < _LENGTH.size:
+            return False
+        at += _LENGTH.size + _LENGTH.unpack(head)[0]
+    handle.seek(first)
+    return at == size
 
 
 def _shown(rows: Any) -> list[tuple[dict[str, Any], bytes]]:
@@ -273,12 +362,18 @@ def kept_pages(folder: AnyPath, stamp: str | None) -> int | None:
     return kept.get("states") if kept.get("stamp") == stamp else None
 
 
-def write_state_pages(layout: StoreLayout, folder: AnyPath, stamp: str | None = None) -> int:
-    """Write the shards and the search page into ``folder``; how many states they hold."""
+def write_state_pages(
+    layout: StoreLayout, folder: AnyPath, stamp: str | None = None, kept: Path | None = None
+) -> int:
+    """Write the shards and the search page into ``folder``; how many states they hold.
+
+    ``kept``: a folder where each run's shown prompts are kept between reports, so that a
+    report after one run changed reads that run's prompts table alone (a local store's).
+    """
     with tempfile.TemporaryDirectory(prefix="statepool-states-") as tmp:
         buckets = _Buckets(Path(tmp))
         count = 0
-        for sid, source, prompt in _prompts(layout):
+        for sid, source, prompt in _prompts(layout, kept if layout.local else None):
             buckets.add("state", sid, source, prompt)
             count += 1
         with_history = 0

@@ -31,7 +31,7 @@ from .numbers import (
     store_runs,
 )
 from .page import render_page
-from .paths import REPORT_FOLDER, report_path
+from .paths import KEPT_PROMPTS, REPORT_FOLDER, report_path
 from .run_page import RUNS_FOLDER, render_run_page
 from .state_pages import (
     STATES_FOLDER,
@@ -96,7 +96,8 @@ def write_report(
     if states is None:  # read again only when a prompt table, the fold or a version changed
         pages = StagedFolder(final)
         try:
-            states = write_state_pages(layout, pages.path, stamp)
+            kept = layout.root / REPORT_FOLDER / KEPT_PROMPTS
+            states = write_state_pages(layout, pages.path, stamp, kept)
             pages.commit()
         finally:
             pages.discard()
