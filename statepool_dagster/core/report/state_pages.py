@@ -33,7 +33,7 @@ from ..locations import AnyPath
 from ..names import POOL_VERSIONS, PROMPTS
 from ..segments.naming import parse_segment_name
 from ..sessions.layout import stored_sessions
-from ..store.atomic import read_parquet
+from ..store.atomic import read_parquet, temp_sibling
 from ..store.layout import StoreLayout
 from ..store.parts import RunTable
 from ..store.reading import CheckpointBatches
@@ -235,7 +235,7 @@ def _kept_prompts(
                     yield msgspec.msgpack.decode(record)
                 return
     kept.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial = temp_sibling(path)
     try:
         with partial.open("wb") as out:
             out.write(_framed(msgspec.msgpack.encode(stamp)))
