@@ -1,4 +1,5 @@
-"""The command line's instance home and what `statepool sync` prints: progress, summary."""
+"""The command line's instance home and what `statepool sync` reports: its outcomes, progress
+and summary."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ import gc
 import os
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core.names import Change
+
+if TYPE_CHECKING:
+    from ..core.runs import SyncPlan
 
 DEFAULT_HOME = ".dagster_home"
 
@@ -147,6 +152,83 @@ def dagster_instance():
         instance = DagsterInstance.get()
         finish_sqlite_setup(instance)
     return instance
+
+
+@dataclass
+class RunOutcome:
+    """How one run's materialization went."""
+
+    run: str
+    status: str  # the plan's status: new | changed
+    success: bool
+    states: int = 0
+    rejects: int = 0
+    ignored: int = 0  # files in the run folder passed over (name, duplicate), each with a reason
+    seconds: float = 0.0
+    error: str | None = None
+    elsewhere: bool = False  # built meanwhile by another sync or run: skipped here
+
+
+@dataclass
+class SessionOutcome:
+    """One session's build in a sync."""
+
+    session: str
+    pending: int  # the sealed segments the sensor saw past what was built
+    ok: bool
+    error: str = ""
+
+
+@dataclass
+class FeedbackOutcome:
+    """The fold of new feedback into ``state_stats`` in a sync (``ran`` False: nothing new)."""
+
+    ran: bool = False
+    ok: bool = True
+    records: int = 0
+    segments: int = 0
+    states: int = 0
+    bad_lines: int = 0
+    error: str = ""
+    # The counts: state_stats' metadata key of each.
+    COUNTS: ClassVar[dict[str, str]] = {
+        "records": "new_records",
+        "segments": "new_segments",
+        "states": "states",
+        "bad_lines": "new_bad_lines",
+    }
+
+
+@dataclass
+class SyncSummary:
+    """Everything ``statepool sync`` reports."""
+
+    plan: SyncPlan
+    outcomes: list[RunOutcome] = field(default_factory=list)
+    sessions: list[SessionOutcome] = field(default_factory=list)
+    feedback: FeedbackOutcome = field(default_factory=FeedbackOutcome)
+
+    @property
+    def failed(self) -> list[RunOutcome]:
+        return [o for o in self.outcomes if not o.success]
+
+    @property
+    def failed_sessions(self) -> list[SessionOutcome]:
+        return [o for o in self.sessions if not o.ok]
+
+    @property
+    def states_written(self) -> int:
+        return sum(o.states for o in self.outcomes if o.success)
+
+    def counts(self) -> dict[str, int]:
+        plan = self.plan
+        return {
+            "seen": len(plan.runs),
+            **{change.value: len(plan.with_status(change)) for change in Change},
+            "invalid": len(plan.invalid),
+            "failed": len(self.failed),
+            "states_written": self.states_written,
+        }
 
 
 class Reporter:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from ..core import Settings, idle_plan
-from .outcomes import SyncSummary
+from .console import SyncSummary
 
 RECEIPT = "statepool-idle.json"
 RECEIPT_VERSION = 1

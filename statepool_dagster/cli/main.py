@@ -184,7 +184,7 @@ def _materialize_training_dataset(verbose: bool = False) -> str | None:
     from dagster import AssetKey
 
     from ..definitions import defs
-    from .outcomes import first_error
+    from ..defs.results import first_error
 
     job = defs().resolve_implicit_global_asset_job_def()
     level = "DEBUG" if verbose else "ERROR"

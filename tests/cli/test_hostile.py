@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from statepool_dagster.cli.interrupts import GRACE_SECONDS
+from statepool_dagster.core.stages.run import STOP_GRACE_SECONDS
 from statepool_dagster.core.runs.json_read import DEPTH_LIMIT
 from statepool_dagster.demo.sample_runs import generate_run
 
@@ -147,9 +147,9 @@ def test_signal_stops_sync_promptly_without_retries_and_nothing_torn(workspace, 
     assert sync.returncode == 128 + signum, stderr
     assert f"stopped by {signal.Signals(signum).name}" in stderr
     # no retry run by run: no prompt started after the signal, but for the stage's pool
-    # handing a pending run to a worker before the grace time's kill (see interrupts.py)
+    # handing a pending run to a worker before the grace time's kill (see core/stages/run.py)
     started = [float(line) for line in mark.read_text().splitlines()]
-    assert started and max(started) < sent_at + GRACE_SECONDS
+    assert started and max(started) < sent_at + STOP_GRACE_SECONDS
     # nothing torn: no temporary file left in the store, every table readable
     leftovers = [p for p in workspace.store.rglob("*") if ".tmp" in p.name]
     assert leftovers == []

@@ -10,6 +10,7 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -70,66 +71,49 @@ def _listing(folder: AnyPath) -> list[dict[str, Any]]:
 def discover_runs(runs_root: AnyPath | str) -> Discovery:
     """Every run folder directly under ``runs_root``; hidden folders and files are ignored."""
     runs_root = as_path(runs_root)
-    if not is_local(runs_root):
-        return _discover_fsspec(runs_root)
     found = Discovery()
     try:
-        entries = list(os.scandir(runs_root))
+        if is_local(runs_root):
+            entries = [(e.name, partial(_local_run, e)) for e in os.scandir(runs_root)]
+        else:
+            runs_root.fs.invalidate_cache()  # a long-lived sensor must see files added since
+            listing = _listing(runs_root)
+            entries = [(entry_name(i), partial(_fsspec_run, runs_root, i)) for i in listing]
     except FileNotFoundError:
         found.problems.append(f"runs folder {runs_root} does not exist")
-        return found
+        entries = []
     except OSError as exc:
-        found.problems.append(f"runs folder {runs_root} unreadable: {exc.strerror}")
-        return found
-    for entry in entries:
-        name = entry.name
+        found.problems.append(f"runs folder {runs_root} unreadable: {exc.strerror or exc}")
+        entries = []
+    for name, run_dir in entries:
         if name.startswith("."):
             continue
         try:
-            if not entry.is_dir() or not looks_like_run(Path(entry.path)):
-                continue
-            is_link = entry.is_symlink()
+            run = run_dir()
         except OSError as exc:
-            found.problems.append(f"{name}: unreadable ({exc.strerror}); skipped")
+            found.problems.append(f"{name}: unreadable ({exc.strerror or exc}); skipped")
             continue
         problem = run_name_problem(name)
-        if problem:
+        if run is not None and problem:
             found.invalid[name] = problem
-            continue
-        found.runs.append(RunDir(name, Path(entry.path), is_link))
+        elif run is not None:
+            found.runs.append(run)
     found.runs.sort(key=lambda r: natural_key(r.name))
     return found
 
 
-def _discover_fsspec(runs_root: AnyPath) -> Discovery:
-    found = Discovery()
-    runs_root.fs.invalidate_cache()  # a long-lived sensor process must see files added since
-    try:
-        entries = _listing(runs_root)
-    except FileNotFoundError:
-        found.problems.append(f"runs folder {runs_root} does not exist")
-        return found
-    except OSError as exc:
-        found.problems.append(f"runs folder {runs_root} unreadable: {exc}")
-        return found
-    for info in entries:
-        name = entry_name(info)
-        if name.startswith(".") or info.get("type") != "directory":
-            continue
-        path = runs_root / name
-        try:
-            if not looks_like_run(path):
-                continue
-        except OSError as exc:
-            found.problems.append(f"{name}: unreadable ({exc}); skipped")
-            continue
-        problem = run_name_problem(name)
-        if problem:
-            found.invalid[name] = problem
-            continue
-        found.runs.append(RunDir(name, path))
-    found.runs.sort(key=lambda r: natural_key(r.name))
-    return found
+def _local_run(entry: os.DirEntry) -> RunDir | None:
+    """The run folder ``entry`` is, or None when it is no run folder (may raise OSError)."""
+    if not entry.is_dir() or not looks_like_run(Path(entry.path)):
+        return None
+    return RunDir(entry.name, Path(entry.path), entry.is_symlink())
+
+
+def _fsspec_run(root: AnyPath, info: dict[str, Any]) -> RunDir | None:
+    path = root / entry_name(info)
+    if info.get("type") != "directory" or not looks_like_run(path):
+        return None
+    return RunDir(entry_name(info), path)
 
 
 # Bump when the readers keep or refuse differently what the same bytes hold: every run's

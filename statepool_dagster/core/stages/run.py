@@ -7,6 +7,7 @@ import gc
 import multiprocessing
 import os
 import signal
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -28,6 +29,8 @@ from .states import build_states
 T = TypeVar("T")
 RunTask = Callable[[str, Settings, OpenTables], T]  # what a step does with one run
 _PR_SET_PDEATHSIG = 1
+# How long a worker told to stop (a signal to the build) may take to unwind before it is killed.
+STOP_GRACE_SECONDS = 2.0
 
 
 def build_stages(
@@ -112,18 +115,34 @@ def _pool_stream(fn, tasks: list, workers: int) -> Iterator[list]:
     pool = ProcessPoolExecutor(
         workers, mp_context=context, initializer=_start_worker, initargs=(os.getpid(),)
     )
+    before = set(multiprocessing.active_children())
     try:
         futures = deque(pool.submit(fn, task) for task in tasks)
+        started = set(multiprocessing.active_children()) - before  # fork: all at the first task
         while futures:
             ready = [futures.popleft().result()]
             while futures and futures[0].done():
                 ready.append(futures.popleft().result())
             yield ready
-    except BaseException:  # e.g. a signal, or the caller closing early: no further task
+    except BaseException as stop:  # no further task
         pool.shutdown(wait=False, cancel_futures=True)
+        if not isinstance(stop, (Exception, GeneratorExit)):  # a signal: the running ones too
+            _stop_workers(started)
         raise
     finally:
         pool.shutdown(wait=True)
+
+
+def _stop_workers(workers: set[multiprocessing.process.BaseProcess]) -> None:
+    """SIGTERM to ``workers`` (each unwinds, removing its temporary files); SIGKILL to the ones
+    still there after :data:`STOP_GRACE_SECONDS`."""
+    for worker in workers:
+        worker.terminate()
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+        if worker.is_alive():
+            worker.kill()
 
 
 def _locked(work: tuple[RunTask[T], str, Settings]) -> T:
@@ -159,6 +178,8 @@ def _start_worker(parent: int) -> None:
     hold the parent's store locks.
     """
     gc.freeze()
+    # The parent's wakeup pipe (``statepool sync``'s signal watch) is the parent's alone.
+    signal.set_wakeup_fd(-1)
     prctl = libc_function("prctl")
     if prctl is not None:  # elsewhere the check below still catches a parent already gone
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
