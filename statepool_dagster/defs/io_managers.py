@@ -5,9 +5,10 @@ time, which is what lets one run persist many partitions. This IO manager reads
 them back, for ``defs.load_asset_value`` and any asset that takes one as an input.
 """
 
-from typing import Any
+from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING, Any
+
 import pyarrow as pa
 from dagster import (
     Definitions,
@@ -28,6 +29,9 @@ from ..core.store.reading import read_table
 from ..core.store.schemas import SCHEMAS
 from ..readers import to_frame
 from .resources import StatepoolSettings
+
+if TYPE_CHECKING:  # a DataFrame is made only where an asset's value is loaded
+    import pandas as pd
 
 
 class ParquetStore(UPathIOManager):

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from statepool_dagster.core.stages.run import STOP_GRACE_SECONDS
 from statepool_dagster.core.runs.json_read import DEPTH_LIMIT
+from statepool_dagster.core.stages.run import STOP_GRACE_SECONDS
 from statepool_dagster.demo.sample_runs import generate_run
 
 from broken_runs import SPEC

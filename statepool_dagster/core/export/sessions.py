@@ -22,8 +22,8 @@ from ..segments.naming import parse_segment_name
 from ..sessions.build import session_totals
 from ..sessions.store import SessionFolders
 from ..states.digest import state_digest
+from ..store.columns import column
 from ..words import plural
-from .columns import column
 from .gate import Gate
 from .rows import ExportRow, ExportSet, session_row, split_of
 from .selection import CopyRules

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 from ..errors import StatepoolError
 from ..feedback.select import Selection, SelectionOptions
 from ..locations import AnyPath, absolute, as_path
+from ..store.columns import records_table
 from .collect import export_rows
-from .columns import records_table
 from .folder import StagedFolder
 from .formats import (
     RECORDS,

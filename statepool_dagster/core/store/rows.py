@@ -6,7 +6,7 @@ that a flat column cannot hold leaves its cell empty; the record itself is alway
 whole (its JSON column), so nothing is lost.
 
 Arrow's memory is handled here too: loaded once before forking, freed blocks handed back,
-text viewed in place.
+text viewed in place. The columns are made from their buffers (``columns.py``): no pandas.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ..runs.episodes import EpisodeLine
 from ..runs.json_read import INT64_MAX, INT64_MIN
 from ..runs.snapshots import Snapshot
 from ..states.models import dumps
+from .columns import column
 from .schemas import SCHEMAS
 
 LARGE = 16 << 20  # bytes: a cell this large leaves blocks as large behind in Arrow's allocator
@@ -140,30 +141,9 @@ def rows_table(schema: pa.Schema, rows: list) -> pa.Table:
         raise ValueError(f"rows of {len(values)} values for {len(schema)} columns")
     arrays = []
     for i, f in enumerate(schema):
-        arrays.append(_array(values[i], f.type))
+        arrays.append(column(values[i], f.type))
         values[i] = None
     return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def _array(values: tuple, type: pa.DataType) -> pa.Array:
-    """A column's array (text may be given as UTF-8 ``bytes``).
-
-    One large text is taken in place, not copied; smaller ones are copied into Arrow's
-    memory like any other value (the recent-parts cache then holds Arrow's, as always).
-    """
-    one = values[0] if len(values) == 1 else None
-    if isinstance(one, bytes) and len(one) >= LARGE and type == pa.large_string():
-        offsets = pa.array([0, len(one)], pa.int64()).buffers()[1]
-        return pa.Array.from_buffers(type, 1, [None, offsets, pa.py_buffer(one)])
-    if type == pa.large_string() and values and all(_ascii_bytes(v) for v in values):
-        # Arrow validates UTF-8 bytes for text (for a state, its largest cost here); ASCII
-        # is UTF-8, and ``isascii`` tells at memory speed. Taken as bytes, then viewed.
-        return pa.array(values, type=pa.large_binary()).view(type)
-    return pa.array(values, type=type)
-
-
-def _ascii_bytes(value: object) -> bool:
-    return isinstance(value, bytes) and value.isascii()
 
 
 def episodes_table(rows: list[EpisodeRow]) -> pa.Table:
@@ -175,11 +155,12 @@ _written = 0
 
 
 def load_arrow() -> None:
-    """Load what pyarrow loads on its first array (it imports pandas: ~0.4 s), once.
+    """Load the parts of pyarrow a build uses (Parquet, compute), once.
 
-    Called before forking workers, so they inherit it instead of each loading it.
+    Called before forking workers, so they inherit them instead of each loading them.
     """
-    pa.array([])
+    import pyarrow.compute
+    import pyarrow.parquet  # noqa: F401
 
 
 def release_arrow_memory(size: int | None = None) -> None:

@@ -1,4 +1,4 @@
-"""The export's tables made through Arrow's buffers (core/export/columns.py) equal pyarrow's
+"""The export's tables made through Arrow's buffers (core/store/columns.py) equal pyarrow's
 own conversion of the same records, value for value and byte for byte once written."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from statepool_dagster.core.export.columns import column, records_table
 from statepool_dagster.core.export.formats import trl_schema, verl_schema
+from statepool_dagster.core.store.columns import column, records_table
 
 
 def _verl(i: int, sources: bool, weighted: bool) -> dict:
@@ -101,7 +101,7 @@ def test_a_value_of_the_wrong_type_is_refused(values, type_):
 def test_an_export_of_records_loads_no_pandas():
     code = (
         "import sys\n"
-        "from statepool_dagster.core.export.columns import records_table\n"
+        "from statepool_dagster.core.store.columns import records_table\n"
         "from statepool_dagster.core.export.formats import verl_schema\n"
         "records_table([{'extra_info': {'index': 1}}], verl_schema())\n"
         "print('pandas' in sys.modules)\n"
