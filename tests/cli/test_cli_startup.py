@@ -2,7 +2,8 @@
 
 An idle sync (nothing new or changed) and ``status`` read the instance and the runs
 folder's listings (``status`` also the sessions' and the feedback fold's indexes); the
-definitions, Arrow and pandas are for building runs.
+definitions and Arrow are for building runs, and no sync loads pandas (the store's columns
+are made from Arrow's buffers).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 from cli_helpers import cli_env
 
 SPEC = SampleSpec(n_runs=2, n_checkpoints=3, n_cards=4, emb_dim=4, episodes_per_batch=2)
-BUILDING = {"statepool_dagster.definitions", "pyarrow", "pandas"}
+BUILDING = {"statepool_dagster.definitions", "pyarrow"}
 
 
 def loaded(env: dict[str, str], cwd: Path, argv: list[str]) -> set[str]:
@@ -40,28 +41,39 @@ def loaded(env: dict[str, str], cwd: Path, argv: list[str]) -> set[str]:
 def test_idle_sync_and_status_load_neither_the_definitions_nor_arrow(workspace, tmp_path):
     generate_runs(workspace.runs, SPEC)
     env = cli_env(workspace, tmp_path / "home")
-    assert loaded(env, tmp_path, ["sync", "-q"]) >= BUILDING  # two new runs to build
+    building = loaded(env, tmp_path, ["sync", "-q"])  # two new runs to build
+    assert building >= BUILDING
+    assert "pandas" not in building
     for argv in (["sync", "-q"], ["status", "--json"]):
-        assert not BUILDING & loaded(env, tmp_path, argv), argv
+        assert not {"pandas", *BUILDING} & loaded(env, tmp_path, argv), argv
 
 
-def test_status_of_sessions_and_feedback_reads_indexes_not_arrow(workspace, tmp_path):
-    from statepool_dagster.core.config import Settings
-    from statepool_dagster.core.feedback.stats_store import update_stats
-    from statepool_dagster.core.segments import SegmentWriter
-    from statepool_dagster.core.sessions.build import build_session
-    from statepool_dagster.core.sessions.writer import StateWriter
+PANDAS_NOTED = """
+import os, sys
+class Note:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas":  # pyarrow asks quietly: note who asked, in any process
+            with open(os.environ["PANDAS_ASKED"], "a") as f:
+                f.write(f"{os.getpid()}\\n")
+sys.meta_path.insert(0, Note())  # forked build workers inherit it
+from statepool_dagster.cli.main import main
+sys.exit(main(["sync", "--json"]))
+"""
 
-    state = {"state_id": "s1", "dataset": "ovo", "lib_snapshot": {"version": 1, "cards": []},
-             "episodes": [], "analysis": {}, "last_receipt": "r"}  # fmt: skip
-    sessions = tmp_path / "sessions"
-    with StateWriter(sessions, "grpo", writer="w0") as writer:
-        writer.append(state, policy_step=1)
-    build_session(sessions, workspace.store, "grpo", Settings().prompt_spec())
-    with SegmentWriter(workspace.store / "feedback", "w") as feedback:
-        feedback.append(
-            {"state_id": "s1", "score": 1.0, "group": "g", "time": 1.0, "source": "trl"}
-        )
-    assert update_stats(workspace.store, workspace.store / "feedback").table.num_rows == 1
-    env = {**cli_env(workspace, tmp_path / "home"), "STATEPOOL_SESSIONS_DIR": str(sessions)}
-    assert not BUILDING & loaded(env, tmp_path, ["status", "--json"])
+
+def test_a_sync_builds_runs_with_no_pandas_anywhere(workspace, tmp_path):
+    generate_runs(workspace.runs, SPEC)
+    asked = tmp_path / "pandas-asked.txt"
+    env = {**cli_env(workspace, tmp_path / "home"), "PANDAS_ASKED": str(asked)}
+    done = subprocess.run(
+        [sys.executable, "-c", PANDAS_NOTED],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout[done.stdout.index("{") :])
+    assert summary["failed"] == 0 and summary["states_written"] > 0
+    assert not asked.exists(), "pandas was imported by a sync's process"
