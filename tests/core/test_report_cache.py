@@ -11,6 +11,7 @@ from pathlib import Path
 from statepool_dagster.cli.sync import sync
 from statepool_dagster.core.report import write_report
 from statepool_dagster.core.report.cache import FIGURES_FOLDER
+from statepool_dagster.core.report.paths import RUN_PAGE_KEYS
 from statepool_dagster.core.store.layout import StoreLayout
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
@@ -27,8 +28,9 @@ def pages(report: Path) -> dict[str, bytes]:
 
 
 def report_from_scratch(store: Path, runs: Path) -> dict[str, bytes]:
-    """The report when no figures are kept: every run read again."""
+    """The report when no figures and no run page are kept: every run read and drawn again."""
     shutil.rmtree(store / "report" / FIGURES_FOLDER, ignore_errors=True)
+    (store / "report" / RUN_PAGE_KEYS).unlink(missing_ok=True)
     write_report(store, runs_dir=runs, collect=False)
     return pages(store / "report")
 
@@ -84,3 +86,33 @@ def test_a_store_elsewhere_keeps_no_figures(tmp_path):
     from statepool_dagster.core.report.cache import files_stamp
 
     assert files_stamp(layout, "run000") is None
+
+
+def test_a_run_page_drawn_from_the_same_figures_is_kept_and_redrawn_on_any_change(
+    workspace, instance
+):
+    generate_runs(workspace.runs, SPEC)
+    assert not sync(instance).failed
+    write_report(workspace.store, runs_dir=workspace.runs, collect=False)
+    runs = workspace.store / "report" / "runs"
+    first = {p.name: p.stat().st_ino for p in runs.iterdir()}
+    write_report(workspace.store, runs_dir=workspace.runs, collect=False)
+    assert {p.name: p.stat().st_ino for p in runs.iterdir()} == first  # kept, not drawn
+
+    # A file the run folder holds but the store does not (an ignored file): drawn again.
+    snapshots = workspace.run("run001") / "snapshots"
+    shutil.copy(snapshots / "skills_v1.json", snapshots / "skills_v1.bak")
+    # A page the last report drew, removed by hand: drawn again too.
+    (runs / "run002.html").unlink()
+    write_report(workspace.store, runs_dir=workspace.runs, collect=False)
+    now = {p.name: p.stat().st_ino for p in runs.iterdir()}
+    assert now["run000.html"] == first["run000.html"]
+    assert now["run001.html"] != first["run001.html"]
+    assert b"skills_v1.bak" in (runs / "run001.html").read_bytes()
+    kept = pages(workspace.store / "report")
+    assert kept == report_from_scratch(workspace.store, workspace.runs)
+
+    # A broken key file: every page drawn again, the same bytes.
+    (workspace.store / "report" / RUN_PAGE_KEYS).write_text("[not a mapping")
+    write_report(workspace.store, runs_dir=workspace.runs, collect=False)
+    assert pages(workspace.store / "report") == kept

@@ -12,16 +12,18 @@ every report reads it all.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
+from pathlib import Path
 
 from ..locations import AnyPath
 from ..names import EPISODES, PROMPTS, SNAPSHOTS, STATES
 from ..store.atomic import write_bytes_atomic
 from ..store.layout import StoreLayout
 from .numbers import RunNumbers, prompt_chars, run_numbers
-from .paths import REPORT_FOLDER
+from .paths import REPORT_FOLDER, RUN_PAGE_KEYS
 
 FIGURES_FOLDER = ".figures"
 # Part of every stamp: a change to what RunNumbers holds or how it is counted bumps it.
@@ -101,20 +103,59 @@ def _kept(path: AnyPath, stamp: str) -> tuple[RunNumbers, list[int]] | None:
         return None
 
 
-def counted_run(layout: StoreLayout, run: str) -> tuple[RunNumbers, list[int]]:
-    """The run's figures (no split, no ignored files) and prompt lengths: kept, or read."""
+def counted_run(layout: StoreLayout, run: str) -> tuple[RunNumbers, list[int], str | None]:
+    """The run's figures (no split, no ignored files) and prompt lengths, kept or read, and
+    the stamp of the files they count (``None``: not kept, as for a store not on this disk)."""
     stamp = files_stamp(layout, run)
     path = figures_folder(layout) / f"{run}.json"
     if stamp is not None:
         kept = _kept(path, stamp)
         if kept is not None:
-            return kept
+            return (*kept, stamp)
     figures, chars = run_numbers(layout, run, None), prompt_chars(layout, run)
     # Kept only if nothing changed while it was read: else the next report reads it again.
     if stamp is not None and files_stamp(layout, run) == stamp:
         with contextlib.suppress(OSError):
             write_bytes_atomic(path, _to_json(stamp, figures, chars))
-    return figures, chars
+            return figures, chars, stamp
+    return figures, chars, None
+
+
+def page_key(stamp: str | None, figures: RunNumbers, problems: list[str]) -> str | None:
+    """What a run's page is drawn from, as a digest: the counted files' stamp, its split,
+    ignored files and problems (``None`` without a stamp: drawn every time)."""
+    if stamp is None:
+        return None
+    drawn = [_drawing(), stamp, figures.split, sorted(figures.ignored.items()), problems]
+    return hashlib.blake2b(json.dumps(drawn).encode(), digest_size=16).hexdigest()
+
+
+@functools.cache
+def _drawing() -> str:
+    """A digest of the code that draws a run page: a page drawn by other code is drawn again."""
+    from . import run_page, svg
+
+    digest = hashlib.blake2b(digest_size=16)
+    for module in (run_page, svg):
+        digest.update(Path(module.__file__).read_bytes())
+    return digest.hexdigest()
+
+
+def kept_page_keys(layout: StoreLayout) -> dict[str, str]:
+    """``{run: page_key}`` of the run pages the last report wrote (empty when unknown)."""
+    try:
+        keys = json.loads((layout.root / REPORT_FOLDER / RUN_PAGE_KEYS).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return keys if isinstance(keys, dict) else {}
+
+
+def keep_page_keys(layout: StoreLayout, keys: dict[str, str]) -> None:
+    """Keep ``{run: page_key}`` of the pages just written, for the next report (a local store)."""
+    if layout.local:
+        path = layout.root / REPORT_FOLDER / RUN_PAGE_KEYS
+        with contextlib.suppress(OSError):
+            write_bytes_atomic(path, json.dumps(keys).encode())
 
 
 def prune_figures(layout: StoreLayout, runs: list[str]) -> None:

@@ -3,7 +3,8 @@
 ``store/report/index.html`` is the pool's overview; ``store/report/runs/<run>.html`` each
 run's detail; ``store/report/states/`` each state's page (:mod:`.state_pages`). Runs are
 read one after another: a run's page is written as soon as its figures are counted (or
-taken from ``cache.py`` when its files have not changed), and only its line of the
+taken from ``cache.py`` when its files have not changed; a page drawn from what the last
+report's was drawn from is that page, hard-linked), and only its line of the
 overview (counts and sampled curves) is kept, so memory follows the largest run, not the
 pool. The run pages are swapped in as one folder, the state pages as another, then the
 overview that links them.
@@ -19,7 +20,7 @@ from ..export.rows import ExportOptions, ExportSet
 from ..locations import AnyPath
 from ..store.atomic import write_bytes_atomic
 from ..store.layout import StoreLayout
-from .cache import counted_run, prune_figures
+from .cache import counted_run, keep_page_keys, kept_page_keys, page_key, prune_figures
 from .extras import feedback_numbers, feedback_section, session_rows, sessions_section
 from .numbers import (
     PoolNumbers,
@@ -45,6 +46,16 @@ from .state_pages import (
 def _encode(page: str) -> bytes:
     # a folder name that is not UTF-8 (`os.fsdecode` keeps its bytes as `\udcff`) shows escaped
     return page.encode("utf-8", "backslashreplace")
+
+
+def _linked(page: AnyPath, folder: AnyPath) -> bool:
+    """Whether the page the last report drew is now also in ``folder`` (a hard link: a local
+    store's report folder and its staged sibling share a disk)."""
+    try:
+        os.link(page, folder / page.name)
+    except (OSError, TypeError):
+        return False
+    return True
 
 
 def write_report(
@@ -75,20 +86,26 @@ def write_report(
         splits_from=splits_from,
         length_limit=length_limit,
     )
-    pages = StagedFolder(layout.root / REPORT_FOLDER / RUNS_FOLDER)
+    drawn = layout.root / REPORT_FOLDER / RUNS_FOLDER
+    pages, kept_keys, keys = StagedFolder(drawn), kept_page_keys(layout), {}
     try:
         for run in names:
-            figures, chars = counted_run(layout, run)
+            figures, chars, stamp = counted_run(layout, run)
             figures.ignored = ignored_files(runs_root, run)
             figures.split = split_of_run.get(run)
             row = RunRow.of(figures, problems.get(run, []))
-            (pages.path / f"{run}.html").write_bytes(_encode(render_run_page(figures, row)))
+            page, key = f"{run}.html", page_key(stamp, figures, row.problems)
+            if key is None or kept_keys.get(run) != key or not _linked(drawn / page, pages.path):
+                (pages.path / page).write_bytes(_encode(render_run_page(figures, row)))
+            if key is not None:
+                keys[run] = key
             numbers.runs.append(row)
             numbers.prompt_chars.extend(chars)
             del figures, chars
         pages.commit()
     finally:
         pages.discard()
+    keep_page_keys(layout, keys)
     prune_figures(layout, names)
     final = layout.root / REPORT_FOLDER / STATES_FOLDER
     stamp = pages_stamp(layout)
