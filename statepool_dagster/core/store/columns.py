@@ -23,9 +23,10 @@ from typing import Any
 import pyarrow as pa
 
 _INT32_MAX = (1 << 31) - 1
-# Characters of one text past which pa.array copies it (encoding it first would hold one
-# more copy of a huge field for a moment); its first use then imports pandas.
-LARGE_TEXT = 16 << 20
+# Bytes (or characters) past which a column's text is copied piece by piece, and a single
+# text by pa.array (encoding it first would hold one more copy of a huge field for a
+# moment; pa.array's first use imports pandas, once, for such a field alone).
+LARGE = 16 << 20
 
 
 def records_table(records: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
@@ -37,7 +38,7 @@ def records_table(records: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Ta
 
 def _validity(values: Sequence[Any]) -> tuple[pa.Buffer | None, int]:
     """The validity bitmap of ``values`` (None where none is null) and the null count."""
-    nulls = sum(1 for v in values if v is None)
+    nulls = values.count(None)
     if not nulls:
         return None, 0
     return _bitmap([v is not None for v in values]), nulls
@@ -52,11 +53,7 @@ def _bitmap(flags: Sequence[bool]) -> pa.Buffer:
     return _arrow(bits)
 
 
-def _offsets(lengths: Sequence[int]) -> pa.Buffer:
-    return _arrow(array("i", [0, *accumulate(lengths)]))
-
-
-def _arrow(values: bytearray | array) -> pa.Buffer:
+def _arrow(values: bytes | bytearray | array) -> pa.Buffer:
     """``values``' bytes copied into Arrow's memory, where ``pa.array`` puts a column (a table
     kept for a while then holds no Python object)."""
     raw = memoryview(values).cast("B")
@@ -67,32 +64,22 @@ def _arrow(values: bytearray | array) -> pa.Buffer:
 
 
 def column(values: Sequence[Any], type_: pa.DataType) -> pa.Array:
-    """One column of ``type_`` made of ``values`` (Python objects, None for null)."""
+    """One column of ``type_`` made of ``values`` (a list or tuple of Python objects, None for
+    null). The common cases run at C speed: checked by the set of the values' types, then
+    joined or packed whole."""
     n = len(values)
     validity, nulls = _validity(values)
-    if pa.types.is_string(type_):
-        encoded = [b"" if v is None else _utf8(v) for v in values]
-        size = sum(map(len, encoded))
-        if size > _INT32_MAX:
-            return pa.array(values, type=type_)
-        data = pa.py_buffer(b"".join(encoded))
-        return pa.Array.from_buffers(type_, n, [validity, _offsets(map(len, encoded)), data], nulls)
-    if pa.types.is_large_string(type_):
-        if any(type(v) is str and len(v) >= LARGE_TEXT for v in values):
-            return pa.array(values, type=type_)  # copied once, not encoded first
-        pieces = [b"" if v is None else _text(v) for v in values]  # bytes, or ASCII text
-        ends = array("q", [0, *accumulate(map(len, pieces))])
-        data = pa.allocate_buffer(ends[-1])  # in Arrow's memory, as pa.array puts it
-        with memoryview(data).cast("B") as view:
-            for start, end, piece in zip(ends[:-1], ends[1:], pieces, strict=True):
-                view[start:end] = piece if type(piece) is bytes else piece.encode("ascii")
-        return pa.Array.from_buffers(type_, n, [validity, _arrow(ends), data], nulls)
-    if pa.types.is_int64(type_):
-        data = _arrow(array("q", [0 if v is None else _integer(v) for v in values]))
-        return pa.Array.from_buffers(type_, n, [validity, data], nulls)
-    if pa.types.is_float64(type_):
-        data = _arrow(array("d", [0.0 if v is None else _real(v) for v in values]))
-        return pa.Array.from_buffers(type_, n, [validity, data], nulls)
+    kinds = set(map(type, values)) - {type(None)}
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        return _text_column(values, type_, kinds, validity, nulls)
+    if pa.types.is_int64(type_) or pa.types.is_float64(type_):
+        fill, code = (0, "q") if pa.types.is_int64(type_) else (0.0, "d")
+        allowed = {int} if code == "q" else {int, float}
+        if not kinds <= allowed:  # a bool, a str...: the per-value checks name it
+            check = _integer if code == "q" else _real
+            values = [None if v is None else check(v) for v in values]
+        packed = array(code, [fill if v is None else v for v in values] if nulls else values)
+        return pa.Array.from_buffers(type_, n, [validity, _arrow(packed)], nulls)
     if pa.types.is_boolean(type_):
         data = _bitmap([v is not None and _boolean(v) for v in values])
         return pa.Array.from_buffers(type_, n, [validity, data], nulls)
@@ -100,7 +87,7 @@ def column(values: Sequence[Any], type_: pa.DataType) -> pa.Array:
         lists = [() if v is None else _sequence(v) for v in values]
         items = [item for items in lists for item in items]
         child = column(items, type_.value_type)
-        offsets = _offsets(map(len, lists))
+        offsets = _arrow(array("i", list(accumulate(map(len, lists), initial=0))))
         return pa.Array.from_buffers(type_, n, [validity, offsets], nulls, children=[child])
     if pa.types.is_struct(type_):
         dicts = [{} if v is None else _mapping(v) for v in values]
@@ -109,19 +96,76 @@ def column(values: Sequence[Any], type_: pa.DataType) -> pa.Array:
     return pa.array(values, type=type_)
 
 
+def _text_column(
+    values: Sequence[Any],
+    type_: pa.DataType,
+    kinds: set[type],
+    validity: pa.Buffer | None,
+    nulls: int,
+) -> pa.Array:
+    """A ``string`` (str values) or ``large_string`` (str, or UTF-8 ``bytes``) column."""
+    large = pa.types.is_large_string(type_)
+    as_bytes = large and kinds == {bytes}
+    blank = b"" if as_bytes else ""
+    pieces = [blank if v is None else v for v in values] if nulls else values
+    if as_bytes:
+        if not all(map(bytes.isascii, pieces)):  # ASCII is UTF-8; else checked as Arrow does
+            for piece in pieces:
+                piece.decode("utf-8")  # UnicodeDecodeError (a ValueError)
+    elif kinds <= {str}:
+        if sum(map(len, pieces)) < LARGE:
+            text = "".join(pieces)
+            data = text.encode("utf-8")  # UnicodeEncodeError for a lone surrogate
+            if len(data) == len(text):  # ASCII: each piece's length is its bytes'
+                return _text_array(type_, pieces, _arrow(data), validity, nulls)
+        elif max(map(len, pieces)) >= LARGE:
+            return pa.array(values, type=type_)  # a huge text copied once, not encoded first
+        pieces = [piece.encode("utf-8") for piece in pieces]
+    else:  # mixed, or a value of another type: refused by the per-value checks
+        pieces = [b"" if v is None else (_text(v) if large else _utf8(v)) for v in values]
+    return _text_array(type_, pieces, _joined(pieces), validity, nulls)
+
+
+def _text_array(
+    type_: pa.DataType,
+    pieces: Sequence[bytes | str],
+    data: pa.Buffer,
+    validity: pa.Buffer | None,
+    nulls: int,
+) -> pa.Array:
+    """The text column of ``pieces`` (bytes, or ASCII text: each one's length its bytes')."""
+    if not pa.types.is_large_string(type_) and data.size > _INT32_MAX:
+        return pa.array(list(pieces), type=type_)
+    code = "q" if pa.types.is_large_string(type_) else "i"
+    ends = array(code, list(accumulate(map(len, pieces), initial=0)))
+    return pa.Array.from_buffers(type_, len(pieces), [validity, _arrow(ends), data], nulls)
+
+
+def _joined(pieces: Sequence[bytes]) -> pa.Buffer:
+    """``pieces`` one after another in Arrow's memory; a large total copied piece by piece,
+    never joined in Python first (a huge field is then held twice, not three times)."""
+    total = sum(map(len, pieces))
+    if total < LARGE:
+        return _arrow(b"".join(pieces))
+    buffer = pa.allocate_buffer(total)
+    with memoryview(buffer).cast("B") as view:
+        at = 0
+        for piece in pieces:
+            view[at : at + len(piece)] = piece
+            at += len(piece)
+    return buffer
+
+
 def _utf8(value: Any) -> bytes:
     if not isinstance(value, str):
         raise TypeError(f"expected a str, got {type(value).__name__}")
     return value.encode("utf-8")
 
 
-def _text(value: Any) -> bytes | str:
-    """UTF-8 bytes (checked, as Arrow checks them), or text that is ASCII: its bytes' length."""
+def _text(value: Any) -> bytes:
+    """A ``large_string`` value's UTF-8 bytes: bytes checked (as Arrow checks them), or text."""
     if type(value) is bytes:
-        if not value.isascii():  # ASCII is UTF-8, and isascii tells at memory speed
-            value.decode("utf-8")  # UnicodeDecodeError (a ValueError), as Arrow refuses it
-        return value
-    if isinstance(value, str) and value.isascii():
+        value.decode("utf-8")  # UnicodeDecodeError (a ValueError), as Arrow refuses it
         return value
     return _utf8(value)
 
