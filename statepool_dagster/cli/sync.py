@@ -69,6 +69,7 @@ def sync(
                 on_outcome(outcome)
     summary.sessions = sync_sessions(instance, settings, log_level)
     summary.feedback = fold_feedback(instance, settings, log_level)
+    raise_if_signalled()  # a signal during the last run stops the sync too
     return summary
 
 

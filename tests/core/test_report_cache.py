@@ -30,7 +30,7 @@ def pages(report: Path) -> dict[str, bytes]:
 def report_from_scratch(store: Path, runs: Path) -> dict[str, bytes]:
     """The report when no figures and no run page are kept: every run read and drawn again."""
     shutil.rmtree(store / "report" / FIGURES_FOLDER, ignore_errors=True)
-    (store / "report" / RUN_PAGE_KEYS).unlink(missing_ok=True)
+    (store / "report" / "runs" / RUN_PAGE_KEYS).unlink(missing_ok=True)
     write_report(store, runs_dir=runs, collect=False)
     return pages(store / "report")
 
@@ -95,9 +95,9 @@ def test_a_run_page_drawn_from_the_same_figures_is_kept_and_redrawn_on_any_chang
     assert not sync(instance).failed
     write_report(workspace.store, runs_dir=workspace.runs, collect=False)
     runs = workspace.store / "report" / "runs"
-    first = {p.name: p.stat().st_ino for p in runs.iterdir()}
+    first = {p.name: p.stat().st_ino for p in runs.glob("*.html")}
     write_report(workspace.store, runs_dir=workspace.runs, collect=False)
-    assert {p.name: p.stat().st_ino for p in runs.iterdir()} == first  # kept, not drawn
+    assert {p.name: p.stat().st_ino for p in runs.glob("*.html")} == first  # kept, not drawn
 
     # A file the run folder holds but the store does not (an ignored file): drawn again.
     snapshots = workspace.run("run001") / "snapshots"
@@ -105,7 +105,7 @@ def test_a_run_page_drawn_from_the_same_figures_is_kept_and_redrawn_on_any_chang
     # A page the last report drew, removed by hand: drawn again too.
     (runs / "run002.html").unlink()
     write_report(workspace.store, runs_dir=workspace.runs, collect=False)
-    now = {p.name: p.stat().st_ino for p in runs.iterdir()}
+    now = {p.name: p.stat().st_ino for p in runs.glob("*.html")}
     assert now["run000.html"] == first["run000.html"]
     assert now["run001.html"] != first["run001.html"]
     assert b"skills_v1.bak" in (runs / "run001.html").read_bytes()
@@ -113,6 +113,6 @@ def test_a_run_page_drawn_from_the_same_figures_is_kept_and_redrawn_on_any_chang
     assert kept == report_from_scratch(workspace.store, workspace.runs)
 
     # A broken key file: every page drawn again, the same bytes.
-    (workspace.store / "report" / RUN_PAGE_KEYS).write_text("[not a mapping")
+    (runs / RUN_PAGE_KEYS).write_text("[not a mapping")
     write_report(workspace.store, runs_dir=workspace.runs, collect=False)
     assert pages(workspace.store / "report") == kept

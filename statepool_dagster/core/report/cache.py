@@ -132,30 +132,29 @@ def page_key(stamp: str | None, figures: RunNumbers, problems: list[str]) -> str
 
 @functools.cache
 def _drawing() -> str:
-    """A digest of the code that draws a run page: a page drawn by other code is drawn again."""
+    """A digest of the code that draws a run page (the page, its charts, its words): a page
+    drawn by other code is drawn again."""
+    from .. import words
     from . import run_page, svg
 
     digest = hashlib.blake2b(digest_size=16)
-    for module in (run_page, svg):
+    for module in (run_page, svg, words):
         digest.update(Path(module.__file__).read_bytes())
     return digest.hexdigest()
 
 
-def kept_page_keys(layout: StoreLayout) -> dict[str, str]:
-    """``{run: page_key}`` of the run pages the last report wrote (empty when unknown)."""
+def kept_page_keys(folder: AnyPath) -> dict[str, str]:
+    """``{run: page_key}`` of the run pages in ``folder`` (empty when unknown)."""
     try:
-        keys = json.loads((layout.root / REPORT_FOLDER / RUN_PAGE_KEYS).read_bytes())
+        keys = json.loads((folder / RUN_PAGE_KEYS).read_bytes())
     except (OSError, ValueError):
         return {}
     return keys if isinstance(keys, dict) else {}
 
 
-def keep_page_keys(layout: StoreLayout, keys: dict[str, str]) -> None:
-    """Keep ``{run: page_key}`` of the pages just written, for the next report (a local store)."""
-    if layout.local:
-        path = layout.root / REPORT_FOLDER / RUN_PAGE_KEYS
-        with contextlib.suppress(OSError):
-            write_bytes_atomic(path, json.dumps(keys).encode())
+def keep_page_keys(folder: AnyPath, keys: dict[str, str]) -> None:
+    """Keep ``{run: page_key}`` beside the pages in ``folder`` (staged: swapped in with them)."""
+    (folder / RUN_PAGE_KEYS).write_bytes(json.dumps(keys).encode())
 
 
 def prune_figures(layout: StoreLayout, runs: list[str]) -> None:

@@ -19,8 +19,9 @@ STATES_FOLDER = "states"
 SEARCH_PAGE = "index.html"
 # Each run's shown prompts, kept between reports (hidden: not a page of the site).
 KEPT_PROMPTS = ".state-prompts"
-# What each run page was drawn from, so a report keeps the pages of runs that did not change.
-RUN_PAGE_KEYS = ".run-pages.json"
+# What each run page was drawn from (in the run pages' folder, swapped in with them), so a
+# report keeps the pages of runs that did not change.
+RUN_PAGE_KEYS = ".page-keys.json"
 
 
 def state_pages_path(layout: StoreLayout) -> AnyPath:

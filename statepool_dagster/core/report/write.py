@@ -87,7 +87,8 @@ def write_report(
         length_limit=length_limit,
     )
     drawn = layout.root / REPORT_FOLDER / RUNS_FOLDER
-    pages, kept_keys, keys = StagedFolder(drawn), kept_page_keys(layout), {}
+    pages, keys = StagedFolder(drawn), {}
+    kept_keys = kept_page_keys(drawn) if layout.local else {}  # elsewhere no page is kept
     try:
         for run in names:
             figures, chars, stamp = counted_run(layout, run)
@@ -102,10 +103,11 @@ def write_report(
             numbers.runs.append(row)
             numbers.prompt_chars.extend(chars)
             del figures, chars
+        if keys:
+            keep_page_keys(pages.path, keys)
         pages.commit()
     finally:
         pages.discard()
-    keep_page_keys(layout, keys)
     prune_figures(layout, names)
     final = layout.root / REPORT_FOLDER / STATES_FOLDER
     stamp = pages_stamp(layout)

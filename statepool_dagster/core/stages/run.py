@@ -98,7 +98,8 @@ def stream_each(
     Each run's task gets the run, the settings and the tables it opens, under the run's
     store lock; a worker gets only the task, the run and the settings (picklable, no cache).
     A caller can write what it gets in one go and never waits while holding it; the pool
-    builds on meanwhile. Closing the iterator early hands no further run to a worker.
+    builds on meanwhile. Closing the iterator early, or a signal, hands no further run to a
+    worker and stops the running ones; an error waits for them.
     """
     return _pool_stream(_locked, [(task, run, settings) for run in runs], workers)
 
@@ -118,7 +119,6 @@ def _pool_stream(fn, tasks: list, workers: int) -> Iterator[list]:
     before = set(multiprocessing.active_children())
     try:
         futures = deque(pool.submit(fn, task) for task in tasks)
-        started = set(multiprocessing.active_children()) - before  # fork: all at the first task
         while futures:
             ready = [futures.popleft().result()]
             while futures and futures[0].done():
@@ -126,11 +126,17 @@ def _pool_stream(fn, tasks: list, workers: int) -> Iterator[list]:
             yield ready
     except BaseException as stop:  # no further task
         pool.shutdown(wait=False, cancel_futures=True)
-        if not isinstance(stop, (Exception, GeneratorExit)):  # a signal: the running ones too
-            _stop_workers(started)
+        # A signal, or the stream closed early (Dagster raises a signal's interrupt in the
+        # step between two reads of it): the running tasks are stopped too.
+        if not isinstance(stop, Exception):
+            _stop_workers(set(multiprocessing.active_children()) - before)
         raise
     finally:
         pool.shutdown(wait=True)
+        # After a shutdown without waiting, Python's own wait returns at once: the workers
+        # are waited for here, so no task outlives the stream (nor the store locks it holds).
+        for worker in set(multiprocessing.active_children()) - before:
+            worker.join()
 
 
 def _stop_workers(workers: set[multiprocessing.process.BaseProcess]) -> None:

@@ -23,10 +23,12 @@ from typing import Any
 import pyarrow as pa
 
 _INT32_MAX = (1 << 31) - 1
-# Bytes (or characters) past which a column's text is copied piece by piece, and a single
-# text by pa.array (encoding it first would hold one more copy of a huge field for a
-# moment; pa.array's first use imports pandas, once, for such a field alone).
+# Bytes (or characters) past which a column's text is copied, or encoded, piece by piece:
+# never joined or encoded whole first, which would hold one more copy of a huge field. One
+# text that long goes through pa.array (which then imports pandas, in that process alone):
+# the stages' peak memory with a huge field is measured that way (test_core_big_field.py).
 LARGE = 16 << 20
+_SLICE = 1 << 20  # characters of a huge text encoded at a time
 
 
 def records_table(records: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
@@ -113,32 +115,54 @@ def _text_column(
             for piece in pieces:
                 piece.decode("utf-8")  # UnicodeDecodeError (a ValueError)
     elif kinds <= {str}:
-        if sum(map(len, pieces)) < LARGE:
-            text = "".join(pieces)
-            data = text.encode("utf-8")  # UnicodeEncodeError for a lone surrogate
-            if len(data) == len(text):  # ASCII: each piece's length is its bytes'
-                return _text_array(type_, pieces, _arrow(data), validity, nulls)
-        elif max(map(len, pieces)) >= LARGE:
-            return pa.array(values, type=type_)  # a huge text copied once, not encoded first
+        if sum(map(len, pieces)) >= LARGE:
+            if max(map(len, pieces)) >= LARGE:
+                return pa.array(values, type=type_)  # one huge text: Arrow's own copy of it
+            data, lengths = _encoded(pieces)
+            return _text_array(type_, lengths, data, validity, nulls)
+        text = "".join(pieces)
+        data = text.encode("utf-8")  # UnicodeEncodeError for a lone surrogate
+        if len(data) == len(text):  # ASCII: each piece's length is its bytes'
+            return _text_array(type_, list(map(len, pieces)), _arrow(data), validity, nulls)
         pieces = [piece.encode("utf-8") for piece in pieces]
     else:  # mixed, or a value of another type: refused by the per-value checks
         pieces = [b"" if v is None else (_text(v) if large else _utf8(v)) for v in values]
-    return _text_array(type_, pieces, _joined(pieces), validity, nulls)
+    return _text_array(type_, list(map(len, pieces)), _joined(pieces), validity, nulls)
 
 
 def _text_array(
     type_: pa.DataType,
-    pieces: Sequence[bytes | str],
+    lengths: list[int],
     data: pa.Buffer,
     validity: pa.Buffer | None,
     nulls: int,
 ) -> pa.Array:
-    """The text column of ``pieces`` (bytes, or ASCII text: each one's length its bytes')."""
+    """The text column of values of these byte ``lengths``, one after another in ``data``."""
     if not pa.types.is_large_string(type_) and data.size > _INT32_MAX:
-        return pa.array(list(pieces), type=type_)
+        raise pa.ArrowCapacityError(f"{data.size} bytes of text: more than a string column holds")
     code = "q" if pa.types.is_large_string(type_) else "i"
-    ends = array(code, list(accumulate(map(len, pieces), initial=0)))
-    return pa.Array.from_buffers(type_, len(pieces), [validity, _arrow(ends), data], nulls)
+    ends = array(code, list(accumulate(lengths, initial=0)))
+    return pa.Array.from_buffers(type_, len(lengths), [validity, _arrow(ends), data], nulls)
+
+
+def _encoded(texts: Sequence[str]) -> tuple[pa.Buffer, list[int]]:
+    """``texts`` in UTF-8 one after another in Arrow's memory, and each one's length in bytes:
+    encoded :data:`_SLICE` characters at a time, so a huge text is never held encoded whole
+    in Python as well."""
+    buffer = pa.allocate_buffer(sum(map(len, texts)), resizable=True)  # enough for ASCII
+    lengths, at = [], 0
+    for text in texts:
+        start = at
+        for i in range(0, len(text), _SLICE):
+            chunk = text[i : i + _SLICE].encode("utf-8")  # UnicodeEncodeError: a lone surrogate
+            if at + len(chunk) > buffer.size:
+                buffer.resize(max(2 * buffer.size, at + len(chunk)))
+            with memoryview(buffer).cast("B") as view:
+                view[at : at + len(chunk)] = chunk
+            at += len(chunk)
+        lengths.append(at - start)
+    buffer.resize(at)
+    return buffer, lengths
 
 
 def _joined(pieces: Sequence[bytes]) -> pa.Buffer:
