@@ -119,15 +119,16 @@ def _text_column(
             if max(map(len, pieces)) >= LARGE:
                 return pa.array(values, type=type_)  # one huge text: Arrow's own copy of it
             data, lengths = _encoded(pieces)
-            return _text_array(type_, lengths, data, validity, nulls)
+            return _text_array(type_, lengths, data, validity, nulls, values)
         text = "".join(pieces)
         data = text.encode("utf-8")  # UnicodeEncodeError for a lone surrogate
         if len(data) == len(text):  # ASCII: each piece's length is its bytes'
-            return _text_array(type_, list(map(len, pieces)), _arrow(data), validity, nulls)
+            lengths = list(map(len, pieces))
+            return _text_array(type_, lengths, _arrow(data), validity, nulls, values)
         pieces = [piece.encode("utf-8") for piece in pieces]
     else:  # mixed, or a value of another type: refused by the per-value checks
         pieces = [b"" if v is None else (_text(v) if large else _utf8(v)) for v in values]
-    return _text_array(type_, list(map(len, pieces)), _joined(pieces), validity, nulls)
+    return _text_array(type_, list(map(len, pieces)), _joined(pieces), validity, nulls, values)
 
 
 def _text_array(
@@ -136,10 +137,11 @@ def _text_array(
     data: pa.Buffer,
     validity: pa.Buffer | None,
     nulls: int,
+    values: Sequence[Any],
 ) -> pa.Array:
-    """The text column of values of these byte ``lengths``, one after another in ``data``."""
+    """The text column of ``values``, of these byte ``lengths`` one after another in ``data``."""
     if not pa.types.is_large_string(type_) and data.size > _INT32_MAX:
-        raise pa.ArrowCapacityError(f"{data.size} bytes of text: more than a string column holds")
+        return pa.array(values, type=type_)  # past 32-bit offsets: Arrow's own chunks
     code = "q" if pa.types.is_large_string(type_) else "i"
     ends = array(code, list(accumulate(lengths, initial=0)))
     return pa.Array.from_buffers(type_, len(lengths), [validity, _arrow(ends), data], nulls)
