@@ -133,8 +133,7 @@ class PromptHandOver:
         self.rendered = handover
         try:
             self.stored = tables.open(PROMPTS, run).parts
-        # A bad table (an index of another shape raises any of these): the prompts stage says so.
-        except (*storage_errors(), ValueError, KeyError, TypeError, AttributeError):
+        except (*storage_errors(), ValueError, KeyError):  # a bad table: the prompts stage says so
             return
         self.spec, self.spec_key = handover.spec, handover.spec_key
 
