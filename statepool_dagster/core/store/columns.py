@@ -23,10 +23,11 @@ from typing import Any
 import pyarrow as pa
 
 _INT32_MAX = (1 << 31) - 1
-# Bytes (or characters) past which a column's text is copied, or encoded, piece by piece:
-# never joined or encoded whole first, which would hold one more copy of a huge field. One
-# text that long goes through pa.array (which then imports pandas, in that process alone):
-# the stages' peak memory with a huge field is measured that way (test_core_big_field.py).
+# Bytes (or characters) of a large text: a cell this large leaves blocks as large behind in
+# Arrow's allocator (the store hands them back, rows.py), and a column of text this long is
+# copied, or encoded, piece by piece, never joined or encoded whole first (one more copy of
+# a huge field). One text that long goes through pa.array (which then imports pandas, in
+# that process alone): the stages' peak memory with a huge field is measured that way.
 LARGE = 16 << 20
 _SLICE = 1 << 20  # characters of a huge text encoded at a time
 

@@ -20,10 +20,8 @@ from ..runs.episodes import EpisodeLine
 from ..runs.json_read import INT64_MAX, INT64_MIN
 from ..runs.snapshots import Snapshot
 from ..states.models import dumps
-from .columns import column
+from .columns import LARGE, column
 from .schemas import SCHEMAS
-
-LARGE = 16 << 20  # bytes: a cell this large leaves blocks as large behind in Arrow's allocator
 
 
 def text_cell(value: Any) -> str | None:
