@@ -37,6 +37,8 @@ from shapes import SIZES, generate_corpus, run_name, spec_of
 from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint
 
 ORIGINAL = "the original's collect_from_run, every run"
+FLOOR = "the floor: files read once, arrays cut out by bytes, msgspec, each distinct card dumped once, every state file written (floor.py)"
+FLOOR_PROMPTS = "the floor + every prompt rendered (floor.py --prompts)"
 PEER = "the fair peer: the original + every prompt + one Parquet by pandas (fair_peer.py)"
 CORE = "core alone (bench/core_only.py, 2 workers)"
 SYNC = "statepool sync from scratch"
@@ -46,7 +48,7 @@ EXPORT = "statepool export --format verl"
 LIVE = "LivePool open, every state of the synced store (imports left out)"
 SHARE = "Dagster's share of the sync from scratch per run partition, ms (sync_share.py)"
 GROWN = "statepool sync after one new checkpoint in one run"
-MEASURES = (PEER, CORE, SYNC, IDLE, IDLE_AGAIN, EXPORT, LIVE, SHARE, GROWN)
+MEASURES = (FLOOR, FLOOR_PROMPTS, PEER, CORE, SYNC, IDLE, IDLE_AGAIN, EXPORT, LIVE, SHARE, GROWN)
 # Measures whose peak RSS the table shows (MB, the command and its waited-for children).
 RSS_SHOWN = (PEER, SYNC, EXPORT)
 
@@ -57,6 +59,15 @@ Figure = tuple[float, ...]  # (cpu, wall) or (cpu, wall, peak RSS MB); SHARE: (m
 def one_round(bench: Bench, runs: Path, label: str, spec: SampleSpec) -> dict[str, Figure]:
     """Every measure once for ``bench.code``: ``{measure: (cpu, wall[, peak RSS])}``."""
     out: dict[str, Figure] = {}
+    for name, extra in ((FLOOR, ()), (FLOOR_PROMPTS, ("--prompts",))):
+        folder = bench.out / f"{label}_floor"
+        shutil.rmtree(folder, ignore_errors=True)
+        m = bench.run(
+            name,
+            [sys.executable, str(BENCH / "floor.py"), str(runs), str(folder), *extra],
+            inputs=runs,
+        )
+        out[name] = (m.cpu_seconds, m.seconds)
     # The commands' own runs folder: the corpus' files linked, not copied, but the run that
     # grows by a checkpoint copied whole, so its growth leaves the corpus as it is.
     own_runs, grown = bench.out / f"{label}_runs", run_name(spec, 0)
@@ -202,6 +213,8 @@ def render(results: dict) -> str:
             ratio = ""
             if name not in (ORIGINAL, IDLE, IDLE_AGAIN) and figures[labels[0]][ORIGINAL]:
                 ratio = f", {cpu / med(labels[0], ORIGINAL, 0):.2f}× the original"
+            if name in (CORE, SYNC) and figures[label].get(FLOOR_PROMPTS):
+                ratio += f", {cpu / med(label, FLOOR_PROMPTS, 0):.1f}× the floor + prompts"
             cells.append(f"{cpu:.2f} ({wall:.2f}){ratio}")
         if paired:
             before, after = (figures[label][name] for label in labels)

@@ -176,3 +176,12 @@ def test_cpu_comparison_runs_at_tiny_size_and_reports_every_figure(tmp_path):
     assert "| statepool sync after one new checkpoint in one run |" in page
     assert "| peak RSS MB: statepool export --format verl |" in page
     assert "| peak RSS of the sync and the export (the larger) vs the fair peer's |" in page
+    # The floor is measured beside them, and it wrote the original's bytes.
+    assert "| the floor + every prompt rendered (floor.py --prompts) |" in page
+    assert "× the floor + prompts" in page
+    corpus = tmp_path / "cpu-tiny"
+    argv = [sys.executable, str(BENCH / "floor.py"), str(corpus / "runs"), str(tmp_path / "f")]
+    argv += ["--check", str(corpus / "seed_pool")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert int(done.stdout) == len(list((corpus / "seed_pool").glob("*.json"))) > 0
