@@ -29,7 +29,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from measure import BENCH, REPO, Bench, last_json, statepool
+from measure import BENCH, REPO, Bench, empty_trash, last_json, statepool
 from pool_suite import SEED
 from run_bench import git
 from shapes import SIZES, generate_corpus, run_name, spec_of
@@ -61,7 +61,7 @@ def one_round(bench: Bench, runs: Path, label: str, spec: SampleSpec) -> dict[st
     out: dict[str, Figure] = {}
     for name, extra in ((FLOOR, ()), (FLOOR_PROMPTS, ("--prompts",))):
         folder = bench.out / f"{label}_floor"
-        shutil.rmtree(folder, ignore_errors=True)
+        bench.discard(folder)
         m = bench.run(
             name,
             [sys.executable, str(BENCH / "floor.py"), str(runs), str(folder), *extra],
@@ -71,17 +71,17 @@ def one_round(bench: Bench, runs: Path, label: str, spec: SampleSpec) -> dict[st
     # The commands' own runs folder: the corpus' files linked, not copied, but the run that
     # grows by a checkpoint copied whole, so its growth leaves the corpus as it is.
     own_runs, grown = bench.out / f"{label}_runs", run_name(spec, 0)
-    shutil.rmtree(own_runs, ignore_errors=True)
+    bench.discard(own_runs)
     subprocess.run(["cp", "-al", str(runs), str(own_runs)], check=True)
     shutil.rmtree(own_runs / grown)
     shutil.copytree(runs / grown, own_runs / grown)
     if SEED.is_file():
         folder = bench.out / f"{label}_peer"
-        shutil.rmtree(folder, ignore_errors=True)
+        bench.discard(folder)
         peer = bench.program(PEER, "fair_peer", runs, folder)
         out[PEER] = (peer.cpu_seconds, peer.seconds, peer.peak_rss_mb)
     store = bench.out / f"{label}_core"
-    shutil.rmtree(store, ignore_errors=True)
+    bench.discard(store)
     core = bench.program(CORE, "core_only", runs, store, "--workers", 2)
     out[CORE] = (core.cpu_seconds, core.seconds)
     env = bench.fresh_env(label, own_runs)
@@ -100,7 +100,7 @@ def one_round(bench: Bench, runs: Path, label: str, spec: SampleSpec) -> dict[st
     m = bench.run(IDLE_AGAIN, statepool("sync", "-q"), env)
     out[IDLE_AGAIN] = (m.cpu_seconds, m.seconds)
     folder = bench.out / f"{label}_verl"
-    shutil.rmtree(folder, ignore_errors=True)
+    bench.discard(folder)
     argv = statepool(
         "export", "--format", "verl", "--out", str(folder), "--store", env["STATEPOOL_STORE_DIR"]
     )
@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         runs.mkdir(parents=True)
         generate_corpus(runs, spec)
         (runs / ".complete").write_text("")
+    empty_trash(out)  # an earlier sitting's outputs, deleted before anything is timed
     codes = [c.resolve() for c in args.code]
     labels = [
         f"{i}-{git(c, 'rev-parse', '--short', 'HEAD') or c.name}" for i, c in enumerate(codes)
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             bench = Bench(out=out, code=code)
             if SEED.is_file():
                 pool = out / "seed_pool"
-                shutil.rmtree(pool, ignore_errors=True)
+                bench.discard(pool)
                 m = bench.run(
                     ORIGINAL, [sys.executable, str(SEED), str(runs), str(pool)], inputs=runs
                 )
