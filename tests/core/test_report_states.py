@@ -18,10 +18,10 @@ from statepool_dagster.core.feedback.recorder import FeedbackRecorder
 from statepool_dagster.core.feedback.records import from_breakdown
 from statepool_dagster.core.feedback.stats_store import read_history, update_stats
 from statepool_dagster.core.names import EPISODES, PROMPTS, SNAPSHOTS, STATES
-from statepool_dagster.core.report import state_pages, write_report
+from statepool_dagster.core.report import state_html, state_pages, write_report
+from statepool_dagster.core.report.state_html import render_shard
 from statepool_dagster.core.report.state_pages import (
     fnv1a,
-    render_shard,
     shard_count,
     shard_of,
     write_state_pages,
@@ -259,7 +259,7 @@ def test_a_page_read_from_the_store_shows_a_long_prompt_cut(tmp_path):
     folder.mkdir()
     assert write_state_pages(StoreLayout(store), folder) == 3
     page = "".join(p.read_text(encoding="utf-8") for p in folder.glob("[0-9]*.html"))
-    shown = state_pages.PROMPT_SHOWN
+    shown = state_html.PROMPT_SHOWN
     prompts = pq.read_table(store / "curator_prompts" / "run000")["prompt"].to_pylist()
     assert any(len(p) > shown for p in prompts)  # else this shows nothing
     for prompt in prompts:
@@ -308,3 +308,57 @@ def test_each_runs_kept_prompts_give_the_pages_a_read_of_every_table_gives(tmp_p
         shutil.rmtree(store / table / "run000")  # the run gone from the store
     same_as_plain()
     assert "run000.kept" not in {p.name for p in kept.iterdir()}
+
+
+def test_after_a_few_runs_changed_only_their_states_shards_are_written_again(tmp_path):
+    """A run grown by a checkpoint, a run gone, a run new: the shards holding their states are
+    written again (a state with feedback history keeps it), every other shard is the last
+    report's file; the pages are byte for byte those a full write gives."""
+    runs, store = tmp_path / "runs", tmp_path / "store"
+    spec = SampleSpec(n_runs=48, n_checkpoints=3, n_cards=2, emb_dim=2, episodes_per_batch=1)
+    generate_runs(runs, spec)
+    settings = Settings(runs_dir=str(runs), store_dir=str(store))
+    for i in range(48):
+        build_run(settings, f"run{i:03d}")
+    recorder = FeedbackRecorder(str(store / "feedback"))
+    now = time.time()
+    recorder.record(
+        [from_breakdown("run005_ckpt1", {"score": 0.5}, group="g", time=now, source="trl", step=2)]
+    )
+    recorder.close()
+    update_stats(store, store / "feedback", close_seconds=0)
+    folder = store / "report" / "states"
+    write_report(store, runs_dir=runs)
+    shards = len(list(folder.glob("[0-9]*.html")))
+    assert shards == 8
+
+    def rewritten(change) -> set[str]:
+        before = {p.name: p.stat().st_ino for p in folder.iterdir()}
+        change()
+        write_report(store, runs_dir=runs)
+        plain = tmp_path / f"plain{time.monotonic_ns()}"
+        plain.mkdir()
+        write_state_pages(StoreLayout(store), plain)
+        assert _pages(folder) == _pages(plain)
+        return {p.name for p in folder.glob("[0-9]*.html") if before[p.name] != p.stat().st_ino}
+
+    def grow() -> None:
+        append_checkpoint(runs / "run005", spec, 5)
+        build_run(settings, "run005")
+
+    shards_of = {f"{shard_of(f'run005_ckpt{k}', shards)}.html" for k in range(4)}
+    assert rewritten(grow) == shards_of
+    assert 'data-x="2"' in _section(SimpleNamespace(folder=folder), "run005_ckpt1")
+
+    def drop() -> None:
+        for table in (EPISODES, SNAPSHOTS, STATES, PROMPTS):
+            shutil.rmtree(store / table / "run010")
+
+    assert rewritten(drop) == {f"{shard_of(f'run010_ckpt{k}', shards)}.html" for k in range(3)}
+    assert "run010.kept" not in {p.name for p in (store / "report" / ".state-prompts").iterdir()}
+
+    def add() -> None:
+        generate_runs(runs, SampleSpec(**{**vars(spec), "n_runs": 49}))
+        build_run(settings, "run048")
+
+    assert rewritten(add) == {f"{shard_of(f'run048_ckpt{k}', shards)}.html" for k in range(3)}

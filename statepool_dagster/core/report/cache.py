@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib
 import json
 import os
 from pathlib import Path
@@ -126,19 +127,18 @@ def page_key(stamp: str | None, figures: RunNumbers, problems: list[str]) -> str
     ignored files and problems (``None`` without a stamp: drawn every time)."""
     if stamp is None:
         return None
-    drawn = [_drawing(), stamp, figures.split, sorted(figures.ignored.items()), problems]
+    drawing = code_digest("report.run_page", "report.svg", "words")
+    drawn = [drawing, stamp, figures.split, sorted(figures.ignored.items()), problems]
     return hashlib.blake2b(json.dumps(drawn).encode(), digest_size=16).hexdigest()
 
 
 @functools.cache
-def _drawing() -> str:
-    """A digest of the code that draws a run page (the page, its charts, its words): a page
-    drawn by other code is drawn again."""
-    from .. import words
-    from . import run_page, svg
-
+def code_digest(*modules: str) -> str:
+    """A digest of the source of ``modules`` (named under ``statepool_dagster.core``), the
+    code that draws a kept page: a page drawn by other code is drawn again."""
     digest = hashlib.blake2b(digest_size=16)
-    for module in (run_page, svg, words):
+    for name in modules:
+        module = importlib.import_module(f"{__package__.rsplit('.', 1)[0]}.{name}")
         digest.update(Path(module.__file__).read_bytes())
     return digest.hexdigest()
 

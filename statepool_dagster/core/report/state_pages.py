@@ -11,10 +11,16 @@ Built in a stream: the store's prompts (runs, then sessions), the feedback histo
 their rows grouped by hash bucket, each few MB spilled to one temporary file; then each
 shard's states are read back, joined and written. Memory holds one shard's states, the rows
 not spilled, and the last row key of each state while the pool versions are read.
+
+A report after a few runs changed (a sync that grew a run by a checkpoint) writes again only
+the shards holding their states: ``.stamp`` beside the pages records what they were written
+from, run by run, and each run's state ids; the other states' sections are copied from the
+last pages as their bytes, the other shards linked. The HTML is :mod:`.state_html`'s.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -22,7 +28,7 @@ import struct
 import tempfile
 from array import array
 from collections.abc import Iterator
-from html import escape
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +44,20 @@ from ..store.layout import StoreLayout
 from ..store.parts import RunTable
 from ..store.reading import CheckpointBatches
 from ..store.schemas import SCHEMAS
-from ..words import plural
-from . import svg
-from .cache import folders_stamp
+from .cache import code_digest, folders_stamp
 from .numbers import store_runs
-from .paths import SEARCH_PAGE, STATES_FOLDER
+from .paths import SEARCH_PAGE
+from .state_html import (
+    PROMPT_SHOWN,
+    EscapedPrompt,
+    encode_page,
+    encoded,
+    render_search,
+    section_pieces,
+    shard_bytes,
+    shard_pieces,
+    shard_sections,
+)
 
 BUCKETS = 4096  # temporary files; the shards, a power of two, each take BUCKETS / shards
 PER_SHARD = 32
@@ -53,7 +68,6 @@ _encode_line = msgspec.json.Encoder().encode
 _decode_line = msgspec.json.Decoder().decode
 _BATCH = 16  # a run's checkpoints read at a time
 _SIZES = struct.Struct("<II")  # a spilled row's JSON line and payload lengths
-PROMPT_SHOWN = 100_000  # characters of a prompt a page shows (the store holds it whole)
 
 
 def fnv1a(text: str) -> int:
@@ -147,7 +161,7 @@ class _Buckets:
                 if "source" not in state:  # the first copy, as exports
                     # A null prompt has no length: the page says there is none.
                     missing = value.get("prompt_chars") is None
-                    value["prompt"] = None if missing else _Escaped(payload)
+                    value["prompt"] = None if missing else EscapedPrompt(payload)
                     state["source"] = value
             elif kind == "history":  # a state's rows, in step order
                 rows = (dict(zip(HISTORY_COLUMNS, r, strict=True)) for r in value)
@@ -155,11 +169,6 @@ class _Buckets:
             else:
                 state[kind].append(value)
         return found
-
-
-class _Escaped(bytes):
-    """A prompt already escaped for HTML and encoded as the page is (its first
-    :data:`PROMPT_SHOWN` characters at most)."""
 
 
 def _prompts(
@@ -221,8 +230,7 @@ def _kept_prompts(
 ) -> Iterator[tuple[str, dict[str, Any], bytes]]:
     """A run's states from what ``kept`` holds for its prompts table as it is now; else read
     from the table, and kept as they pass (one state at a time: a run of any length)."""
-    table = layout.table(PROMPTS, run)
-    stamp = folders_stamp(PAGES_VERSION, [table])
+    stamp = run_prompts_stamp(layout, run)
     path = kept / f"{run}{_KEPT}"
     try:
         held = path.open("rb")
@@ -242,7 +250,7 @@ def _kept_prompts(
             for row in _run_prompts(layout, run):
                 out.write(_framed(msgspec.msgpack.encode(row)))
                 yield row
-        if folders_stamp(PAGES_VERSION, [table]) == stamp:  # not changed while it was read
+        if run_prompts_stamp(layout, run) == stamp:  # not changed while it was read
             os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
@@ -336,248 +344,204 @@ PAGES_VERSION = "2"  # part of the stamp: a change to the pages' content bumps i
 STAMP = ".stamp"
 
 
-def pages_stamp(layout: StoreLayout) -> str | None:
-    """A digest of what the pages are read from (the prompt tables, the fold's manifest, the
-    pool versions); ``None`` for a store that is not a local folder (then always written)."""
+@dataclass(frozen=True)
+class PagesStamp:
+    """Digests of what the pages are read from: each run's prompt table, and the rest (the
+    sessions' prompts, the fold's manifest, the pool versions, the code that draws them)."""
+
+    runs: dict[str, str]
+    rest: str
+    sessions: bool  # whether the store has sessions
+
+    @property
+    def whole(self) -> str:
+        return hashlib.blake2b(
+            json.dumps([self.rest, sorted(self.runs.items())]).encode(), digest_size=16
+        ).hexdigest()
+
+
+def run_prompts_stamp(layout: StoreLayout, run: str) -> str:
+    """The stamp of a run's prompt table, as its kept prompts and the pages record it."""
+    return folders_stamp(PAGES_VERSION, [layout.table(PROMPTS, run)])
+
+
+def pages_stamp(layout: StoreLayout) -> PagesStamp | None:
+    """What the pages are read from, as it is now; ``None`` for a store that is not a local
+    folder (then always written)."""
     if not layout.local:
         return None
     from ..feedback.folders import MANIFEST, stats_folder
     from ..names import SESSION_PROMPTS
 
-    folders = [layout.table(PROMPTS, run) for run in store_runs(layout)]
-    folders += [layout.root / SESSION_PROMPTS / s for s in stored_sessions(layout.root)]
+    sessions = stored_sessions(layout.root)
+    folders = [layout.root / SESSION_PROMPTS / s for s in sessions]
     folders += [layout.root / POOL_VERSIONS, stats_folder(layout.root) / MANIFEST]
-    return folders_stamp(PAGES_VERSION, folders)
+    drawing = code_digest("report.state_html", "report.state_pages", "report.svg", "words")
+    return PagesStamp(
+        runs={run: run_prompts_stamp(layout, run) for run in store_runs(layout)},
+        rest=folders_stamp(f"{PAGES_VERSION}:{drawing}", folders),
+        sessions=bool(sessions),
+    )
 
 
-def kept_pages(folder: AnyPath, stamp: str | None) -> int | None:
+@dataclass
+class PagesRecord:
+    """What the pages in a folder were written from and hold, kept beside them (``.stamp``):
+    enough for the next report to write again only the shards a changed run's states are in."""
+
+    stamp: str  # PagesStamp.whole
+    states: int  # the states the pages hold
+    runs: dict[str, str]  # PagesStamp.runs
+    rest: str
+    shards: int
+    prompted: int  # states with a prompt (runs' and sessions')
+    with_history: int  # states with feedback history
+    ids: dict[str, list[str]]  # each run's state ids
+
+    @classmethod
+    def read(cls, folder: AnyPath) -> PagesRecord | None:
+        try:
+            return msgspec.json.decode((folder / STAMP).read_bytes(), type=cls)
+        except (OSError, msgspec.MsgspecError):
+            return None
+
+    def write(self, folder: AnyPath) -> None:
+        (folder / STAMP).write_bytes(msgspec.json.encode(self))
+
+
+def kept_pages(folder: AnyPath, stamp: PagesStamp | None) -> int | None:
     """How many states the pages in ``folder`` hold, when they were written from the files
     ``stamp`` describes; ``None``: write them again."""
     if stamp is None:
         return None
-    try:
-        kept = json.loads((folder / STAMP).read_bytes())
-    except (FileNotFoundError, NotADirectoryError, ValueError):
-        return None
-    return kept.get("states") if kept.get("stamp") == stamp else None
+    record = PagesRecord.read(folder)
+    return record.states if record is not None and record.stamp == stamp.whole else None
+
+
+def add_history(buckets: _Buckets, root: AnyPath, only: set[str] | None = None) -> int:
+    """The feedback history's rows of each state (of those in ``only``), as one bucket row per
+    state; how many states have some."""
+    states = 0
+    for table in iter_history(root):  # by state id: a state's rows together
+        ids = table["state_id"].to_pylist()
+        rows = list(zip(*(table[c].to_pylist() for c in HISTORY_COLUMNS), strict=True))
+        start = 0
+        for end in range(1, len(ids) + 1):
+            if end == len(ids) or ids[end] != ids[start]:
+                if only is None or ids[start] in only:
+                    buckets.add("history", ids[start], rows[start:end])
+                states += 1
+                start = end
+        del ids, rows
+    return states
+
+
+def add_versions(buckets: _Buckets, root: AnyPath, only: set[str] | None = None) -> None:
+    """Each pool version that gave a state (of those in ``only``) a new row key."""
+    for sid, version, key in _versions(root):
+        if only is None or sid in only:
+            buckets.add("versions", sid, [version, key])
 
 
 def write_state_pages(
-    layout: StoreLayout, folder: AnyPath, stamp: str | None = None, kept: Path | None = None
+    layout: StoreLayout,
+    folder: AnyPath,
+    stamp: PagesStamp | None = None,
+    kept: Path | None = None,
 ) -> int:
     """Write the shards and the search page into ``folder``; how many states they hold.
 
     ``kept``: a folder where each run's shown prompts are kept between reports, so that a
     report after one run changed reads that run's prompts table alone (a local store's).
     """
+    ids: dict[str, list[str]] = {}
     with tempfile.TemporaryDirectory(prefix="statepool-states-") as tmp:
         buckets = _Buckets(Path(tmp))
-        count = 0
+        prompted = 0
         for sid, source, prompt in _prompts(layout, kept if layout.local else None):
             buckets.add("state", sid, source, prompt)
-            count += 1
-        with_history = 0
-        for table in iter_history(layout.root):  # by state id: a state's rows together
-            ids = table["state_id"].to_pylist()
-            rows = list(zip(*(table[c].to_pylist() for c in HISTORY_COLUMNS), strict=True))
-            start = 0
-            for end in range(1, len(ids) + 1):
-                if end == len(ids) or ids[end] != ids[start]:
-                    buckets.add("history", ids[start], rows[start:end])
-                    with_history += 1
-                    start = end
-            del ids, rows
-        count = max(count, with_history)
-        for sid, version, key in _versions(layout.root):
-            buckets.add("versions", sid, [version, key])
-        shards = shard_count(count)
+            if "run" in source:
+                ids.setdefault(source["run"], []).append(sid)
+            prompted += 1
+        with_history = add_history(buckets, layout.root)
+        add_versions(buckets, layout.root)
+        shards = shard_count(max(prompted, with_history))
         written = 0
         for k in range(shards):
             states = buckets.states(range(k, BUCKETS, shards))
             written += len(states)
-            (folder / f"{k}.html").write_bytes(_shard_bytes(k, shards, states))
-        (folder / SEARCH_PAGE).write_bytes(_encode(render_search(shards, written)))
+            (folder / f"{k}.html").write_bytes(shard_bytes(k, shards, states))
+        (folder / SEARCH_PAGE).write_bytes(encode_page(render_search(shards, written)))
     if stamp is not None:
-        (folder / STAMP).write_bytes(json.dumps({"stamp": stamp, "states": written}).encode())
+        PagesRecord(
+            stamp.whole, written, stamp.runs, stamp.rest, shards, prompted, with_history, ids
+        ).write(folder)
     return written
 
 
-def _encode(page: str) -> bytes:
-    return page.encode("utf-8", "backslashreplace")
+def patch_state_pages(
+    layout: StoreLayout, earlier: Path, folder: Path, stamp: PagesStamp, kept: Path
+) -> int | None:
+    """The pages of ``earlier`` written into ``folder`` with only the shards that hold a state
+    of a run whose prompts changed (or that came or went) written again, the rest linked; how
+    many states they hold. ``None`` (nothing written) where the pages must all be written:
+    no record of ``earlier``'s, sessions, a changed fold, pool version or drawing code, another
+    shard count, or a change reaching half the shards.
+
+    A rewritten shard keeps the bytes of its other states' sections as ``earlier`` has them:
+    the same as writing them anew, since what they show has not changed.
+    """
+    record = PagesRecord.read(earlier)
+    if record is None or stamp.sessions or record.rest != stamp.rest:
+        return None
+    changed = sorted(r for r in record.runs.keys() | stamp.runs.keys()
+                     if record.runs.get(r) != stamp.runs.get(r))  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="statepool-states-") as tmp:
+        buckets = _Buckets(Path(tmp))
+        ids = {run: record.ids.get(run, []) for run in record.ids if run not in changed}
+        gone = {sid for run in changed for sid in record.ids.get(run, ())}
+        for run in changed:
+            if run not in stamp.runs:
+                (kept / f"{run}{_KEPT}").unlink(missing_ok=True)
+                continue
+            for sid, source, prompt in _kept_prompts(layout, run, kept):
+                buckets.add("state", sid, source, prompt)
+                ids.setdefault(run, []).append(sid)
+        touched = gone | {sid for run in changed for sid in ids.get(run, ())}
+        prompted = sum(map(len, ids.values()))
+        shards = shard_count(max(prompted, record.with_history))
+        redrawn = {shard_of(sid, shards) for sid in touched}
+        if shards != record.shards or 2 * len(redrawn) > shards:
+            return None
+        add_history(buckets, layout.root, touched)
+        add_versions(buckets, layout.root, touched)
+        written = record.states
+        for k in range(shards):
+            name = f"{k}.html"
+            if k not in redrawn:
+                _link_or_copy(earlier / name, folder / name)
+                continue
+            sections = shard_sections((earlier / name).read_bytes())
+            if sections is None:
+                return None
+            states = buckets.states(range(k, BUCKETS, shards))
+            written -= len(sections)
+            merged: dict[str, list[str | bytes] | bytes] = {
+                sid: section for sid, section in sections.items() if sid not in touched
+            }
+            merged.update((sid, section_pieces(sid, state)) for sid, state in states.items())
+            written += len(merged)
+            pieces = shard_pieces(k, shards, (merged[sid] for sid in sorted(merged)))
+            (folder / name).write_bytes(b"".join(encoded(pieces)))
+    (folder / SEARCH_PAGE).write_bytes(encode_page(render_search(shards, written)))
+    PagesRecord(
+        stamp.whole, written, stamp.runs, stamp.rest, shards, prompted, record.with_history, ids
+    ).write(folder)
+    return written
 
 
-STYLE = """
-body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
-h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin: 0 0 .4em; }
-section.state { border: 1px solid #ddd; border-radius: 6px; padding: .6em .9em; margin: .8em 0; }
-section.state:target { border-color: #5e35b1; box-shadow: 0 0 0 2px #d1c4e9; }
-pre { white-space: pre-wrap; max-height: 30em; overflow: auto; background: #f6f6f6; }
-svg .tick, svg .axis { font-size: 10px; fill: #555; } svg .tick { text-anchor: middle; }
-table { border-collapse: collapse; } td, th { padding: .1em .5em; text-align: right; }
-#missing { color: #8a4b00; }
-"""
-
-# The FNV-1a hash of the id typed in, as fnv1a computes it: its shard, at its anchor.
-SCRIPT = """
-const SHARDS = %d;
-function shard(id) {
-  let h = 0x811c9dc5;
-  for (const b of new TextEncoder().encode(id)) h = Math.imul(h ^ b, 0x01000193) >>> 0;
-  return h %% SHARDS;
-}
-document.getElementById("find").addEventListener("submit", (event) => {
-  event.preventDefault();
-  const id = document.getElementById("q").value.trim();
-  if (id) location.href = "%s" + shard(id) + ".html#" + encodeURIComponent(id);
-});
-function check() {
-  const id = decodeURIComponent(location.hash.slice(1));
-  const missing = document.getElementById("missing");
-  if (missing) missing.textContent = id && !document.getElementById(id)
-    ? "no state " + id + " in this report" : "";
-}
-window.addEventListener("hashchange", check);
-check();
-"""
-
-
-def _form(shards: int, prefix: str) -> str:
-    return (
-        '<form id="find"><input id="q" size="40" placeholder="state id" autofocus> '
-        '<button>open its page</button></form><p id="missing"></p>'
-        f"<script>{SCRIPT % (shards, prefix)}</script>"
-    )
-
-
-def _head(title: str) -> list[str]:
-    return [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>",
-    ]
-
-
-def _page(title: str, body: list[str]) -> str:
-    return "\n".join([*_head(title), *body, "</body></html>"]) + "\n"
-
-
-def render_search(shards: int, states: int) -> str:
-    """The search page: an id in, its state's page out."""
-    return _page(
-        "statepool report: states",
-        [
-            '<p><a href="../index.html">← the pool</a></p>',
-            f"<h1>States</h1><p>{plural(states, 'state')}: type a state id to open its page "
-            "(its source, prompt, feedback history and the versions of its row).</p>",
-            _form(shards, ""),
-        ],
-    )
-
-
-def _source(source: dict[str, Any] | None) -> str:
-    if source is None:
-        return "not in the store now (feedback or a pool version names it)"
-    if "run" in source:
-        return f"run <b>{escape(source['run'])}</b>, checkpoint {source['checkpoint']}"
-    step = source.get("policy_step")
-    return (
-        f"session <b>{escape(source['session'])}</b>, writer "
-        f"{escape(str(source.get('writer')))}, policy step {'-' if step is None else step}"
-    )
-
-
-def _f(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
-def _history(sid: str, rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "<p>no feedback recorded for it yet</p>"
-    chart = svg.history_chart(rows, "history", f"{sid}: mean reward by policy step", state=sid)
-    lines = [
-        "<tr><th>steps</th><th>draws</th><th>answers</th><th>mean</th><th>variance</th>"
-        "<th>ops match</th><th>weight (std)</th><th>weight (pass rate)</th></tr>"
-    ]
-    for r in rows:
-        first, last = r["step_first"], r["step_last"]
-        steps = "no step" if first is None else str(first) if first == last else f"{first}–{last}"
-        lines.append(
-            f"<tr><td>{steps}</td><td>{r['draws']}</td><td>{r['answers']}</td>"
-            f"<td>{_f(r['score_mean'])}</td><td>{_f(r['score_var'])}</td>"
-            f"<td>{_f(r['ops_match_rate'])}</td><td>{_f(r['weight_std'])}</td>"
-            f"<td>{_f(r['weight_pass_rate'])}</td></tr>"
-        )
-    return (
-        f"<figure>{chart}<figcaption>mean reward by policy step</figcaption></figure>"
-        f"<details><summary>history by step</summary><table>{''.join(lines)}</table></details>"
-    )
-
-
-def _versions_list(versions: list[list[str]]) -> str:
-    if not versions:
-        return "<p>no pool version names it (no trainer checkpoint saved one since it came)</p>"
-    items = "".join(
-        f"<li>from pool version <code>{escape(v)}</code>: row key <code>{escape(k)}</code></li>"
-        for v, k in versions
-    )
-    return f'<ul class="versions">{items}</ul>'
-
-
-def render_shard(k: int, shards: int, states: dict[str, dict[str, Any]]) -> str:
-    """One shard's page: a section per state, by state id."""
-    return "".join(p.decode() if isinstance(p, bytes) else p for p in _shard(k, shards, states))
-
-
-def _shard_bytes(k: int, shards: int, states: dict[str, dict[str, Any]]) -> bytes:
-    """:func:`render_shard`'s page, encoded (an escaped prompt is put in as it is)."""
-    return b"".join(p if isinstance(p, bytes) else _encode(p) for p in _shard(k, shards, states))
-
-
-def _prompt_html(source: dict[str, Any] | None) -> str | tuple[str | bytes, ...]:
-    """The prompt's part of a state's section: its pieces, joined as they are."""
-    prompt = None if source is None else source.get("prompt")
-    if prompt is None:
-        return "<p>no prompt in the store</p>"
-    if isinstance(prompt, _Escaped):
-        chars = source.get("prompt_chars")
-        shown, text = min(chars, PROMPT_SHOWN), prompt
-    else:
-        chars, shown, text = source.get("prompt_chars", len(prompt)), len(prompt), escape(prompt)
-    cut = "" if chars <= shown else f"; the first {shown:,} shown, the whole one is in the store"
-    summary = f"<details><summary>prompt ({plural(chars, 'character')}{cut})</summary><pre>"
-    return (summary, text, "</pre></details>")
-
-
-def _shard(k: int, shards: int, states: dict[str, dict[str, Any]]) -> list[str | bytes]:
-    """One shard's page as pieces: text, and each prompt as its escaped bytes or text."""
-    body: list[str | tuple[str | bytes, ...]] = [
-        '<p><a href="../index.html">← the pool</a></p>',
-        _form(shards, ""),
-    ]
-    for sid in sorted(states):
-        state = states[sid]
-        source = state.get("source")
-        body += [
-            f'<section class="state" id="{escape(sid)}">',
-            f"<h2>{escape(sid)}</h2><p>{_source(source)}</p>",
-            _history(sid, state["history"]),
-            _prompt_html(source),
-            "<h3>versions of its row</h3>",
-            _versions_list(state["versions"]),
-            "</section>",
-        ]
-    pieces: list[str | bytes] = []
-    for item in [*_head(f"statepool report: states, shard {k}"), *body, "</body></html>"]:
-        pieces.extend(item if isinstance(item, tuple) else (item,))
-        pieces.append("\n")
-    return pieces
-
-
-def states_section(states: int) -> str:
-    """The overview's link to the state pages."""
-    return (
-        f'<h2 id="states">States</h2><p><a href="{STATES_FOLDER}/{SEARCH_PAGE}">'
-        f"Find a state's page by its id</a> ({plural(states, 'state')}: source, prompt, "
-        "feedback history, versions of its row).</p>"
-    )
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        target.write_bytes(source.read_bytes())

@@ -32,15 +32,10 @@ from .numbers import (
     store_runs,
 )
 from .page import render_page
-from .paths import KEPT_PROMPTS, REPORT_FOLDER, report_path
+from .paths import KEPT_PROMPTS, REPORT_FOLDER, STATES_FOLDER, report_path
 from .run_page import RUNS_FOLDER, render_run_page
-from .state_pages import (
-    STATES_FOLDER,
-    kept_pages,
-    pages_stamp,
-    states_section,
-    write_state_pages,
-)
+from .state_html import states_section
+from .state_pages import kept_pages, pages_stamp, patch_state_pages, write_state_pages
 
 
 def _encode(page: str) -> bytes:
@@ -116,7 +111,12 @@ def write_report(
         pages = StagedFolder(final)
         try:
             kept = layout.root / REPORT_FOLDER / KEPT_PROMPTS
-            states = write_state_pages(layout, pages.path, stamp, kept)
+            if stamp is not None:  # a few runs changed: their states' shards alone
+                states = patch_state_pages(layout, final, pages.path, stamp, kept)
+            if states is None:
+                pages.discard()
+                pages = StagedFolder(final)
+                states = write_state_pages(layout, pages.path, stamp, kept)
             pages.commit()
         finally:
             pages.discard()
