@@ -83,7 +83,12 @@ class CheckpointBatches:
         parquet = self._open.get(name)
         if parquet is None:
             path = self.table.folder / name
-            parquet = pq.ParquetFile(path if is_local(path) else path.open("rb"))
+            if is_local(path):
+                # Pre-buffering gathers a remote file's reads; a local file's column chunks
+                # are read as cheaply where they lie, without handing them to an IO thread.
+                parquet = pq.ParquetFile(path, pre_buffer=False)
+            else:
+                parquet = pq.ParquetFile(path.open("rb"))
             self._open[name] = parquet
         return parquet
 
