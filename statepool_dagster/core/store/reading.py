@@ -112,7 +112,8 @@ class CheckpointBatches:
         wanted = pa.schema([self.table.schema.field(c) for c in columns])
         if not tables:
             return wanted.empty_table()
-        return pa.concat_tables([t.replace_schema_metadata(None).cast(wanted) for t in tables])
+        tables = [t.replace_schema_metadata(None) for t in tables]
+        return pa.concat_tables([t if t.schema == wanted else t.cast(wanted) for t in tables])
 
     def batches(
         self, columns: list[str], batch: int, skip: set[str] = frozenset()
