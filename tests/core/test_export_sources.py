@@ -315,3 +315,13 @@ def test_texts_left_in_arrow_write_what_their_strs_write(pool, tmp_path, fmt):
     assert names == sorted(p.name for p in (tmp_path / "strs").iterdir())
     for name in names:
         assert (tmp_path / "cells" / name).read_bytes() == (tmp_path / "strs" / name).read_bytes()
+
+
+def test_rows_kept_from_a_batch_that_lost_others_hold_only_their_own_texts(pool):
+    """A writer holds rows for a while: each must not keep the whole batch it was read in."""
+    only = frozenset({"run000_ckpt1", "run001_ckpt2"})
+    rows = list(export_rows(pool.store, ExportSet(OPTIONS), only=only))
+    assert {row.state_id for row in rows} == only
+    for row in rows:
+        for cell in (row.prompt, row.state):
+            assert cell.array.buffers()[2].size == len(cell.utf8())

@@ -27,7 +27,7 @@ from ..runs.files import natural_key
 from ..sessions.layout import stored_sessions
 from ..states.digest import state_text_digest
 from ..store.atomic import READ_RETRY_DELAYS
-from ..store.cells import text_cells
+from ..store.cells import compact, text_cells
 from ..store.layout import StoreLayout
 from ..store.part_files import READ_ATTEMPTS
 from ..store.parts import RunTable
@@ -114,8 +114,8 @@ def _rows(table: pa.Table, text: str) -> list[dict]:
     return rows
 
 
-def _run_pairs(layout: StoreLayout, run: str) -> Iterator[tuple[dict, dict | None]]:
-    """``(prompt row, state row)`` of each of the run's states, a batch of checkpoints at a time;
+def _run_pairs(layout: StoreLayout, run: str) -> Iterator[list[tuple[dict, dict | None]]]:
+    """``(prompt row, state row)`` of each of the run's states, a list a batch of checkpoints;
     the prompt and the state are texts left in Arrow.
 
     A writer that merges or prunes parts meanwhile removes files this listing named: the
@@ -133,8 +133,7 @@ def _run_pairs(layout: StoreLayout, run: str) -> Iterator[tuple[dict, dict | Non
                     row[DIGEST] = parts[name].info.get("digest")
                 by_id = {row["state_id"]: row for row in state_rows}
                 done.update(names)
-                for row in _rows(prompt_table, "prompt"):
-                    yield row, by_id.get(row["state_id"])
+                yield [(row, by_id.get(row["state_id"])) for row in _rows(prompt_table, "prompt")]
             return
         except FileNotFoundError:
             continue
@@ -187,35 +186,43 @@ def export_rows(
         split = split_of(run, options)
         kept = 0
         try:
-            for prompt_row, state_row in _run_pairs(layout, run):
-                sid = prompt_row["state_id"]
-                if state_row is None:
-                    export.problems.append(f"{run}: prompt {sid} has no state (partial write?)")
-                    continue
-                recorded = state_row.pop(DIGEST)
-                key = (
-                    bytes.fromhex(recorded)
-                    if recorded
-                    else state_text_digest(state_row["state"].utf8())
-                )
-                winner = rules.run_copy(sid, key)
-                if winner is not None:
-                    export.duplicates[sid] = winner
-                    continue
-                kept += 1
-                export.collected += 1
-                row = run_row(
-                    prompt_row,
-                    state_row,
-                    index=gate.index.get(split, 0),
-                    split=split,
-                    state_id=sid,
-                    run=run,
-                    assembled=recorded is not None,
-                )
-                row = gate.admit(row)
-                if row is not None:
-                    yield row
+            for pairs in _run_pairs(layout, run):
+                written: list[ExportRow] = []
+                for prompt_row, state_row in pairs:
+                    sid = prompt_row["state_id"]
+                    if state_row is None:
+                        export.problems.append(f"{run}: prompt {sid} has no state (partial write?)")
+                        continue
+                    recorded = state_row.pop(DIGEST)
+                    key = (
+                        bytes.fromhex(recorded)
+                        if recorded
+                        else state_text_digest(state_row["state"].utf8())
+                    )
+                    winner = rules.run_copy(sid, key)
+                    if winner is not None:
+                        export.duplicates[sid] = winner
+                        continue
+                    kept += 1
+                    export.collected += 1
+                    row = run_row(
+                        prompt_row,
+                        state_row,
+                        index=gate.index.get(split, 0),
+                        split=split,
+                        state_id=sid,
+                        run=run,
+                        assembled=recorded is not None,
+                    )
+                    row = gate.admit(row)
+                    if row is not None:
+                        written.append(row)
+                        yield row
+                if len(written) < len(pairs):
+                    # A writer holds rows until it has a row group's worth: a batch must not
+                    # stay in memory whole for the few rows it gave.
+                    compact(row.prompt for row in written)
+                    compact(row.state for row in written)
         except _Disagree:
             export.problems.append(
                 f"{run}: its prompts were not rendered from its current states (a rebuild in "

@@ -10,12 +10,15 @@ JSON parse). ``store.columns.column`` copies cells into a new column in Arrow al
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
 
 class TextCell:
-    """One text of a ``string`` or ``large_string`` column, kept as a one-row slice of it."""
+    """One text of a ``string`` or ``large_string`` column, kept as a one-row slice of it (or,
+    once :func:`compact` moved it, of an array of its own)."""
 
     __slots__ = ("array", "chars")
 
@@ -48,6 +51,16 @@ def text_cells(column: pa.ChunkedArray) -> list[TextCell | None]:
             for i, chars in enumerate(lengths)
         ]
     return cells
+
+
+def compact(cells: Iterable[TextCell | None]) -> None:
+    """Move ``cells`` (``None`` skipped) into one array of their own: a slice keeps the whole
+    column it was cut from, whose other texts can then be freed while these are kept."""
+    kept = [cell for cell in cells if cell is not None]
+    if kept:
+        owned = pa.concat_arrays([cell.array for cell in kept])
+        for i, cell in enumerate(kept):
+            cell.array = owned.slice(i, 1)
 
 
 def utf8(text: str | TextCell) -> bytes | memoryview:
