@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 
 class TextCell:
@@ -43,6 +42,8 @@ class TextCell:
 
 def text_cells(column: pa.ChunkedArray) -> list[TextCell | None]:
     """Each text of a text column as a cell (``None`` for a null), in order."""
+    import pyarrow.compute as pc  # here: every reader of the store imports this module
+
     cells: list[TextCell | None] = []
     for chunk in column.chunks:
         lengths = pc.utf8_length(chunk).to_pylist()
