@@ -13,16 +13,24 @@ import pyarrow.parquet as pq
 import pytest
 
 from statepool_dagster.core.config import Settings
-from statepool_dagster.core.export.collect import collect_export
+from statepool_dagster.core.export.collect import collect_export, export_rows
 from statepool_dagster.core.export.formats import SESSIONS_INDEX
-from statepool_dagster.core.export.rows import MANIFEST, ExportOptions, SourceOptions, split_of
-from statepool_dagster.core.export.write import stream_export
+from statepool_dagster.core.export.gate import LengthFilter, char_estimate
+from statepool_dagster.core.export.rows import (
+    MANIFEST,
+    ExportOptions,
+    ExportSet,
+    SourceOptions,
+    split_of,
+)
+from statepool_dagster.core.export.write import FormatWriter, stream_export
 from statepool_dagster.core.feedback.select import Selection, SelectionOptions
 from statepool_dagster.core.feedback.stats_store import update_stats
 from statepool_dagster.core.segments.writer import SegmentWriter
 from statepool_dagster.core.sessions import StateWriter
 from statepool_dagster.core.sessions.build import build_session
 from statepool_dagster.core.stages import build_run
+from statepool_dagster.core.store.cells import TextCell
 from statepool_dagster.demo.sample_runs import SampleSpec, generate_runs
 
 from cli_helpers import STATEPOOL, cli_env
@@ -279,3 +287,41 @@ def test_cli_export_counts_the_duplicates_it_lists_and_score_keeps_quiet(pool, t
     assert scored.returncode == 0, scored.stderr
     assert scored.stderr == ""
     assert "1 answer scored in 1 group" in scored.stdout
+
+
+@pytest.mark.parametrize("fmt", ["verl", "trl", "pool"])
+def test_texts_left_in_arrow_write_what_their_strs_write(pool, tmp_path, fmt):
+    """A run state's prompt and state go from the store to the export as Arrow's: the files
+    hold byte for byte what the same rows made ``str`` write (sessions and a length limit
+    among them)."""
+    tokens = sorted(len(r.prompt) // 4 for r in collect_export(pool.store, OPTIONS).rows)
+    limit = tokens[len(tokens) // 2]
+
+    def lengths() -> LengthFilter:
+        return LengthFilter(char_estimate(), limit)
+
+    streamed = stream_export(pool.store, {fmt: tmp_path / "cells"}, OPTIONS, lengths=lengths())
+    export = ExportSet(OPTIONS)
+    rows = list(export_rows(pool.store, export, lengths()))
+    assert any(isinstance(r.state, TextCell) for r in rows)
+    assert export.with_sessions and any(r.session for r in rows)
+    assert export.prompt_lengths["left_out"] == streamed.prompt_lengths["left_out"] != []
+    (tmp_path / "strs").mkdir()
+    writer = FormatWriter(fmt, tmp_path / "strs", export)
+    for row in rows:
+        writer.add(row.in_python())
+    writer.finish(export)
+    names = sorted(p.name for p in (tmp_path / "cells").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "strs").iterdir())
+    for name in names:
+        assert (tmp_path / "cells" / name).read_bytes() == (tmp_path / "strs" / name).read_bytes()
+
+
+def test_rows_kept_from_a_batch_that_lost_others_hold_only_their_own_texts(pool):
+    """A writer holds rows for a while: each must not keep the whole batch it was read in."""
+    only = frozenset({"run000_ckpt1", "run001_ckpt2"})
+    rows = list(export_rows(pool.store, ExportSet(OPTIONS), only=only))
+    assert {row.state_id for row in rows} == only
+    for row in rows:
+        for cell in (row.prompt, row.state):
+            assert cell.array.buffers()[2].size == len(cell.utf8())

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from statepool_dagster.core.export.formats import trl_schema, verl_schema
+from statepool_dagster.core.store.cells import text_cells
 from statepool_dagster.core.store.columns import column, records_table
 
 
@@ -108,3 +109,26 @@ def test_an_export_of_records_loads_no_pandas():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+TEXTS = ["", "ascii", 'é ✓ \U0001f600 \x00 "q"', "x" * 1000]
+
+
+@pytest.mark.parametrize("type_", [pa.string(), pa.large_string()])
+@pytest.mark.parametrize(
+    "pick",
+    [
+        lambda cells: cells,
+        lambda cells: [*cells[:2], None, *cells[2:]],  # a null among cells
+        lambda cells: [cells[0], TEXTS[1], *cells[2:]],  # a str among cells
+    ],
+)
+def test_a_column_of_text_cells_equals_the_column_of_their_texts(type_, pick):
+    stored = pa.chunked_array([pa.array(TEXTS[:2], pa.large_string()), TEXTS[2:]])
+    cells = text_cells(stored)
+    assert [len(c) for c in cells] == [len(t) for t in TEXTS]
+    assert [c.utf8().tobytes() for c in cells] == [t.encode() for t in TEXTS]
+    values = pick(cells)
+    made = column(values, type_)
+    made.validate(full=True)
+    assert made.equals(pa.array([None if v is None else str(v) for v in values], type_))

@@ -327,5 +327,5 @@ def test_a_bare_tokenizer_json_counts_the_message_texts(exported):
     assert rows and export.prompt_lengths["method"].endswith("(message texts, no chat template)")
     tokenizer = Tokenizer.from_file(str(exported.tokenizer / "tokenizer.json"))
     for row in rows:
-        expected = len(tokenizer.encode(row.prompt, add_special_tokens=False).ids)
+        expected = len(tokenizer.encode(str(row.prompt), add_special_tokens=False).ids)
         assert row.prompt_tokens == expected

@@ -19,12 +19,15 @@ import os
 import time
 from collections.abc import Iterator
 
+import pyarrow as pa
+
 from ..feedback.select import Selection, describe
 from ..names import PROMPTS, STATES, run_name_problem
 from ..runs.files import natural_key
 from ..sessions.layout import stored_sessions
 from ..states.digest import state_text_digest
 from ..store.atomic import READ_RETRY_DELAYS
+from ..store.cells import compact, text_cells
 from ..store.layout import StoreLayout
 from ..store.part_files import READ_ATTEMPTS
 from ..store.parts import RunTable
@@ -103,8 +106,17 @@ def _agreeing_tables(layout: StoreLayout, run: str) -> tuple[CheckpointBatches, 
     raise _Disagree(run)
 
 
-def _run_pairs(layout: StoreLayout, run: str) -> Iterator[tuple[dict, dict | None]]:
-    """``(prompt row, state row)`` of each of the run's states, a batch of checkpoints at a time.
+def _rows(table: pa.Table, text: str) -> list[dict]:
+    """The table's rows as dicts, its column ``text`` left in Arrow (a cell a row)."""
+    rows = table.drop_columns([text]).to_pylist()
+    for row, cell in zip(rows, text_cells(table.column(text)), strict=True):
+        row[text] = cell
+    return rows
+
+
+def _run_pairs(layout: StoreLayout, run: str) -> Iterator[list[tuple[dict, dict | None]]]:
+    """``(prompt row, state row)`` of each of the run's states, a list a batch of checkpoints;
+    the prompt and the state are texts left in Arrow.
 
     A writer that merges or prunes parts meanwhile removes files this listing named: the
     tables are then opened (and checked) again, and reading resumes at the next checkpoint.
@@ -113,16 +125,15 @@ def _run_pairs(layout: StoreLayout, run: str) -> Iterator[tuple[dict, dict | Non
     for _ in range(READ_ATTEMPTS):
         prompts, states = _agreeing_tables(layout, run)
         try:
-            for names, prompt_rows in prompts.batches(PROMPT_COLUMNS_READ, BATCH, skip=done):
+            for names, prompt_table in prompts.batches(PROMPT_COLUMNS_READ, BATCH, skip=done):
                 parts = states.table.parts
                 have = [n for n in names if n in parts]
-                state_rows = states.read(have, STATE_COLUMNS_READ).to_pylist()
+                state_rows = _rows(states.read(have, STATE_COLUMNS_READ), "state")
                 for name, row in zip(have, state_rows, strict=True):
                     row[DIGEST] = parts[name].info.get("digest")
                 by_id = {row["state_id"]: row for row in state_rows}
                 done.update(names)
-                for row in prompt_rows.to_pylist():
-                    yield row, by_id.get(row["state_id"])
+                yield [(row, by_id.get(row["state_id"])) for row in _rows(prompt_table, "prompt")]
             return
         except FileNotFoundError:
             continue
@@ -148,9 +159,10 @@ def export_rows(
     """Every state of every run (then every session) in the store, split by run (by session)
     and de-duplicated, as it is read.
 
-    ``export`` counts what was yielded and gathers the problems; they are complete once
-    the iterator is exhausted. ``lengths`` measures each prompt and leaves out the long;
-    ``sources`` picks runs and/or sessions and how fresh session states must be;
+    A run state's prompt and state are texts left in Arrow (``ExportRow.in_python`` makes
+    them ``str``). ``export`` counts what was yielded and gathers the problems; they are
+    complete once the iterator is exhausted. ``lengths`` measures each prompt and leaves
+    out the long; ``sources`` picks runs and/or sessions and how fresh session states must be;
     ``selection`` leaves out (and weighs) states by their feedback statistics; ``only``,
     when given, leaves out every state not in it (a pool version's states).
     """
@@ -174,31 +186,43 @@ def export_rows(
         split = split_of(run, options)
         kept = 0
         try:
-            for prompt_row, state_row in _run_pairs(layout, run):
-                sid = prompt_row["state_id"]
-                if state_row is None:
-                    export.problems.append(f"{run}: prompt {sid} has no state (partial write?)")
-                    continue
-                recorded = state_row.pop(DIGEST)
-                key = bytes.fromhex(recorded) if recorded else state_text_digest(state_row["state"])
-                winner = rules.run_copy(sid, key)
-                if winner is not None:
-                    export.duplicates[sid] = winner
-                    continue
-                kept += 1
-                export.collected += 1
-                row = run_row(
-                    prompt_row,
-                    state_row,
-                    index=gate.index.get(split, 0),
-                    split=split,
-                    state_id=sid,
-                    run=run,
-                    assembled=recorded is not None,
-                )
-                row = gate.admit(row)
-                if row is not None:
-                    yield row
+            for pairs in _run_pairs(layout, run):
+                written: list[ExportRow] = []
+                for prompt_row, state_row in pairs:
+                    sid = prompt_row["state_id"]
+                    if state_row is None:
+                        export.problems.append(f"{run}: prompt {sid} has no state (partial write?)")
+                        continue
+                    recorded = state_row.pop(DIGEST)
+                    key = (
+                        bytes.fromhex(recorded)
+                        if recorded
+                        else state_text_digest(state_row["state"].utf8())
+                    )
+                    winner = rules.run_copy(sid, key)
+                    if winner is not None:
+                        export.duplicates[sid] = winner
+                        continue
+                    kept += 1
+                    export.collected += 1
+                    row = run_row(
+                        prompt_row,
+                        state_row,
+                        index=gate.index.get(split, 0),
+                        split=split,
+                        state_id=sid,
+                        run=run,
+                        assembled=recorded is not None,
+                    )
+                    row = gate.admit(row)
+                    if row is not None:
+                        written.append(row)
+                        yield row
+                if len(written) < len(pairs):
+                    # A writer holds rows until it has a row group's worth: a batch must not
+                    # stay in memory whole for the few rows it gave.
+                    compact(row.prompt for row in written)
+                    compact(row.state for row in written)
         except _Disagree:
             export.problems.append(
                 f"{run}: its prompts were not rendered from its current states (a rebuild in "
@@ -236,7 +260,8 @@ def collect_export(
     stream instead (``export.write.stream_export``).
     """
     export = ExportSet(options or ExportOptions())
-    export.rows = list(export_rows(store, export, sources=sources, selection=selection))
+    rows = export_rows(store, export, sources=sources, selection=selection)
+    export.rows = [row.in_python() for row in rows]
     return export
 
 

@@ -119,7 +119,7 @@ def verl_record(r: ExportRow, sources: bool = False, weighted: bool = False) -> 
 
 def trl_record(r: ExportRow, sources: bool = False, weighted: bool = False) -> dict[str, Any]:
     """A conversational ``prompt`` for GRPOTrainer, plus the columns a reward function reads."""
-    state = json.loads(r.state)
+    state = json.loads(str(r.state))
     record = {
         "prompt": r.messages(),
         "state_id": r.state_id,

@@ -25,7 +25,7 @@ from ..feedback.select import Selection
 from .rows import ExportRow, ExportSet
 
 CHARS_PER_TOKEN = 4
-Messages = list[dict[str, str]]
+Messages = list[dict[str, Any]]  # a content: a str, or a text left in Arrow (len as a str's)
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def _raw_tokenizer(file: Path) -> PromptCounter:
 
     def count(messages: Messages) -> int:
         return sum(
-            len(tokenizer.encode(m.get("content") or "", add_special_tokens=False).ids)
+            len(tokenizer.encode(str(m.get("content") or ""), add_special_tokens=False).ids)
             for m in messages
         )
 
@@ -86,14 +86,17 @@ def _pretrained(folder: Path) -> PromptCounter:
 
         def count(messages: Messages) -> int:
             return sum(
-                len(tokenizer.encode(m.get("content") or "", add_special_tokens=False))
+                len(tokenizer.encode(str(m.get("content") or ""), add_special_tokens=False))
                 for m in messages
             )
 
         return PromptCounter(f"tokenizer {folder} (message texts, no chat template)", count, True)
 
     def templated(messages: Messages) -> int:
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        texts = [
+            m if m.get("content") is None else {**m, "content": str(m["content"])} for m in messages
+        ]
+        ids = tokenizer.apply_chat_template(texts, add_generation_prompt=True, tokenize=True)
         return len(_token_ids(ids))
 
     return PromptCounter(f"tokenizer {folder} (chat template)", templated, True)

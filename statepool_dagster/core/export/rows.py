@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..config import Settings
 from ..names import EXPORT_FORMATS
+
+if TYPE_CHECKING:
+    from ..store.cells import TextCell
 
 Format = Literal["verl", "trl", "pool"]  # the words of EXPORT_FORMATS, for type checkers
 
@@ -108,7 +112,12 @@ def split_of(run: str, options: ExportOptions) -> str:
 
 @dataclass(frozen=True)
 class ExportRow:
-    """One state, ready for a trainer: its prompt, its state JSON and its reference ops."""
+    """One state, ready for a trainer: its prompt, its state JSON and its reference ops.
+
+    A run state's prompt and state, as the export reads them, are texts left in Arrow
+    (:class:`~..store.cells.TextCell`: ``len`` and ``str`` as a ``str``'s); :meth:`in_python`
+    makes them ``str``.
+    """
 
     index: int  # position within its split
     split: str
@@ -116,8 +125,8 @@ class ExportRow:
     run: str | None  # None for a session state
     version: int | None
     dataset: str
-    prompt: str
-    state: str
+    prompt: str | TextCell
+    state: str | TextCell
     reference_ops: str
     prompt_tokens: int | None = None  # set by export.gate when a tokenizer counted it
     source: str = RUNS
@@ -134,8 +143,14 @@ class ExportRow:
         """The reference ops as the curator would answer them: a JSON list of operations."""
         return json.dumps(self.ops["ops"], ensure_ascii=False)
 
-    def messages(self) -> list[dict[str, str]]:
+    def messages(self) -> list[dict[str, Any]]:
         return [{"role": "user", "content": self.prompt}]
+
+    def in_python(self) -> ExportRow:
+        """This row with its prompt and state as ``str``."""
+        if isinstance(self.prompt, str) and isinstance(self.state, str):
+            return self
+        return dataclasses.replace(self, prompt=str(self.prompt), state=str(self.state))
 
 
 class _Dataset(msgspec.Struct):
@@ -146,26 +161,35 @@ _dataset = msgspec.json.Decoder(_Dataset).decode
 
 
 _HEAD, _DATASET = '{"state_id": "', ', "dataset": "'
+_HEAD_BYTES = 1024  # of a text left in Arrow, read for its first two members (an id, a name)
 
 
-def state_dataset(text: str, assembled: bool = False) -> str:
+def state_dataset(text: str | TextCell, assembled: bool = False) -> str:
     """``str(state.get("dataset", ""))`` of a state's text, its other members skipped unbuilt;
     by ``json`` where msgspec would refuse the text (a NaN, a huge integer, ...).
 
     ``assembled``: the text is one the states stage assembled (its members in their fixed
-    order, each once), so the dataset is the second member's string, read alone.
+    order, each once), so the dataset is the second member's string, read alone (of a text
+    left in Arrow, from its first bytes: past them, from the whole).
     """
-    if assembled and text.startswith(_HEAD):
-        try:
-            end = json.decoder.scanstring(text, len(_HEAD))[1]
-            if text.startswith(_DATASET, end):
-                return json.decoder.scanstring(text, end + len(_DATASET))[0]
-        except ValueError:
-            pass
+    whole = text if isinstance(text, str) else text.utf8()
+    if assembled:
+        head = whole
+        if not isinstance(head, str):
+            # A character cut at the head's end is dropped: a member cut there is then
+            # unterminated, and read from the whole.
+            head = head[:_HEAD_BYTES].tobytes().decode(errors="ignore")
+        if head.startswith(_HEAD):
+            try:
+                end = json.decoder.scanstring(head, len(_HEAD))[1]
+                if head.startswith(_DATASET, end):
+                    return json.decoder.scanstring(head, end + len(_DATASET))[0]
+            except ValueError:
+                pass
     try:
-        return str(_dataset(text).dataset)
+        return str(_dataset(whole).dataset)
     except (msgspec.MsgspecError, ValueError):
-        state = json.loads(text)
+        state = json.loads(whole if isinstance(whole, str) else bytes(whole))
         return str(state.get("dataset", "") if isinstance(state, dict) else "")
 
 

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from ..errors import StatepoolError
 from ..feedback.select import Selection, SelectionOptions
 from ..locations import AnyPath, absolute, as_path
+from ..store.cells import utf8
 from ..store.columns import records_table
 from .collect import export_rows
 from .folder import StagedFolder
@@ -85,7 +86,7 @@ class FormatWriter:
         # The export's flags are set before its first row: read them here, not in __init__.
         flags = (self.export.with_sessions, self.export.weighted)
         if self.fmt == "pool":
-            (self.folder / f"{row.state_id}.json").write_bytes(row.state.encode("utf-8"))
+            (self.folder / f"{row.state_id}.json").write_bytes(utf8(row.state))
             if row.session is not None:
                 self._index_session(row)
             return

@@ -10,7 +10,9 @@ array ``pa.array`` gives (the same values, nulls and types, one chunk a column).
 listed, or strings past 32-bit offsets, goes through ``pa.array``. Stricter than ``pa.array``
 by design: a value of another type than its column's (a bool for a number, bytes for a
 ``string``) raises ``TypeError`` rather than being converted; a ``large_string`` column, the
-store's text, also takes UTF-8 ``bytes`` (checked, as Arrow checks them).
+store's text, also takes UTF-8 ``bytes`` (checked, as Arrow checks them). A text column of
+:class:`~.cells.TextCell` values (texts read from the store and left in Arrow) is copied from
+theirs in Arrow alone.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from itertools import accumulate
 from typing import Any
 
 import pyarrow as pa
+
+from .cells import TextCell
 
 _INT32_MAX = (1 << 31) - 1
 # Bytes (or characters) of a large text: a cell this large leaves blocks as large behind in
@@ -106,8 +110,18 @@ def _text_column(
     validity: pa.Buffer | None,
     nulls: int,
 ) -> pa.Array:
-    """A ``string`` (str values) or ``large_string`` (str, or UTF-8 ``bytes``) column."""
+    """A ``string`` (str values) or ``large_string`` (str, or UTF-8 ``bytes``) column; either
+    of text cells (or str and cells)."""
     large = pa.types.is_large_string(type_)
+    if TextCell in kinds:
+        if kinds == {TextCell} and not nulls:
+            joined = pa.concat_arrays([cell.array for cell in values])
+            data = joined.buffers()[2]
+            if large or data is None or data.size <= _INT32_MAX:
+                return joined.cast(type_)
+        # rare: a null, a session's str among a run's cells, past 32-bit offsets
+        values = [str(v) if type(v) is TextCell else v for v in values]
+        kinds = set(map(type, values)) - {type(None)}
     as_bytes = large and kinds == {bytes}
     blank = b"" if as_bytes else ""
     pieces = [blank if v is None else v for v in values] if nulls else values

@@ -83,7 +83,12 @@ class CheckpointBatches:
         parquet = self._open.get(name)
         if parquet is None:
             path = self.table.folder / name
-            parquet = pq.ParquetFile(path if is_local(path) else path.open("rb"))
+            if is_local(path):
+                # Pre-buffering gathers a remote file's reads; a local file's column chunks
+                # are read as cheaply where they lie, without handing them to an IO thread.
+                parquet = pq.ParquetFile(path, pre_buffer=False)
+            else:
+                parquet = pq.ParquetFile(path.open("rb"))
             self._open[name] = parquet
         return parquet
 
@@ -107,7 +112,8 @@ class CheckpointBatches:
         wanted = pa.schema([self.table.schema.field(c) for c in columns])
         if not tables:
             return wanted.empty_table()
-        return pa.concat_tables([t.replace_schema_metadata(None).cast(wanted) for t in tables])
+        tables = [t.replace_schema_metadata(None) for t in tables]
+        return pa.concat_tables([t if t.schema == wanted else t.cast(wanted) for t in tables])
 
     def batches(
         self, columns: list[str], batch: int, skip: set[str] = frozenset()
