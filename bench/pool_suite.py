@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -60,7 +59,7 @@ def whole_pool_measures(bench: Bench, env: dict[str, str], repeat: int) -> list[
         folder = bench.out / f"export_{fmt}"
 
         def export(fmt: str = fmt, folder: Path = folder, name: str = name) -> Measure:
-            shutil.rmtree(folder, ignore_errors=True)  # a first export every time
+            bench.discard(folder)  # a first export every time
             argv = statepool("export", "--format", fmt, "--out", str(folder), "--store", store)
             return bench.run(name, argv, env)
 
@@ -85,7 +84,7 @@ def run_pool_suite(
 
     def core_alone() -> Measure:
         store = bench.out / "core_store"
-        shutil.rmtree(store, ignore_errors=True)  # from nothing, every time
+        bench.discard(store)  # from nothing, every time
         return bench.program(CORE, "core_only", runs, store, "--workers", 2)
 
     core = median_of(repeat, core_alone)
@@ -95,7 +94,7 @@ def run_pool_suite(
     measures += whole_pool_measures(bench, env, repeat)
     states = int(core.stdout.strip().splitlines()[-1])
     unchanged, new = SENSOR_FOLDERS[size]
-    shutil.rmtree(bench.out / "sensor", ignore_errors=True)
+    bench.discard(bench.out / "sensor")
     tick = bench.program("sensor ticks", "sensor_tick", bench.out / "sensor", unchanged, new)
     results: dict[str, object] = {
         "states": states,

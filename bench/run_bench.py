@@ -21,7 +21,6 @@ import json
 import os
 import platform
 import shlex
-import shutil
 import subprocess
 import sys
 from dataclasses import asdict
@@ -29,7 +28,7 @@ from datetime import datetime, timezone
 from importlib.metadata import version
 from pathlib import Path
 
-from measure import REPO, Bench
+from measure import REPO, TRASH, Bench, empty_trash
 from shapes import DETAILED, LONG_ONLY, SIZES, expected_states, generate_corpus, spec_of
 
 
@@ -104,7 +103,11 @@ def measure_corpus(bench: Bench, args: argparse.Namespace, results: dict) -> boo
     from render_detail import floors
 
     spec = spec_of(args.size)
-    shutil.rmtree(bench.out, ignore_errors=True)
+    empty_trash(bench.out)  # the sitting before's outputs, deleted before anything is timed
+    if bench.out.is_dir():
+        for path in bench.out.iterdir():
+            if path.name != TRASH:
+                bench.discard(path)
     runs = bench.out / "runs"
     runs.mkdir(parents=True)
     mb = generate_corpus(runs, spec)
