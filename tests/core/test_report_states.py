@@ -362,3 +362,11 @@ def test_after_a_few_runs_changed_only_their_states_shards_are_written_again(tmp
         build_run(settings, "run048")
 
     assert rewritten(add) == {f"{shard_of(f'run048_ckpt{k}', shards)}.html" for k in range(3)}
+
+    def grow_with_a_page_gone() -> None:
+        spared = {f"{shard_of(f'run020_ckpt{k}', shards)}.html" for k in range(4)}
+        (folder / next(f"{k}.html" for k in range(shards) if f"{k}.html" not in spared)).unlink()
+        append_checkpoint(runs / "run020", spec, 20)
+        build_run(settings, "run020")
+
+    assert len(rewritten(grow_with_a_page_gone)) == shards  # all written again

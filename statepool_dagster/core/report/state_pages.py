@@ -518,10 +518,13 @@ def patch_state_pages(
         written = record.states
         for k in range(shards):
             name = f"{k}.html"
-            if k not in redrawn:
-                _link_or_copy(earlier / name, folder / name)
-                continue
-            sections = shard_sections((earlier / name).read_bytes())
+            try:
+                if k not in redrawn:
+                    _link_or_copy(earlier / name, folder / name)
+                    continue
+                sections = shard_sections((earlier / name).read_bytes())
+            except OSError:  # a page deleted by hand: all are written again
+                return None
             if sections is None:
                 return None
             states = buckets.states(range(k, BUCKETS, shards))
