@@ -29,6 +29,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from floor import check as check_floor
 from measure import BENCH, REPO, Bench, empty_trash, last_json, statepool
 from pool_suite import SEED
 from run_bench import git
@@ -68,6 +69,9 @@ def one_round(bench: Bench, runs: Path, label: str, spec: SampleSpec) -> dict[st
             inputs=runs,
         )
         out[name] = (m.cpu_seconds, m.seconds)
+        original = bench.out / "seed_pool"
+        if original.is_dir() and (wrong := check_floor(folder, original)):
+            raise SystemExit(f"the floor's states differ from the original's: {wrong[:5]}")
     # The commands' own runs folder: the corpus' files linked, not copied, but the run that
     # grows by a checkpoint copied whole, so its growth leaves the corpus as it is.
     own_runs, grown = bench.out / f"{label}_runs", run_name(spec, 0)
@@ -135,12 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     out = (args.out / f"cpu-{args.size}").resolve()
     runs = out / "runs"
     spec = spec_of(args.size)
+    empty_trash(out)  # an earlier sitting's outputs, deleted before anything is timed
     if not (runs / ".complete").is_file():  # the corpus is reused while it is whole
-        shutil.rmtree(out, ignore_errors=True)
+        Bench(out=out).discard(runs)
         runs.mkdir(parents=True)
         generate_corpus(runs, spec)
         (runs / ".complete").write_text("")
-    empty_trash(out)  # an earlier sitting's outputs, deleted before anything is timed
     codes = [c.resolve() for c in args.code]
     labels = [
         f"{i}-{git(c, 'rev-parse', '--short', 'HEAD') or c.name}" for i, c in enumerate(codes)

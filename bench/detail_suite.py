@@ -56,6 +56,7 @@ def floors(bench: Bench, spec: SampleSpec, repeat: int) -> dict[str, object]:
     imports = median_of(
         repeat, lambda: bench.program("core's imports alone", "core_only", "--imports-only")
     )
+    bench.discard(bench.out / "core_grow")  # core_grow.py writes it anew
     grow = bench.program(
         "core grow", "core_grow", bench.out / "core_grow", json.dumps(asdict(spec))
     )
@@ -72,7 +73,7 @@ def floors(bench: Bench, spec: SampleSpec, repeat: int) -> dict[str, object]:
 
     floor = median_of(repeat, floor_run)
     empty = bench.out / "empty_runs"
-    shutil.rmtree(empty, ignore_errors=True)
+    bench.discard(empty)
     empty.mkdir(parents=True)
 
     def sync_floor() -> Measure:

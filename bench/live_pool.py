@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -90,7 +89,7 @@ def serve(bench: Bench, store: str, sessions: str, args, digests: Path | None, e
 def export(bench: Bench, size: str) -> Path:
     """``statepool export --format verl`` of the size's store, every state in train."""
     out = bench.out / "live" / size / "export"
-    shutil.rmtree(out, ignore_errors=True)
+    bench.discard(out)
     env = bench.env(STATEPOOL_STORE_DIR=str(folder(bench.out, size) / "store"))
     bench.run("export", statepool("export", "--format", "verl", "--out", str(out), *ALL_TRAIN), env)
     return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import statistics
 
 from measure import Bench, Measure, median_of, statepool, step_seconds
@@ -13,7 +12,7 @@ from statepool_dagster.demo.sample_runs import SampleSpec, append_checkpoint, ge
 
 def one_run(bench: Bench, label: str, spec: SampleSpec, repeat: int) -> dict[str, object]:
     runs = bench.out / f"{label}_runs"
-    shutil.rmtree(runs, ignore_errors=True)
+    bench.discard(runs)
     run = generate_run(runs / "run000", spec, 0)
     env = bench.fresh_env(label, runs)
     sync = statepool("sync", "-q")

@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             from long_runs import long_and_short
 
             bench.out.mkdir(parents=True, exist_ok=True)
+            empty_trash(bench.out)
             results["long_short"] = long_and_short(bench, args.size, args.repeat)
             measured = True
         else:

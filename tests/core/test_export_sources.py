@@ -15,7 +15,7 @@ import pytest
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.export.collect import collect_export, export_rows
 from statepool_dagster.core.export.formats import SESSIONS_INDEX
-from statepool_dagster.core.export.gate import LengthFilter, char_estimate
+from statepool_dagster.core.export.gate import LengthFilter, PromptCounter, char_estimate
 from statepool_dagster.core.export.rows import (
     MANIFEST,
     ExportOptions,
@@ -325,3 +325,17 @@ def test_rows_kept_from_a_batch_that_lost_others_hold_only_their_own_texts(pool)
     for row in rows:
         for cell in (row.prompt, row.state):
             assert cell.array.buffers()[2].size == len(cell.utf8())
+
+
+def test_a_counter_of_ones_own_gets_each_prompt_as_a_str(pool):
+    """Texts left in Arrow go only to a counter that says it takes them (``texts``)."""
+    seen: list[type] = []
+
+    def count(messages) -> int:
+        seen.extend(type(m["content"]) for m in messages)
+        return 1
+
+    counter = PromptCounter("one a prompt", count, exact=True)
+    rows = list(export_rows(pool.store, ExportSet(OPTIONS), LengthFilter(counter, None)))
+    assert rows and set(seen) == {str} and all(r.prompt_tokens == 1 for r in rows)
+    assert any(isinstance(r.prompt, TextCell) for r in rows)  # the rows keep their cells

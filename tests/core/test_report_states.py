@@ -370,3 +370,17 @@ def test_after_a_few_runs_changed_only_their_states_shards_are_written_again(tmp
         build_run(settings, "run020")
 
     assert len(rewritten(grow_with_a_page_gone)) == shards  # all written again
+
+
+def test_a_shard_gives_back_its_sections_by_id_unless_an_id_did_not_survive_the_page():
+    from statepool_dagster.core.report.state_html import shard_bytes, shard_sections
+
+    def page(*ids: str) -> bytes:
+        return shard_bytes(0, 1, {i: {"history": [], "versions": []} for i in ids})
+
+    sections = shard_sections(page('r<1>_ckpt0 & "q"', "r2_ckpt1"))
+    assert sorted(sections) == sorted(['r<1>_ckpt0 & "q"', "r2_ckpt1"])
+    assert all(s.startswith(b'<section class="state"') for s in sections.values())
+    assert shard_sections(page("a\udc80")) is None  # written as a backslash escape
+    assert shard_sections(page("a\\b")) is None
+    assert shard_sections(page("a")[:-3]) is None  # not a whole page

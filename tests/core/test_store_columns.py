@@ -132,3 +132,10 @@ def test_a_column_of_text_cells_equals_the_column_of_their_texts(type_, pick):
     made = column(values, type_)
     made.validate(full=True)
     assert made.equals(pa.array([None if v is None else str(v) for v in values], type_))
+
+
+def test_a_column_of_cells_of_both_text_types_is_made_from_their_texts():
+    small = text_cells(pa.chunked_array([pa.array(TEXTS[:2], pa.string())]))
+    large = text_cells(pa.chunked_array([pa.array(TEXTS[2:], pa.large_string())]))
+    made = column([*small, *large], pa.large_string())
+    assert made.equals(pa.array(TEXTS, pa.large_string()))

@@ -220,7 +220,8 @@ def export_rows(
                         yield row
                 if len(written) < len(pairs):
                     # A writer holds rows until it has a row group's worth: a batch must not
-                    # stay in memory whole for the few rows it gave.
+                    # stay in memory whole for the few rows it gave (done once the consumer
+                    # asks for the next row: the batch lives until then, no longer).
                     compact(row.prompt for row in written)
                     compact(row.state for row in written)
         except _Disagree:

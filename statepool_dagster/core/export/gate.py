@@ -25,23 +25,29 @@ from ..feedback.select import Selection
 from .rows import ExportRow, ExportSet
 
 CHARS_PER_TOKEN = 4
-Messages = list[dict[str, Any]]  # a content: a str, or a text left in Arrow (len as a str's)
+Messages = list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
 class PromptCounter:
-    """Counts a prompt's tokens; ``method`` says how (shown in the export's summary)."""
+    """Counts a prompt's tokens; ``method`` says how (shown in the export's summary).
+
+    ``count`` gets each message's content as a ``str``; with ``texts``, as the export holds
+    it, which may be a text left in Arrow (``store.cells.TextCell``: ``len`` as a ``str``'s).
+    """
 
     method: str
     count: Callable[[Messages], int]
     exact: bool
+    texts: bool = False
 
 
 def char_estimate() -> PromptCounter:
     def count(messages: Messages) -> int:
         return math.ceil(sum(len(m.get("content") or "") for m in messages) / CHARS_PER_TOKEN)
 
-    return PromptCounter(f"estimate: characters / {CHARS_PER_TOKEN}, no tokenizer", count, False)
+    method = f"estimate: characters / {CHARS_PER_TOKEN}, no tokenizer"
+    return PromptCounter(method, count, False, texts=True)
 
 
 def _token_ids(encoded: Any) -> list[int]:
@@ -68,7 +74,7 @@ def _raw_tokenizer(file: Path) -> PromptCounter:
 
     def count(messages: Messages) -> int:
         return sum(
-            len(tokenizer.encode(str(m.get("content") or ""), add_special_tokens=False).ids)
+            len(tokenizer.encode(m.get("content") or "", add_special_tokens=False).ids)
             for m in messages
         )
 
@@ -86,17 +92,14 @@ def _pretrained(folder: Path) -> PromptCounter:
 
         def count(messages: Messages) -> int:
             return sum(
-                len(tokenizer.encode(str(m.get("content") or ""), add_special_tokens=False))
+                len(tokenizer.encode(m.get("content") or "", add_special_tokens=False))
                 for m in messages
             )
 
         return PromptCounter(f"tokenizer {folder} (message texts, no chat template)", count, True)
 
     def templated(messages: Messages) -> int:
-        texts = [
-            m if m.get("content") is None else {**m, "content": str(m["content"])} for m in messages
-        ]
-        ids = tokenizer.apply_chat_template(texts, add_generation_prompt=True, tokenize=True)
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         return len(_token_ids(ids))
 
     return PromptCounter(f"tokenizer {folder} (chat template)", templated, True)
@@ -137,7 +140,7 @@ class LengthFilter:
 
     def measure(self, row: ExportRow) -> ExportRow | None:
         """The row with its length, or ``None`` when it is over the limit."""
-        tokens = self.counter.count(row.messages())
+        tokens = self.counter.count((row if self.counter.texts else row.in_python()).messages())
         self.lengths.append(tokens)
         if self.max_tokens is not None and tokens > self.max_tokens:
             self.over.append(row.state_id)

@@ -244,7 +244,9 @@ def shard_sections(page: bytes) -> dict[str, bytes] | None:
             sid = unescape(raw.decode("utf-8"))
         except UnicodeDecodeError:
             return None
-        if encode_page(escape(sid)) != raw:  # written with a character it had to replace
+        # A character the page could not encode is written as a backslash escape, which
+        # reads back as other text: such an id is not given back (nor is any backslash).
+        if b"\\" in raw or encode_page(escape(sid)) != raw:
             return None
         stop = starts[i + 1] if i + 1 < len(starts) else len(page) - len(end)
         sections[sid] = page[at:stop]

@@ -508,7 +508,11 @@ def patch_state_pages(
                 buckets.add("state", sid, source, prompt)
                 ids.setdefault(run, []).append(sid)
         touched = gone | {sid for run in changed for sid in ids.get(run, ())}
+        others = (sid for run, run_ids in ids.items() if run not in changed for sid in run_ids)
+        if not touched.isdisjoint(others):  # an id in two runs: the first copy is a full write's
+            return None
         prompted = sum(map(len, ids.values()))
+        # The fold's manifest is part of ``rest``: the states with history are as recorded.
         shards = shard_count(max(prompted, record.with_history))
         redrawn = {shard_of(sid, shards) for sid in touched}
         if shards != record.shards or 2 * len(redrawn) > shards:
@@ -536,6 +540,9 @@ def patch_state_pages(
             written += len(merged)
             pieces = shard_pieces(k, shards, (merged[sid] for sid in sorted(merged)))
             (folder / name).write_bytes(b"".join(encoded(pieces)))
+    again = PagesRecord.read(earlier)
+    if again is None or again.stamp != record.stamp:  # another report swapped its pages in
+        return None
     (folder / SEARCH_PAGE).write_bytes(encode_page(render_search(shards, written)))
     PagesRecord(
         stamp.whole, written, stamp.runs, stamp.rest, shards, prompted, record.with_history, ids

@@ -114,12 +114,12 @@ def _text_column(
     of text cells (or str and cells)."""
     large = pa.types.is_large_string(type_)
     if TextCell in kinds:
-        if kinds == {TextCell} and not nulls:
+        if kinds == {TextCell} and not nulls and len({cell.array.type for cell in values}) == 1:
             joined = pa.concat_arrays([cell.array for cell in values])
             data = joined.buffers()[2]
             if large or data is None or data.size <= _INT32_MAX:
                 return joined.cast(type_)
-        # rare: a null, a session's str among a run's cells, past 32-bit offsets
+        # rare: a null, a session's str among a run's cells, both text types, past 32-bit offsets
         values = [str(v) if type(v) is TextCell else v for v in values]
         kinds = set(map(type, values)) - {type(None)}
     as_bytes = large and kinds == {bytes}
