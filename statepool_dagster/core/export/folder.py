@@ -44,6 +44,17 @@ class StagedFolder:
         self.done = True
         return count
 
+    def keep(self, name: str) -> bool:
+        """Put the file ``name`` of the folder this one replaces in unchanged (a hard link: a
+        local folder and its staged sibling share a disk); whether it could be."""
+        if not self.local:
+            return False
+        try:
+            os.link(self.final / name, self.path / name)
+        except OSError:
+            return False
+        return True
+
     def discard(self) -> None:
         """Remove what was staged (after a commit: the old folder, or nothing)."""
         shutil.rmtree(self.path, ignore_errors=True)

@@ -20,6 +20,8 @@ class EscapedPrompt(bytes):
 
 
 def encode_page(page: str) -> bytes:
+    """A report page's bytes: a folder name that is not UTF-8 (``os.fsdecode`` keeps its bytes
+    as ``\\udcff``) shows escaped."""
     return page.encode("utf-8", "backslashreplace")
 
 

@@ -20,8 +20,6 @@ last pages as their bytes, the other shards linked. The HTML is :mod:`.state_htm
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
 import struct
@@ -34,6 +32,7 @@ from typing import Any
 
 import msgspec
 
+from ..export.folder import StagedFolder
 from ..feedback.stats_store import iter_history
 from ..locations import AnyPath
 from ..names import POOL_VERSIONS, PROMPTS
@@ -353,12 +352,6 @@ class PagesStamp:
     rest: str
     sessions: bool  # whether the store has sessions
 
-    @property
-    def whole(self) -> str:
-        return hashlib.blake2b(
-            json.dumps([self.rest, sorted(self.runs.items())]).encode(), digest_size=16
-        ).hexdigest()
-
 
 def run_prompts_stamp(layout: StoreLayout, run: str) -> str:
     """The stamp of a run's prompt table, as its kept prompts and the pages record it."""
@@ -389,7 +382,6 @@ class PagesRecord:
     """What the pages in a folder were written from and hold, kept beside them (``.stamp``):
     enough for the next report to write again only the shards a changed run's states are in."""
 
-    stamp: str  # PagesStamp.whole
     states: int  # the states the pages hold
     runs: dict[str, str]  # PagesStamp.runs
     rest: str
@@ -408,6 +400,10 @@ class PagesRecord:
     def write(self, folder: AnyPath) -> None:
         (folder / STAMP).write_bytes(msgspec.json.encode(self))
 
+    def same_sources(self, other: PagesStamp | PagesRecord) -> bool:
+        """Whether these pages were written from what ``other`` describes."""
+        return self.runs == other.runs and self.rest == other.rest
+
 
 def kept_pages(folder: AnyPath, stamp: PagesStamp | None) -> int | None:
     """How many states the pages in ``folder`` hold, when they were written from the files
@@ -415,7 +411,7 @@ def kept_pages(folder: AnyPath, stamp: PagesStamp | None) -> int | None:
     if stamp is None:
         return None
     record = PagesRecord.read(folder)
-    return record.states if record is not None and record.stamp == stamp.whole else None
+    return record.states if record is not None and record.same_sources(stamp) else None
 
 
 def add_history(buckets: _Buckets, root: AnyPath, only: set[str] | None = None) -> int:
@@ -473,24 +469,25 @@ def write_state_pages(
             (folder / f"{k}.html").write_bytes(shard_bytes(k, shards, states))
         (folder / SEARCH_PAGE).write_bytes(encode_page(render_search(shards, written)))
     if stamp is not None:
-        PagesRecord(
-            stamp.whole, written, stamp.runs, stamp.rest, shards, prompted, with_history, ids
-        ).write(folder)
+        PagesRecord(written, stamp.runs, stamp.rest, shards, prompted, with_history, ids).write(
+            folder
+        )
     return written
 
 
 def patch_state_pages(
-    layout: StoreLayout, earlier: Path, folder: Path, stamp: PagesStamp, kept: Path
+    layout: StoreLayout, pages: StagedFolder, stamp: PagesStamp, kept: Path
 ) -> int | None:
-    """The pages of ``earlier`` written into ``folder`` with only the shards that hold a state
-    of a run whose prompts changed (or that came or went) written again, the rest linked; how
-    many states they hold. ``None`` (nothing written) where the pages must all be written:
+    """The pages ``pages`` replaces, staged with only the shards that hold a state of a run
+    whose prompts changed (or that came or went) written again, the others kept; how many
+    states they hold. ``None`` (nothing written) where the pages must all be written:
     no record of ``earlier``'s, sessions, a changed fold, pool version or drawing code, another
     shard count, or a change reaching half the shards.
 
     A rewritten shard keeps the bytes of its other states' sections as ``earlier`` has them:
     the same as writing them anew, since what they show has not changed.
     """
+    earlier, folder = pages.final, pages.path
     record = PagesRecord.read(earlier)
     if record is None or stamp.sessions or record.rest != stamp.rest:
         return None
@@ -522,12 +519,13 @@ def patch_state_pages(
         written = record.states
         for k in range(shards):
             name = f"{k}.html"
+            if k not in redrawn:
+                if not pages.keep(name):  # a page deleted by hand: all are written again
+                    return None
+                continue
             try:
-                if k not in redrawn:
-                    _link_or_copy(earlier / name, folder / name)
-                    continue
                 sections = shard_sections((earlier / name).read_bytes())
-            except OSError:  # a page deleted by hand: all are written again
+            except OSError:
                 return None
             if sections is None:
                 return None
@@ -541,17 +539,10 @@ def patch_state_pages(
             pieces = shard_pieces(k, shards, (merged[sid] for sid in sorted(merged)))
             (folder / name).write_bytes(b"".join(encoded(pieces)))
     again = PagesRecord.read(earlier)
-    if again is None or again.stamp != record.stamp:  # another report swapped its pages in
+    if again is None or not again.same_sources(record):  # another report's pages swapped in
         return None
     (folder / SEARCH_PAGE).write_bytes(encode_page(render_search(shards, written)))
-    PagesRecord(
-        stamp.whole, written, stamp.runs, stamp.rest, shards, prompted, record.with_history, ids
-    ).write(folder)
+    PagesRecord(written, stamp.runs, stamp.rest, shards, prompted, record.with_history, ids).write(
+        folder
+    )
     return written
-
-
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:
-        target.write_bytes(source.read_bytes())

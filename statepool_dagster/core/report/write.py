@@ -34,23 +34,8 @@ from .numbers import (
 from .page import render_page
 from .paths import KEPT_PROMPTS, REPORT_FOLDER, STATES_FOLDER, report_path
 from .run_page import RUNS_FOLDER, render_run_page
-from .state_html import states_section
+from .state_html import encode_page, states_section
 from .state_pages import kept_pages, pages_stamp, patch_state_pages, write_state_pages
-
-
-def _encode(page: str) -> bytes:
-    # a folder name that is not UTF-8 (`os.fsdecode` keeps its bytes as `\udcff`) shows escaped
-    return page.encode("utf-8", "backslashreplace")
-
-
-def _linked(page: AnyPath, folder: AnyPath) -> bool:
-    """Whether the page the last report drew is now also in ``folder`` (a hard link: a local
-    store's report folder and its staged sibling share a disk)."""
-    try:
-        os.link(page, folder / page.name)
-    except (OSError, TypeError):
-        return False
-    return True
 
 
 def write_report(
@@ -91,8 +76,8 @@ def write_report(
             figures.split = split_of_run.get(run)
             row = RunRow.of(figures, problems.get(run, []))
             page, key = f"{run}.html", page_key(stamp, figures, row.problems)
-            if key is None or kept_keys.get(run) != key or not _linked(drawn / page, pages.path):
-                (pages.path / page).write_bytes(_encode(render_run_page(figures, row)))
+            if key is None or kept_keys.get(run) != key or not pages.keep(page):
+                (pages.path / page).write_bytes(encode_page(render_run_page(figures, row)))
             if key is not None:
                 keys[run] = key
             numbers.runs.append(row)
@@ -112,7 +97,7 @@ def write_report(
         try:
             kept = layout.root / REPORT_FOLDER / KEPT_PROMPTS
             if stamp is not None:  # a few runs changed: their states' shards alone
-                states = patch_state_pages(layout, final, pages.path, stamp, kept)
+                states = patch_state_pages(layout, pages, stamp, kept)
             if states is None:
                 pages.discard()
                 pages = StagedFolder(final)
@@ -126,5 +111,5 @@ def write_report(
         states_section(states),
     )
     path = report_path(layout)
-    write_bytes_atomic(path, _encode(render_page(numbers, str(layout.root), sections=sections)))
+    write_bytes_atomic(path, encode_page(render_page(numbers, str(layout.root), sections=sections)))
     return path
