@@ -49,9 +49,26 @@ EXPORT = "statepool export --format verl"
 LIVE = "LivePool open, every state of the synced store (imports left out)"
 SHARE = "Dagster's share of the sync from scratch per run partition, ms (sync_share.py)"
 GROWN = "statepool sync after one new checkpoint in one run"
-MEASURES = (FLOOR, FLOOR_PROMPTS, PEER, CORE, SYNC, IDLE, IDLE_AGAIN, EXPORT, LIVE, SHARE, GROWN)
+LOADED = "what any sync loads before its work: dagster, pyarrow.parquet, the definitions (no work)"
+MEASURES = (
+    FLOOR,
+    FLOOR_PROMPTS,
+    PEER,
+    CORE,
+    SYNC,
+    IDLE,
+    IDLE_AGAIN,
+    EXPORT,
+    LIVE,
+    SHARE,
+    GROWN,
+    LOADED,
+)
 # Measures whose peak RSS the table shows (MB, the command and its waited-for children).
-RSS_SHOWN = (PEER, SYNC, EXPORT)
+RSS_SHOWN = (PEER, SYNC, EXPORT, LOADED)
+# The imports every sync makes before it looks at a run (the CLI imports them lazily, so
+# the idle sync skips them; a sync that builds cannot).
+LOAD = "import dagster, pyarrow.parquet, statepool_dagster.definitions"
 
 
 Figure = tuple[float, ...]  # (cpu, wall) or (cpu, wall, peak RSS MB); SHARE: (ms, partitions)
@@ -116,6 +133,8 @@ def one_round(bench: Bench, runs: Path, label: str, spec: SampleSpec) -> dict[st
     append_checkpoint(own_runs / grown, spec, 0)
     m = bench.run(GROWN, statepool("sync", "-q"), env)
     out[GROWN] = (m.cpu_seconds, m.seconds)
+    m = bench.run(LOADED, [sys.executable, "-c", LOAD], env)
+    out[LOADED] = (m.cpu_seconds, m.seconds, m.peak_rss_mb)
     return out
 
 
@@ -248,6 +267,7 @@ def render(results: dict) -> str:
                     + " |"
                 )
     lines += _rss_lines(figures, labels, paired)
+    lines += _design_floor_lines(figures, labels, paired, med)
     rounds = len(next(iter(figures[labels[0]].values())))
     lines.append("")
     lines.append(
@@ -285,6 +305,29 @@ def _rss_lines(figures: dict, labels: list[str], paired: bool) -> list[str]:
             + " |"
         )
     return lines
+
+
+def _design_floor_lines(figures: dict, labels: list[str], paired: bool, med) -> list[str]:
+    """The least any sync of this design can cost, from this sitting's own figures: what it
+    loads before its work, Dagster's recording at its measured share per partition, and the
+    floor + prompts for the work itself (no store, no digests, no report). Against it the
+    issue's targets for the sync can be read as possible or not."""
+    needed = (LOADED, SHARE, FLOOR_PROMPTS)
+    if not all(figures[label].get(name) for label in labels for name in needed):
+        return []
+    original = med(labels[0], ORIGINAL, 0)
+    peer = med(labels[0], PEER, 0) if figures[labels[0]].get(PEER) else None
+    cells = []
+    for label in labels:
+        share_s = med(label, SHARE, 0) * med(label, SHARE, 1) / 1000
+        least = med(label, LOADED, 0) + share_s + med(label, FLOOR_PROMPTS, 0)
+        vs_peer = f", {least / peer:.2f}× the fair peer" if peer else ""
+        cells.append(f"{least:.2f}, {least / original:.2f}× the original{vs_peer}")
+    name = (
+        "the least a sync of this design costs: what it loads + Dagster's share × partitions"
+        " + the floor + prompts, CPU"
+    )
+    return [f"| {name} | " + " | ".join(cells + ([""] if paired else [])) + " |"]
 
 
 if __name__ == "__main__":
