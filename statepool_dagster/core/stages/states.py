@@ -10,6 +10,7 @@ memory holds a few libraries, never the run.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from ..runs.opening import SidecarsRead, read_sidecars
 from ..states.digest import decode_noting_floats, pieces_digest, state_text_digest
 from ..states.join import PlannedState, SkippedCheckpoint, join_checkpoint, plan_states
 from ..states.models import BytesLike
-from ..states.reference_ops import op_counts, ops_json
+from ..states.reference_ops import CardIndex, cards_by_id, op_counts, ops_json
 from ..store.layout import file_digest, state_pool_names, update_state_pool, write_state_file
 from ..store.part_files import part_name
 from ..store.parts import RunTable
@@ -58,6 +59,7 @@ class CheckpointInputs:
         self.snapshots, self.episodes = snapshots, episodes
         # version -> the library decoded, and whether it is fit to digest from its pieces
         self._decoded: OrderedDict[int, tuple[dict[str, Any], bool]] = OrderedDict()
+        self._cards: dict[int, CardIndex] = {}  # the decoded ones' cards, by id
         self._keep = keep
 
     def library_versions(self) -> list[int]:
@@ -95,27 +97,39 @@ class CheckpointInputs:
         """A decoded library (the last few are kept: consecutive states share them)."""
         return self._library(version)[0]
 
+    def cards(self, version: int) -> CardIndex:
+        """A decoded library's cards by id (the reference ops' index: a library is the next
+        one of a state and the own one of the state after it)."""
+        library = self.library(version)
+        if version not in self._cards:
+            self._cards[version] = cards_by_id(library)
+        return self._cards[version]
+
     def _library(self, version: int) -> tuple[dict[str, Any], bool]:
         if version not in self._decoded:
             self._decoded[version] = decode_noting_floats(self.library_text(version))
             while len(self._decoded) > self._keep:
-                self._decoded.popitem(last=False)
+                dropped, _ = self._decoded.popitem(last=False)
+                self._cards.pop(dropped, None)
         self._decoded.move_to_end(version)
         return self._decoded[version]
 
-    def state_digest(self, library_version: int, batch: Sequence[BytesLike]) -> bytes | None:
+    def state_digest(
+        self, library_version: int, batch: Sequence[BytesLike]
+    ) -> tuple[bytes | None, list[Any] | None]:
         """The digest of the state joined from a library and a batch's texts, from the library
-        already decoded and the batch decoded once more (``None``: digest the state's text)."""
+        already decoded and the batch decoded once more (``None``: digest the state's text),
+        and the batch decoded (``None`` where it was not), for the state's prompt."""
         library, plain = self._library(library_version)
         if not plain:
-            return None
+            return None, None
         episodes = []
         for text in batch:
             episode, plain = decode_noting_floats(text)
             if not plain:
-                return None
+                return None, None
             episodes.append(episode)
-        return pieces_digest(library, episodes)
+        return pieces_digest(library, episodes), episodes
 
 
 _plan_fields = operator.attrgetter(*(f.name for f in dataclasses.fields(PlannedState)))
@@ -186,12 +200,16 @@ def build_states(
             "text": digest_pieces([(data,)]),
             "ops": op_counts(joined.reference_ops),  # what the report plots
         }
+        episodes = None  # the batch decoded, once for the digest and the prompt
         if len(data) < LARGE:  # the digest holds the state's library and batch encoded again
             batch = joined.parts[1] if joined.parts is not None else None
-            found = None if batch is None else inputs.state_digest(plan.library_version, batch)
+            found = None
+            if batch is not None:
+                found, episodes = inputs.state_digest(plan.library_version, batch)
             # what the export de-duplicates by
             info["digest"] = (found or state_text_digest(data)).hex()
-        handing.offer(name, key, info["text"], joined.decoded, plan, ops)
+        decoded = functools.partial(joined.decoded, episodes)
+        handing.offer(name, key, info["text"], decoded, plan, ops)
         n_episodes = joined.n_episodes
         del joined  # and the batch it was joined from
         release_arrow_memory(len(data))

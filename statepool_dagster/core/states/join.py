@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol
 
 from ..names import run_state_id
 from .models import BytesLike, CheckpointState, decode_stored, state_bytes
-from .reference_ops import reference_ops
+from .reference_ops import CardIndex, reference_ops
 
 OFFLINE_RECEIPT = "(collected offline)"
 
@@ -149,6 +149,8 @@ class CheckpointSource(Protocol):
 
     def library(self, version: int) -> dict[str, Any]: ...
 
+    def cards(self, version: int) -> CardIndex: ...
+
 
 @dataclass(frozen=True)
 class JoinedCheckpoint:
@@ -171,21 +173,24 @@ class JoinedCheckpoint:
     def state(self) -> CheckpointState:
         return CheckpointState.from_json(self.data)
 
-    def decoded(self) -> CheckpointState:
+    def decoded(self, episodes: list[Any] | None = None) -> CheckpointState:
         """:attr:`state` without validation, built from the decoded parts (the library as the
         source keeps it: read it, never change it), not from the text.
 
         Without indentation a value's JSON is the same alone and nested, so decoding
         ``data`` gives exactly these values; the parts are decoded once, the state never.
+        ``episodes``: the batch's texts already decoded, as :func:`decode_stored` decodes them.
         """
         if self.parts is None:
             return CheckpointState.trusted(self.data)
         library, batch, fields, dataset = self.parts
+        if episodes is None:
+            episodes = [decode_stored(t) for t in batch]
         return CheckpointState.model_construct(
             state_id=fields.state_id,
             dataset=dataset,
             lib_snapshot=library,
-            episodes=[decode_stored(t) for t in batch],
+            episodes=episodes,
             analysis=fields.analysis,
             last_receipt=fields.last_receipt,
             followup_qids=fields.followup_qids,
@@ -217,7 +222,8 @@ def join_checkpoint(
     )
     nxt = plan.next_version
     library = source.library(plan.library_version)
-    ops = reference_ops(library, nxt, None if nxt is None else source.library(nxt))
+    cards = source.cards(plan.library_version)
+    ops = reference_ops(cards, nxt, None if nxt is None else source.cards(nxt), indexed=True)
     return JoinedCheckpoint(
         fields.state_id,
         plan.version,

@@ -17,7 +17,10 @@ OP_KINDS = {"add_card": "add", "update_card": "update", "delete_card": "delete"}
 LAST_SNAPSHOT_NOTE = "last snapshot of the run: no later library"
 
 
-def _cards_by_id(library: dict[str, Any]) -> dict[Any, dict[str, Any]]:
+CardIndex = dict[Any, dict[str, Any]]
+
+
+def cards_by_id(library: dict[str, Any]) -> CardIndex:
     """Cards keyed by ``card_id``, in library order; a repeated id keeps its first card."""
     cards: dict[Any, dict[str, Any]] = {}
     for card in library.get("cards", []):
@@ -29,7 +32,12 @@ def _cards_by_id(library: dict[str, Any]) -> dict[Any, dict[str, Any]]:
 
 def card_ops(library: dict[str, Any], next_library: dict[str, Any]) -> list[dict[str, Any]]:
     """The ops that turn ``library``'s cards into ``next_library``'s."""
-    old, new = _cards_by_id(library), _cards_by_id(next_library)
+    return index_ops(cards_by_id(library), cards_by_id(next_library))
+
+
+def index_ops(old: CardIndex, new: CardIndex) -> list[dict[str, Any]]:
+    """:func:`card_ops` of two libraries' :func:`cards_by_id` (a library in two consecutive
+    states is indexed once)."""
     updates: list[dict[str, Any]] = []
     deletes: list[dict[str, Any]] = []
     for card_id, card in old.items():
@@ -49,12 +57,20 @@ def card_ops(library: dict[str, Any], next_library: dict[str, Any]) -> list[dict
 
 
 def reference_ops(
-    library: dict[str, Any], next_version: int | None, next_library: dict[str, Any] | None
+    library: dict[str, Any] | CardIndex,
+    next_version: int | None,
+    next_library: dict[str, Any] | CardIndex | None,
+    indexed: bool = False,
 ) -> dict[str, Any]:
-    """``{"next_version", "ops"}``; without a later library, empty ops and a ``note`` saying so."""
+    """``{"next_version", "ops"}``; without a later library, empty ops and a ``note`` saying so.
+
+    ``indexed``: the libraries are given as their :func:`cards_by_id`.
+    """
     if next_library is None or next_version is None:
         return {"next_version": None, "ops": [], "note": LAST_SNAPSHOT_NOTE}
-    return {"next_version": next_version, "ops": card_ops(library, next_library)}
+    if not indexed:
+        library, next_library = cards_by_id(library), cards_by_id(next_library)
+    return {"next_version": next_version, "ops": index_ops(library, next_library)}
 
 
 def ops_json(ops: dict[str, Any]) -> str:
