@@ -210,6 +210,7 @@ def build_states(
             info["digest"] = (found or state_text_digest(data)).hex()
         decoded = functools.partial(joined.decoded, episodes)
         handing.offer(name, key, info["text"], decoded, plan, ops)
+        del decoded, episodes  # they hold the joined state and its batch: let go below
         n_episodes = joined.n_episodes
         del joined  # and the batch it was joined from
         release_arrow_memory(len(data))
