@@ -14,12 +14,16 @@ from hypothesis import strategies as st
 
 from statepool_dagster.core.config import Settings
 from statepool_dagster.core.errors import StatepoolError
+from statepool_dagster.core.names import STATES
 from statepool_dagster.core.prompts.spec import load_tool_specs
 from statepool_dagster.core.rewards import Vocabulary, apply_ops, parse_ops
 from statepool_dagster.core.rewards.grader import Grader
 from statepool_dagster.core.rewards.score import Weights
+from statepool_dagster.core.stages import build_run
 from statepool_dagster.core.states.models import CheckpointState
 from statepool_dagster.core.states.reference_ops import card_ops
+from statepool_dagster.core.store.parts import RunTable
+from statepool_dagster.core.store.schemas import SCHEMAS
 from statepool_dagster.demo.sample_runs import SNAPSHOT_RE, SampleSpec, generate_runs
 
 SPEC = SampleSpec(n_runs=3, n_checkpoints=6, n_cards=5, emb_dim=2, episodes_per_batch=2)
@@ -100,6 +104,35 @@ def test_applying_reference_ops_gives_the_next_snapshots_cards():
 
         assert texts(applied) == texts(next_library)
         assert applied["version"] == library["version"] + 1
+
+
+def test_the_states_stage_stores_each_checkpoints_ops_from_the_snapshot_files(tmp_path):
+    """The stage indexes a library's cards once for the two states that use it, keeping a few
+    libraries decoded: over a run longer than it keeps, every state's ops are still those of
+    its own library and the next, read from the files."""
+    runs, store = tmp_path / "runs", tmp_path / "store"
+    spec = SampleSpec(n_runs=1, n_checkpoints=12, n_cards=5, emb_dim=2, episodes_per_batch=2)
+    generate_runs(runs, spec)
+    (run,) = sorted(runs.iterdir())
+    build_run(Settings(runs_dir=str(runs), store_dir=str(store)), run.name)
+    table = RunTable(store / STATES / run.name, SCHEMAS[STATES])
+    stored = table.read(["version", "reference_ops"]).to_pylist()
+    table.close()
+    snapshots = {
+        int(SNAPSHOT_RE.fullmatch(p.name).group(1)): _library(p)
+        for p in (run / "snapshots").iterdir()
+        if SNAPSHOT_RE.fullmatch(p.name)
+    }
+    assert len(stored) == len(snapshots) == spec.n_checkpoints
+    changed = 0
+    for row in stored:
+        k, ops = row["version"], json.loads(row["reference_ops"])
+        if k + 1 in snapshots:
+            assert ops == {"next_version": k + 1, "ops": card_ops(snapshots[k], snapshots[k + 1])}
+            changed += bool(ops["ops"])
+        else:
+            assert ops["ops"] == [] and ops["next_version"] is None
+    assert changed >= 3
 
 
 def test_new_cards_without_ids_continue_the_librarys_numbering():

@@ -222,8 +222,9 @@ def join_checkpoint(
     )
     nxt = plan.next_version
     library = source.library(plan.library_version)
-    cards = source.cards(plan.library_version)
-    ops = reference_ops(cards, nxt, None if nxt is None else source.cards(nxt), indexed=True)
+    following = None if nxt is None else source.library(nxt)
+    indexes = None if nxt is None else (source.cards(plan.library_version), source.cards(nxt))
+    ops = reference_ops(library, nxt, following, indexes)
     return JoinedCheckpoint(
         fields.state_id,
         plan.version,

@@ -57,20 +57,19 @@ def index_ops(old: CardIndex, new: CardIndex) -> list[dict[str, Any]]:
 
 
 def reference_ops(
-    library: dict[str, Any] | CardIndex,
+    library: dict[str, Any],
     next_version: int | None,
-    next_library: dict[str, Any] | CardIndex | None,
-    indexed: bool = False,
+    next_library: dict[str, Any] | None,
+    indexes: tuple[CardIndex, CardIndex] | None = None,
 ) -> dict[str, Any]:
     """``{"next_version", "ops"}``; without a later library, empty ops and a ``note`` saying so.
 
-    ``indexed``: the libraries are given as their :func:`cards_by_id`.
+    ``indexes``: the two libraries' :func:`cards_by_id`, where the caller keeps them.
     """
     if next_library is None or next_version is None:
         return {"next_version": None, "ops": [], "note": LAST_SNAPSHOT_NOTE}
-    if not indexed:
-        library, next_library = cards_by_id(library), cards_by_id(next_library)
-    return {"next_version": next_version, "ops": index_ops(library, next_library)}
+    old, new = indexes or (cards_by_id(library), cards_by_id(next_library))
+    return {"next_version": next_version, "ops": index_ops(old, new)}
 
 
 def ops_json(ops: dict[str, Any]) -> str:
