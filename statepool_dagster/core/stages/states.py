@@ -114,7 +114,7 @@ class CheckpointInputs:
         self._decoded.move_to_end(version)
         return self._decoded[version]
 
-    def state_digest(
+    def digest_and_batch(
         self, library_version: int, batch: Sequence[BytesLike]
     ) -> tuple[bytes | None, list[Any] | None]:
         """The digest of the state joined from a library and a batch's texts, from the library
@@ -205,7 +205,7 @@ def build_states(
             batch = joined.parts[1] if joined.parts is not None else None
             found = None
             if batch is not None:
-                found, episodes = inputs.state_digest(plan.library_version, batch)
+                found, episodes = inputs.digest_and_batch(plan.library_version, batch)
             # what the export de-duplicates by
             info["digest"] = (found or state_text_digest(data)).hex()
         decoded = functools.partial(joined.decoded, episodes)
